@@ -1,0 +1,70 @@
+"""The `ddm` command line.
+
+Each subcommand lives in its own module under ddm.ops (cmd_<name>.py) exposing
+`configure(parser)` and `main(args) -> int`. Modules are imported only when their command runs,
+so `ddm --help` does not pay for importing torch or jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ddm.schema.errors import DDMError
+
+# (command, module, one-line help). Order is the order shown by `ddm --help`.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("data", "ddm.ops.cmd_data", "download or inspect datasets (MNIST, Fashion-MNIST)"),
+    ("partition", "ddm.ops.cmd_partition", "split a dataset into expert clusters (labels, k-means, random)"),
+    ("train", "ddm.ops.cmd_train", "train one expert alone (PyTorch or JAX/Flax)"),
+    ("convert", "ddm.ops.cmd_convert", "convert an expert checkpoint between PyTorch and JAX"),
+    ("sample", "ddm.ops.cmd_sample", "sample images in-process from a deployment (the reference sampler)"),
+    ("info", "ddm.ops.cmd_info", "describe a checkpoint, manifest or deployment"),
+]
+
+EPILOG = """\
+typical first run (MNIST offline, two experts on two frameworks):
+  ddm partition --dataset mnist --split 'test[:8000]' --by labels:0-4,5-9 --out runs/p.json
+  ddm train expert --framework torch --partition runs/p.json --expert 0 --preset small --out runs/e0
+  ddm train expert --framework jax   --partition runs/p.json --expert 1 --preset small --out runs/e1
+  ddm sample --local --deployment runs/deployment.toml --all-labels --out grid.png
+Run `ddm COMMAND --help` for the flags of each command.
+"""
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ddm",
+        description="Decentralized Diffusion Models: train isolated experts, route between them per step.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    wanted = argv[0] if argv else None
+    for name, module, help_text in COMMANDS:
+        child = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:  # import only the module of the command being run
+            mod = importlib.import_module(module)
+            mod.configure(child)
+            child.set_defaults(_main=mod.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    try:
+        return int(args._main(args) or 0)
+    except DDMError as exc:
+        print(f"ddm {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

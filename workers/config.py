@@ -1,0 +1,45 @@
+"""UNet presets as frozen dataclasses; the config is saved with every checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from ddm.schema.errors import ConfigError, expected
+from ddm.schema.flow import NUM_CLASSES
+
+
+@dataclass(frozen=True)
+class UNetConfig:
+    """Shape of the conditional UNet shared by the PyTorch and Flax experts."""
+
+    base_channels: int = 64  # c: encoder levels use c, 2c, 4c
+    emb_dim: int = 128  # sinusoidal time embedding and class embedding width
+    num_classes: int = NUM_CLASSES  # plus one null class for classifier-free guidance
+    groups: int = 8  # GroupNorm groups
+    image_size: int = 32
+    in_channels: int = 1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> UNetConfig:
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ConfigError(expected(f"UNetConfig fields {sorted(names)}", sorted(unknown)))
+        return cls(**data)
+
+
+PRESETS: dict[str, UNetConfig] = {
+    "base": UNetConfig(base_channels=64),  # the seed's model
+    "small": UNetConfig(base_channels=32),  # CPU training in under an hour
+    "tiny": UNetConfig(base_channels=16),  # tests
+}
+
+
+def get_preset(name: str) -> UNetConfig:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(expected(f"a preset in {sorted(PRESETS)}", name)) from None
