@@ -1,0 +1,25 @@
+"""The contract between processes: flow convention, messages, strict codec, names, settings, errors.
+
+Imports numpy and msgpack only. Re-exports the names most callers need.
+"""
+
+from .codec import packb, unpackb
+from .errors import ConfigError, SchemaError
+from .messages import Frame, JobSpec, JobStatus, VelocityReply, VelocityRequest, parse_strategy
+from .names import Names
+from .settings import Settings
+
+__all__ = [
+    "ConfigError",
+    "Frame",
+    "JobSpec",
+    "JobStatus",
+    "Names",
+    "SchemaError",
+    "Settings",
+    "VelocityReply",
+    "VelocityRequest",
+    "packb",
+    "parse_strategy",
+    "unpackb",
+]

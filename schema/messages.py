@@ -1,0 +1,351 @@
+"""Messages between processes: frozen dataclasses with encode() -> bytes and decode(bytes).
+
+Every field is validated on construction (so a bad message cannot even be built) and on decode
+(which goes through the constructor). Encoded form: a msgpack map of the fields plus "type" and
+"version"; arrays use the strict codec in ddm.schema.codec. Errors are SchemaError.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import re
+import uuid
+from enum import StrEnum
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from .codec import DEFAULT_MAX_BYTES, packb, unpackb
+from .errors import SchemaError, expected
+from .flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES
+from .names import MAX_EXPERT_ID, check_job_id, check_worker_id
+
+PROTOCOL_VERSION = 1
+MAX_BATCH = 256  # rows in one VelocityRequest
+MAX_SAMPLES = 64  # samples in one job
+MAX_STEPS = 1000
+MAX_GUIDANCE = 20.0
+MAX_EXPERTS = MAX_EXPERT_ID + 1  # K, columns of Frame.weights
+MAX_SEED = 2**32 - 1
+REQUEST_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_TOPK_RE = re.compile(r"topk:([1-9][0-9]{0,3})")
+
+
+class JobStatus(StrEnum):
+    """Lifecycle of a job; the value is what Redis stores (a str Enum, as rq's JobStatus)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobStatus.DONE, JobStatus.FAILED)
+
+
+def parse_strategy(strategy: object) -> tuple[str, int | None]:
+    """Strategy text -> (kind, k).
+
+    'oracle' -> ('oracle', None); 'top1' -> ('topk', 1); 'topk:K' -> ('topk', K); 'full' -> ('full', None).
+    """
+    if not isinstance(strategy, str):
+        raise SchemaError(expected("strategy as a str", type(strategy).__name__))
+    if strategy in ("oracle", "full"):
+        return strategy, None
+    if strategy == "top1":
+        return "topk", 1
+    m = _TOPK_RE.fullmatch(strategy)
+    if m is None:
+        raise SchemaError(expected("strategy 'oracle', 'top1', 'topk:K' (K >= 1) or 'full'", strategy))
+    return "topk", int(m.group(1))
+
+
+# ---------------------------------------------------------------- field checks
+
+
+def _int(name: str, value: object, lo: int, hi: int) -> int:
+    # numbers.Integral admits numpy ints; bool is an int subclass and is refused on purpose.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        raise SchemaError(expected(f"{name} int in {lo}..{hi}", value))
+    return int(value)
+
+
+def _float(name: str, value: object, lo: float = -math.inf, hi: float = math.inf) -> float:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not lo <= value <= hi:
+        raise SchemaError(expected(f"{name} finite float in [{lo}, {hi}]", value))
+    return float(value)
+
+
+def _str(name: str, value: object, pattern: re.Pattern) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise SchemaError(expected(f"{name} matching {pattern.pattern}", value))
+    return value
+
+
+def _array(name: str, value: object, dtype: type, shape: tuple, dims: str = "B") -> np.ndarray:
+    """Check dtype and shape; None in `shape` matches any size (named by `dims` in errors)."""
+    if not isinstance(value, np.ndarray):
+        raise SchemaError(expected(f"{name} as numpy array", type(value).__name__))
+    if value.dtype != np.dtype(dtype):
+        raise SchemaError(expected(f"{name} dtype {np.dtype(dtype).name}", value.dtype.name))
+    if value.ndim != len(shape) or any(
+        s is not None and s != d for s, d in zip(shape, value.shape, strict=True)
+    ):
+        free = iter(dims)
+        pretty = "[" + ", ".join(next(free) if s is None else str(s) for s in shape) + "]"
+        raise SchemaError(expected(f"{name} shape {pretty}", value.shape))
+    return value
+
+
+def _finite(name: str, a: np.ndarray) -> None:
+    if not np.isfinite(a).all():
+        raise SchemaError(expected(f"{name} all finite", f"{int((~np.isfinite(a)).sum())} NaN/inf values"))
+
+
+def _batch(name: str, n: int, lo: int, hi: int) -> None:
+    if not lo <= n <= hi:
+        raise SchemaError(expected(f"{name} batch size in {lo}..{hi}", n))
+
+
+def _ids(name: str, value: object) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple):
+        raise SchemaError(expected(f"{name} as a list of ints", value))
+    return tuple(value)
+
+
+# ---------------------------------------------------------------- encode / decode
+
+
+class _Message:
+    """encode()/decode() shared by the message dataclasses."""
+
+    TYPE: ClassVar[str]
+    _TUPLES: ClassVar[tuple[str, ...]] = ()  # fields that msgpack turns into lists
+
+    def _fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def encode(self, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+        """Serialise to msgpack bytes: {"type", "version", **fields}."""
+        return packb({"type": self.TYPE, "version": PROTOCOL_VERSION, **self._fields()}, max_bytes=max_bytes)
+
+    @classmethod
+    def decode(cls, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Self:
+        """Parse and validate bytes from encode(); anything else raises SchemaError."""
+        obj = unpackb(data, max_bytes=max_bytes)
+        if not isinstance(obj, dict):
+            raise SchemaError(expected(f"{cls.TYPE} message as a map", type(obj).__name__))
+        names = {f.name for f in dataclasses.fields(cls)}
+        want = names | {"type", "version"}
+        if set(obj) != want:
+            missing, extra = sorted(want - set(obj), key=str), sorted(set(obj) - want, key=str)
+            raise SchemaError(
+                expected(f"{cls.TYPE} fields {sorted(want)}", f"missing {missing}, extra {extra}")
+            )
+        if obj["type"] != cls.TYPE:
+            raise SchemaError(expected(f"type {cls.TYPE!r}", obj["type"]))
+        if type(obj["version"]) is not int or obj["version"] != PROTOCOL_VERSION:
+            raise SchemaError(expected(f"version {PROTOCOL_VERSION}", obj["version"]))
+        kwargs = {k: obj[k] for k in names}
+        for k in cls._TUPLES:
+            kwargs[k] = _ids(k, kwargs[k])
+        return cls(**kwargs)
+
+
+# ---------------------------------------------------------------- messages
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSpec(_Message):
+    """A sampling job: n = len(labels) images, `steps` Euler steps, routing `strategy`.
+
+    strategy: 'oracle' (label -> expert), 'top1', 'topk:K' or 'full' (learned router).
+    """
+
+    TYPE: ClassVar[str] = "job_spec"
+    _TUPLES: ClassVar[tuple[str, ...]] = ("labels",)
+
+    job_id: str
+    labels: tuple[int, ...]
+    steps: int = 50
+    strategy: str = "oracle"
+    guidance: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def n(self) -> int:
+        return len(self.labels)
+
+    def validate(self) -> None:
+        """Check every field; normalises numeric types (numpy ints, list labels) to plain Python."""
+        check_job_id(self.job_id)
+        labels = _ids("labels", self.labels)
+        if not 1 <= len(labels) <= MAX_SAMPLES:
+            raise SchemaError(expected(f"1..{MAX_SAMPLES} labels", len(labels)))
+        labels = tuple(_int("label", y, 0, NUM_CLASSES - 1) for y in labels)
+        object.__setattr__(self, "labels", labels)  # frozen: the one sanctioned write
+        object.__setattr__(self, "steps", _int("steps", self.steps, 1, MAX_STEPS))
+        parse_strategy(self.strategy)
+        object.__setattr__(self, "guidance", _float("guidance", self.guidance, 0.0, MAX_GUIDANCE))
+        object.__setattr__(self, "seed", _int("seed", self.seed, 0, MAX_SEED))
+
+    @classmethod
+    def new(
+        cls, labels, *, steps: int = 50, strategy: str = "oracle", guidance: float = 1.0, seed: int = 0
+    ) -> JobSpec:
+        """A JobSpec with a fresh uuid4-hex job_id."""
+        return cls(uuid.uuid4().hex, tuple(labels), steps, strategy, guidance, seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict (labels as a list)."""
+        d = self._fields()
+        d["labels"] = list(self.labels)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: object) -> JobSpec:
+        """Inverse of to_dict. job_id and labels are required; the rest default; unknown keys refused."""
+        if not isinstance(d, dict):
+            raise SchemaError(expected("job spec as a dict", type(d).__name__))
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not {"job_id", "labels"} <= set(d) <= names:
+            raise SchemaError(
+                expected(f"keys job_id, labels and optionally {sorted(names)}", sorted(d, key=str))
+            )
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> JobSpec:
+        try:
+            d = json.loads(text)
+        except (TypeError, ValueError) as e:
+            raise SchemaError(expected("job spec JSON", text)) from e
+        return cls.from_dict(d)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # eq=False: arrays have no single truth value
+class VelocityRequest(_Message):
+    """Ask an expert for v(x, t, y) with guidance, for B rows at once.
+
+    x float32 [B, 1, 32, 32] finite; t float32 [B] in [0, 1]; y int64 [B] in 0..10 (10 = null class);
+    guidance float32 [B] finite. 1 <= B <= 256.
+    """
+
+    TYPE: ClassVar[str] = "velocity_request"
+
+    request_id: str
+    x: np.ndarray
+    t: np.ndarray
+    y: np.ndarray
+    guidance: np.ndarray
+
+    def __post_init__(self) -> None:
+        _str("request_id", self.request_id, REQUEST_ID_RE)
+        _array("x", self.x, np.float32, (None, *IMAGE_SHAPE))
+        B = self.x.shape[0]
+        _batch("x", B, 1, MAX_BATCH)
+        for name in ("t", "guidance"):
+            _array(name, getattr(self, name), np.float32, (B,))
+            _finite(name, getattr(self, name))
+        _array("y", self.y, np.int64, (B,))
+        _finite("x", self.x)
+        if not ((self.t >= 0) & (self.t <= 1)).all():
+            raise SchemaError(expected("t in [0, 1]", self.t))
+        if not ((self.y >= 0) & (self.y <= NULL_CLASS)).all():
+            raise SchemaError(expected(f"y in 0..{NULL_CLASS}", self.y))
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.x.shape[0])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class VelocityReply(_Message):
+    """An expert's answer: v float32 [B, 1, 32, 32] finite, plus who computed it and how fast.
+
+    batch_size is the size of the forward pass that served the request (>= 1), for metrics.
+    """
+
+    TYPE: ClassVar[str] = "velocity_reply"
+
+    request_id: str
+    v: np.ndarray
+    expert_id: int
+    worker_id: str
+    compute_ms: float
+    batch_size: int
+
+    def __post_init__(self) -> None:
+        _str("request_id", self.request_id, REQUEST_ID_RE)
+        _array("v", self.v, np.float32, (None, *IMAGE_SHAPE))
+        _batch("v", self.v.shape[0], 1, MAX_BATCH)
+        _finite("v", self.v)
+        object.__setattr__(self, "expert_id", _int("expert_id", self.expert_id, 0, MAX_EXPERT_ID))
+        check_worker_id(self.worker_id)
+        object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
+        object.__setattr__(self, "batch_size", _int("batch_size", self.batch_size, 1, 1 << 16))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Frame(_Message):
+    """One denoising step of a job, for the trajectory stream and the browser.
+
+    x float16 [n, 1, 32, 32] finite (compact latent); experts: ids used at this step by any sample;
+    weights float32 [n, K] finite, >= 0 (routing weights over all K experts); t in [0, 1].
+    """
+
+    TYPE: ClassVar[str] = "frame"
+    _TUPLES: ClassVar[tuple[str, ...]] = ("experts",)
+
+    job_id: str
+    step: int
+    t: float
+    x: np.ndarray
+    experts: tuple[int, ...]
+    weights: np.ndarray
+    latency_ms: float
+
+    def __post_init__(self) -> None:
+        check_job_id(self.job_id)
+        object.__setattr__(self, "step", _int("step", self.step, 0, MAX_STEPS))
+        object.__setattr__(self, "t", _float("t", self.t, 0.0, 1.0))
+        _array("x", self.x, np.float16, (None, *IMAGE_SHAPE), dims="n")
+        n = self.x.shape[0]
+        _batch("x", n, 1, MAX_SAMPLES)
+        _finite("x", self.x)
+        _array("weights", self.weights, np.float32, (n, None), dims="K")
+        K = self.weights.shape[1]
+        if not 1 <= K <= MAX_EXPERTS:
+            raise SchemaError(expected(f"weights over 1..{MAX_EXPERTS} experts", K))
+        _finite("weights", self.weights)
+        if (self.weights < 0).any():
+            raise SchemaError(expected("weights >= 0", self.weights.min()))
+        experts = tuple(_int("expert id", e, 0, K - 1) for e in _ids("experts", self.experts))
+        if len(set(experts)) != len(experts):
+            raise SchemaError(expected("distinct expert ids", experts))
+        object.__setattr__(self, "experts", experts)
+        object.__setattr__(self, "latency_ms", _float("latency_ms", self.latency_ms, 0.0))
+
+    @classmethod
+    def from_latent(
+        cls, job_id: str, step: int, t: float, x: np.ndarray, experts, weights: np.ndarray, latency_ms: float
+    ) -> Frame:
+        """Build a Frame from the float32 latent x [n, 1, 32, 32], stored as float16."""
+        _array("x", x, np.float32, (None, *IMAGE_SHAPE), dims="n")
+        limit = float(np.finfo(np.float16).max)
+        if not (np.abs(x) <= limit).all():  # also false for NaN
+            raise SchemaError(
+                expected(f"x finite and within float16 range +-{limit:g}", float(np.abs(x).max()))
+            )
+        return cls(job_id, step, t, x.astype(np.float16), tuple(experts), weights, latency_ms)

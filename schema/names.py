@@ -1,0 +1,98 @@
+"""The one builder for every RabbitMQ queue name and Redis key (tests pin the formats).
+
+A prefix lets several deployments, or test runs, share one broker and one Redis.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import ConfigError, SchemaError, expected
+
+PREFIX_RE = re.compile(r"[A-Za-z0-9_.:-]{0,64}")
+JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+WORKER_ID_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
+MAX_EXPERT_ID = 1023
+
+
+def check_job_id(job_id: object) -> str:
+    """Return `job_id` if it is 1..64 chars of [A-Za-z0-9_-], else raise SchemaError."""
+    # fullmatch, not match + '$': '$' would also accept a trailing newline.
+    if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id):
+        raise SchemaError(expected("job_id of 1..64 chars [A-Za-z0-9_-]", job_id))
+    return job_id
+
+
+def check_worker_id(worker_id: object) -> str:
+    """Return `worker_id` if it is 1..128 chars of [A-Za-z0-9_.:@-], else raise SchemaError."""
+    if not isinstance(worker_id, str) or not WORKER_ID_RE.fullmatch(worker_id):
+        raise SchemaError(expected("worker_id of 1..128 chars [A-Za-z0-9_.:@-]", worker_id))
+    return worker_id
+
+
+def check_expert_id(expert_id: object) -> int:
+    """Return `expert_id` if it is an int in 0..MAX_EXPERT_ID, else raise SchemaError."""
+    if type(expert_id) is not int or not 0 <= expert_id <= MAX_EXPERT_ID:
+        raise SchemaError(expected(f"expert_id int in 0..{MAX_EXPERT_ID}", expert_id))
+    return expert_id
+
+
+@dataclass(frozen=True)
+class Names:
+    """Queue names (dots) and Redis keys (colons), all under one optional prefix."""
+
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prefix, str) or not PREFIX_RE.fullmatch(self.prefix):
+            raise ConfigError(expected("prefix of 0..64 chars [A-Za-z0-9_.:-]", self.prefix))
+
+    # RabbitMQ
+    @property
+    def jobs(self) -> str:
+        """Durable queue of JobSpec messages, consumed by router workers."""
+        return f"{self.prefix}ddm.jobs"
+
+    def expert_queue(self, expert_id: int) -> str:
+        """Durable queue of VelocityRequests for one expert; its replicas compete on it."""
+        return f"{self.prefix}ddm.expert.{check_expert_id(expert_id)}"
+
+    @property
+    def dead_letter_exchange(self) -> str:
+        return f"{self.prefix}ddm.dlx"
+
+    @property
+    def dead_letter_queue(self) -> str:
+        return f"{self.prefix}ddm.dead"
+
+    # Redis
+    def job(self, job_id: str) -> str:
+        """Hash: status, step, spec of one job."""
+        return f"{self.prefix}ddm:job:{check_job_id(job_id)}"
+
+    def traj(self, job_id: str) -> str:
+        """Stream of Frames, one per denoising step."""
+        return f"{self.prefix}ddm:traj:{check_job_id(job_id)}"
+
+    def state(self, job_id: str) -> str:
+        """Latest resumable sampler state of a job (survives a router crash)."""
+        return f"{self.prefix}ddm:state:{check_job_id(job_id)}"
+
+    def result(self, job_id: str) -> str:
+        """Final samples of a finished job."""
+        return f"{self.prefix}ddm:result:{check_job_id(job_id)}"
+
+    def worker(self, worker_id: str) -> str:
+        """Heartbeat key of one worker (expires after heartbeat_ttl_s)."""
+        return f"{self.prefix}ddm:worker:{check_worker_id(worker_id)}"
+
+    @property
+    def workers_index(self) -> str:
+        """Set of known worker ids."""
+        return f"{self.prefix}ddm:workers"
+
+    @property
+    def jobs_index(self) -> str:
+        """Index of known job ids."""
+        return f"{self.prefix}ddm:jobs"

@@ -1,0 +1,129 @@
+"""Service settings, read once from DDM_* environment variables into one frozen object."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .codec import DEFAULT_MAX_BYTES
+from .errors import ConfigError, expected
+from .names import PREFIX_RE, Names
+
+_INT_RE = re.compile(r"-?[0-9]+")  # stricter than int(): no spaces, no underscores, no '+'
+_REGION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PASSWORD_RE = re.compile(r"(//[^:/@]*:)[^@/]*@")
+
+# field -> environment variable
+ENV_VARS: dict[str, str] = {
+    "amqp_url": "DDM_AMQP_URL",
+    "redis_url": "DDM_REDIS_URL",
+    "prefix": "DDM_PREFIX",
+    "request_timeout_s": "DDM_REQUEST_TIMEOUT_S",
+    "max_batch": "DDM_MAX_BATCH",
+    "max_wait_ms": "DDM_MAX_WAIT_MS",
+    "job_ttl_s": "DDM_JOB_TTL_S",
+    "heartbeat_s": "DDM_HEARTBEAT_S",
+    "heartbeat_ttl_s": "DDM_HEARTBEAT_TTL_S",
+    "region": "DDM_REGION",
+    "data_dir": "DDM_DATA_DIR",
+    "max_message_bytes": "DDM_MAX_MESSAGE_BYTES",
+}
+
+
+def _fail(field: str, what: str, got: object) -> ConfigError:
+    return ConfigError(f"{ENV_VARS[field]}: {expected(what, got)}")
+
+
+def redact(url: str) -> str:
+    """'amqp://user:secret@host/' -> 'amqp://user:***@host/', for logs and reprs."""
+    return _PASSWORD_RE.sub(r"\1***@", url)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a service reads from its environment. Build with Settings.from_env()."""
+
+    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = ""
+    request_timeout_s: float = 10.0  # router waits this long for an expert's reply
+    max_batch: int = 32  # expert worker: most requests merged into one forward pass
+    max_wait_ms: float = 5.0  # expert worker: longest wait to fill a batch
+    job_ttl_s: int = 86400  # Redis keys of a job expire after this
+    heartbeat_s: float = 2.0
+    heartbeat_ttl_s: int = 10  # a worker whose heartbeat is older is considered gone
+    region: str = "local"
+    data_dir: str = "data"
+    max_message_bytes: int = DEFAULT_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        self._check_url("amqp_url", ("amqp://", "amqps://"))
+        self._check_url("redis_url", ("redis://", "rediss://", "unix://"))
+        if not isinstance(self.prefix, str) or not PREFIX_RE.fullmatch(self.prefix):
+            raise _fail("prefix", "0..64 chars [A-Za-z0-9_.:-]", self.prefix)
+        self._check_number("request_timeout_s", float, 1e-3, 3600.0)
+        self._check_number("max_batch", int, 1, 4096)
+        self._check_number("max_wait_ms", float, 0.0, 10_000.0)
+        self._check_number("job_ttl_s", int, 1, 365 * 86400)
+        self._check_number("heartbeat_s", float, 1e-2, 3600.0)
+        self._check_number("heartbeat_ttl_s", int, 1, 86400)
+        if self.heartbeat_ttl_s <= self.heartbeat_s:
+            # otherwise a live worker's key expires between two beats
+            raise _fail(
+                "heartbeat_ttl_s", f"more than DDM_HEARTBEAT_S={self.heartbeat_s}", self.heartbeat_ttl_s
+            )
+        if not isinstance(self.region, str) or not _REGION_RE.fullmatch(self.region):
+            raise _fail("region", "1..64 chars [A-Za-z0-9_.-]", self.region)
+        if not isinstance(self.data_dir, str) or not self.data_dir or "\x00" in self.data_dir:
+            raise _fail("data_dir", "a non-empty path", self.data_dir)
+        self._check_number("max_message_bytes", int, 1024, 1 << 30)
+
+    def _check_url(self, field: str, schemes: tuple[str, ...]) -> None:
+        value = getattr(self, field)
+        if not isinstance(value, str) or not value.startswith(schemes) or any(c.isspace() for c in value):
+            raise _fail(field, f"URL starting with {' or '.join(schemes)}", value)
+
+    def _check_number(self, field: str, kind: type, lo: float, hi: float) -> None:
+        value = getattr(self, field)
+        ok_type = isinstance(value, int) if kind is int else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok_type or not math.isfinite(value) or not lo <= value <= hi:
+            raise _fail(field, f"{kind.__name__} in [{lo}, {hi}]", value)
+        object.__setattr__(self, field, kind(value))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read DDM_* variables from `environ` (default os.environ); unset ones keep their defaults."""
+        env = os.environ if environ is None else environ
+        kwargs: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            var = ENV_VARS[f.name]
+            if var not in env:
+                continue
+            raw = env[var]
+            if f.type == "int":
+                if not _INT_RE.fullmatch(raw):
+                    raise ConfigError(f"{var}: {expected('an integer', raw)}")
+                kwargs[f.name] = int(raw)
+            elif f.type == "float":
+                try:
+                    kwargs[f.name] = float(raw)
+                except ValueError:
+                    raise ConfigError(f"{var}: {expected('a number', raw)}") from None
+            else:
+                kwargs[f.name] = raw
+        return cls(**kwargs)
+
+    def __repr__(self) -> str:
+        # dataclass's repr would print the broker password into every log line that shows settings
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        parts = [f"{k}={redact(v) if k.endswith('_url') else v!r}" for k, v in values.items()]
+        return f"Settings({', '.join(parts)})"
+
+    @property
+    def names(self) -> Names:
+        """Queue names and Redis keys under this deployment's prefix."""
+        return Names(self.prefix)

@@ -1,0 +1,98 @@
+"""Settings: defaults, a dict environment, and refusals that name the variable."""
+
+import pytest
+
+from ddm.schema import ConfigError, Names, Settings
+from ddm.schema.settings import ENV_VARS, redact
+
+
+def test_defaults():
+    s = Settings.from_env({})
+    assert s == Settings()
+    assert s.amqp_url == "amqp://guest:guest@127.0.0.1:5672/%2F"
+    assert s.redis_url == "redis://127.0.0.1:6379/0"
+    assert (s.prefix, s.region, s.data_dir) == ("", "local", "data")
+    assert (s.request_timeout_s, s.max_batch, s.max_wait_ms) == (10.0, 32, 5.0)
+    assert (s.job_ttl_s, s.heartbeat_s, s.heartbeat_ttl_s) == (86400, 2.0, 10)
+    assert s.max_message_bytes == 16 * 1024 * 1024
+    assert s.names == Names("")
+
+
+def test_from_dict_environment():
+    env = {
+        "DDM_AMQP_URL": "amqps://u:p@mq.example:5671/prod",
+        "DDM_REDIS_URL": "rediss://:pw@cache:6380/2",
+        "DDM_PREFIX": "ci-7.",
+        "DDM_REQUEST_TIMEOUT_S": "2.5",
+        "DDM_MAX_BATCH": "128",
+        "DDM_MAX_WAIT_MS": "0",
+        "DDM_JOB_TTL_S": "60",
+        "DDM_HEARTBEAT_S": "0.5",
+        "DDM_HEARTBEAT_TTL_S": "3",
+        "DDM_REGION": "eu-west-1",
+        "DDM_DATA_DIR": "/srv/ddm data",
+        "DDM_MAX_MESSAGE_BYTES": "1048576",
+        "UNRELATED": "ignored",
+    }
+    s = Settings.from_env(env)
+    assert s.amqp_url == env["DDM_AMQP_URL"] and s.redis_url == env["DDM_REDIS_URL"]
+    assert (s.request_timeout_s, s.max_batch, s.max_wait_ms, s.job_ttl_s) == (2.5, 128, 0.0, 60)
+    assert (s.heartbeat_s, s.heartbeat_ttl_s, s.region, s.data_dir) == (0.5, 3, "eu-west-1", "/srv/ddm data")
+    assert s.max_message_bytes == 1 << 20
+    assert type(s.max_wait_ms) is float and type(s.max_batch) is int
+    assert s.names.jobs == "ci-7.ddm.jobs"
+    assert set(ENV_VARS.values()) == set(env) - {"UNRELATED"}  # every field has its variable
+
+
+def test_reads_os_environ(monkeypatch):
+    monkeypatch.setenv("DDM_REGION", "lab")
+    assert Settings.from_env().region == "lab"
+
+
+@pytest.mark.parametrize(
+    "var, value",
+    [
+        ("DDM_AMQP_URL", "http://x"),
+        ("DDM_AMQP_URL", ""),
+        ("DDM_REDIS_URL", "127.0.0.1:6379"),
+        ("DDM_REDIS_URL", "redis://a b"),
+        ("DDM_PREFIX", "bad prefix"),
+        ("DDM_REQUEST_TIMEOUT_S", "ten"),
+        ("DDM_REQUEST_TIMEOUT_S", "0"),
+        ("DDM_REQUEST_TIMEOUT_S", "nan"),
+        ("DDM_REQUEST_TIMEOUT_S", "inf"),
+        ("DDM_MAX_BATCH", "0"),
+        ("DDM_MAX_BATCH", "3.5"),
+        ("DDM_MAX_BATCH", " 8"),
+        ("DDM_MAX_BATCH", "1_000"),
+        ("DDM_MAX_BATCH", ""),
+        ("DDM_MAX_WAIT_MS", "-1"),
+        ("DDM_JOB_TTL_S", "-5"),
+        ("DDM_HEARTBEAT_S", "0"),
+        ("DDM_HEARTBEAT_TTL_S", "2"),  # not more than the default heartbeat of 2 s
+        ("DDM_REGION", ""),
+        ("DDM_REGION", "eu west"),
+        ("DDM_DATA_DIR", ""),
+        ("DDM_MAX_MESSAGE_BYTES", "100"),
+        ("DDM_MAX_MESSAGE_BYTES", "16MiB"),
+    ],
+)
+def test_bad_values_name_the_variable(var, value):
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env({var: value})
+    text = str(err.value)
+    assert text.startswith(f"{var}: expected ") and ", got " in text
+
+
+def test_direct_construction_is_checked():
+    with pytest.raises(ConfigError, match="DDM_MAX_BATCH"):
+        Settings(max_batch=True)
+    with pytest.raises(ConfigError, match="DDM_HEARTBEAT_TTL_S"):
+        Settings(heartbeat_s=5.0, heartbeat_ttl_s=5)
+
+
+def test_repr_hides_passwords():
+    s = Settings(amqp_url="amqp://user:s3cret@mq:5672/%2F", redis_url="redis://:hunter2@cache:6379/0")
+    assert "s3cret" not in repr(s) and "hunter2" not in repr(s)
+    assert redact("amqp://user:s3cret@mq/") == "amqp://user:***@mq/"
+    assert redact("redis://cache:6379/0") == "redis://cache:6379/0"  # a port is not a password

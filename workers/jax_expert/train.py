@@ -1,0 +1,78 @@
+"""Train one JAX/Flax expert: optax AdamW (same update as torch.optim.AdamW), EMA, flow-matching MSE.
+
+The loop is ddm.workers.training, shared with the PyTorch trainer.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from ddm.workers.checkpoint import TRAIN_STATE_FILE
+from ddm.workers.config import UNetConfig
+from ddm.workers.jax_expert.checkpoint import load_train_state, save_train_state, save_weights
+from ddm.workers.jax_expert.unet import UNet
+from ddm.workers.layout import flax_to_canonical
+from ddm.workers.training import TrainConfig
+
+
+def init_params(model: UNet, seed: int) -> dict:
+    """A fresh params tree (also the template for restoring checkpoints)."""
+    x = jnp.zeros((1, 32, 32, model.cfg.in_channels), jnp.float32)
+    return model.init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[
+        "params"
+    ]
+
+
+class JaxTrainer:
+    def __init__(self, ucfg: UNetConfig, tcfg: TrainConfig):
+        self.model = UNet(ucfg)
+        params = init_params(self.model, tcfg.seed)
+        # scale_by_adam + decayed weights, then p -= lr * update: exactly torch.optim.AdamW, with the
+        # learning rate passed in each step so both frameworks share one schedule (training.py).
+        self.tx = optax.chain(
+            optax.clip_by_global_norm(tcfg.grad_clip),
+            optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8),
+            optax.add_decayed_weights(tcfg.weight_decay),
+        )
+        ema = jax.tree_util.tree_map(jnp.copy, params)  # own buffers: the step donates both trees
+        self.state = {"params": params, "ema": ema, "opt": self.tx.init(params), "step": 0, "wall_s": 0.0}
+        self._train_step = jax.jit(partial(_train_step, self.model, self.tx), donate_argnums=(0,))
+
+    def resume(self, out_dir: Path) -> tuple[int, float]:
+        if not (out_dir / TRAIN_STATE_FILE["jax"]).is_file():
+            return 0, 0.0
+        self.state = load_train_state(out_dir, self.state)
+        return int(self.state["step"]), float(self.state["wall_s"])
+
+    def step(self, x_t, t, y, v, lr: float, ema: float) -> float:
+        nhwc = lambda a: jnp.asarray(a.transpose(0, 2, 3, 1))  # noqa: E731
+        tree = {k: self.state[k] for k in ("params", "ema", "opt")}
+        tree, loss = self._train_step(tree, nhwc(x_t), jnp.asarray(t), jnp.asarray(y), nhwc(v), lr, ema)
+        self.state.update(tree)
+        return float(loss)
+
+    def save(self, out_dir: Path, step: int, wall_s: float) -> None:
+        host = jax.device_get({k: self.state[k] for k in ("params", "ema", "opt")})
+        canonical = flax_to_canonical(host["ema"])
+        save_weights(out_dir, canonical, host["ema"])
+        save_train_state(out_dir, {**host, "step": step, "wall_s": wall_s})
+
+
+def _train_step(model, tx, tree, x_t, t, y, v, lr, ema):
+    def loss_fn(params):
+        pred = model.apply({"params": params}, x_t, t, y)  # [B, 32, 32, 1]
+        return jnp.mean((pred - v) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(tree["params"])
+    updates, opt = tx.update(grads, tree["opt"], tree["params"])
+    params = jax.tree_util.tree_map(lambda p, u: p - lr * u, tree["params"], updates)
+    ema_params = jax.tree_util.tree_map(lambda e, p: ema * e + (1.0 - ema) * p, tree["ema"], params)
+    return {"params": params, "ema": ema_params, "opt": opt}, loss
+
+
+__all__ = ["JaxTrainer", "init_params"]

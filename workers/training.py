@@ -1,0 +1,161 @@
+"""The framework-free half of expert training: config, batches, schedules, the loop.
+
+Both trainers (workers/torch_expert/train.py, workers/jax_expert/train.py) plug into `train_loop`;
+everything random about a batch comes from numpy here, so a batch is a pure function of
+(seed, step): resuming needs only the step, and both frameworks see identical data for a seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from tqdm import tqdm
+
+from ddm.schema.errors import ConfigError, expected
+from ddm.schema.flow import NULL_CLASS, interpolate, target_velocity
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    preset: str = "small"
+    steps: int = 3000
+    batch: int = 64
+    lr: float = 1e-3
+    warmup: int = 100
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at the last step
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    ema_decay: float = 0.999
+    label_dropout: float = 0.1  # classifier-free guidance: p(label -> null class)
+    seed: int = 0
+    save_every: int = 500
+
+    def __post_init__(self):
+        if self.steps < 1 or self.batch < 1:
+            raise ConfigError(expected("steps >= 1 and batch >= 1", (self.steps, self.batch)))
+        if not 0.0 <= self.label_dropout < 1.0:
+            raise ConfigError(expected("label_dropout in [0, 1)", self.label_dropout))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup, then cosine decay to lr * min_lr_ratio."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.lr * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine)
+
+
+def ema_decay(step: int, cfg: TrainConfig) -> float:
+    """EMA decay warmed up so early averages are not dominated by the random init."""
+    return min(cfg.ema_decay, (1.0 + step) / (10.0 + step))
+
+
+def training_batch(images: np.ndarray, labels: np.ndarray, cfg: TrainConfig, step: int):
+    """One flow-matching batch, a pure function of (cfg.seed, step).
+
+    images float32 [N,1,32,32] in [-1,1], labels int64 [N] ->
+    x_t float32 [B,1,32,32], t float32 [B], y int64 [B] (NULL_CLASS where dropped), v float32 [B,1,32,32].
+    """
+    rng = np.random.default_rng([cfg.seed, step])
+    idx = rng.integers(0, len(images), size=cfg.batch)
+    x1 = images[idx]
+    x0 = rng.standard_normal(x1.shape, dtype=np.float32)
+    t = rng.random(cfg.batch, dtype=np.float32)
+    y = np.where(rng.random(cfg.batch) < cfg.label_dropout, NULL_CLASS, labels[idx]).astype(np.int64)
+    return interpolate(x0, x1, t).astype(np.float32), t, y, target_velocity(x0, x1).astype(np.float32)
+
+
+class Trainer(Protocol):
+    """What a framework provides to `train_loop`."""
+
+    def resume(self, out_dir: Path) -> tuple[int, float]:
+        """Load train state if out_dir has one; return (next step, wall seconds so far)."""
+
+    def step(self, x_t, t, y, v, lr: float, ema: float) -> float:
+        """One optimiser step on numpy inputs; returns the loss."""
+
+    def save(self, out_dir: Path, step: int, wall_s: float) -> None:
+        """Write weights (EMA) and the resumable train state, atomically."""
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def train_loop(
+    trainer: Trainer,
+    images: np.ndarray,
+    labels: np.ndarray,
+    cfg: TrainConfig,
+    out_dir: Path,
+    meta: dict,
+    progress: bool = True,
+) -> dict:
+    """Run (or resume) training to cfg.steps; checkpoint every cfg.save_every steps and at the end.
+
+    `meta` is the framework/partition description; train_loop adds steps, wall time and loss and
+    writes it to out_dir/meta.json next to the weights. Returns that final meta.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start, wall_before = trainer.resume(out_dir)
+    if start >= cfg.steps:  # already trained this far: nothing to do, keep the stored meta
+        return json.loads((out_dir / "meta.json").read_text())
+    log_path = out_dir / "loss.csv"
+    new_log = start == 0 or not log_path.exists()
+    recent: list[float] = []
+    t_start = time.perf_counter()
+
+    def wall() -> float:
+        return wall_before + time.perf_counter() - t_start
+
+    def checkpoint(step: int) -> dict:
+        trainer.save(out_dir, step, wall())
+        final = {
+            **meta,
+            "train": cfg.to_dict(),
+            "steps": step,
+            "batch": cfg.batch,
+            "wall_time_s": round(wall(), 1),
+            "final_loss": float(np.mean(recent)) if recent else None,
+            "num_train_samples": int(len(images)),
+        }
+        write_json_atomic(out_dir / "meta.json", final)
+        return final
+
+    final = {}
+    with open(log_path, "w" if new_log else "a", newline="") as log_file:
+        writer = csv.writer(log_file)
+        if new_log:
+            writer.writerow(["step", "loss", "lr", "wall_s"])
+        bar = tqdm(
+            range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="train"
+        )
+        for step in bar:
+            x_t, t, y, v = training_batch(images, labels, cfg, step)
+            lr = learning_rate(step, cfg)
+            loss = trainer.step(x_t, t, y, v, lr, ema_decay(step, cfg))
+            if not math.isfinite(loss):
+                raise ConfigError(expected("a finite training loss", f"{loss} at step {step}"))
+            recent = (recent + [loss])[-100:]  # final_loss = mean of the last 100 steps
+            writer.writerow([step + 1, f"{loss:.6f}", f"{lr:.3e}", f"{wall():.1f}"])
+            bar.set_postfix(loss=f"{np.mean(recent):.4f}", lr=f"{lr:.1e}")
+            if (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
+                log_file.flush()
+                checkpoint(step + 1)
+        log_file.flush()
+        final = checkpoint(cfg.steps)
+    return final
