@@ -1,0 +1,26 @@
+"""The expert side: twin UNets, training, checkpoints, and `load_expert`, the one door to an expert."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
+
+
+def load_expert(path: str | Path, device: str = "auto", buckets: tuple[int, ...] = DEFAULT_BUCKETS) -> Expert:
+    """Load an expert checkpoint folder for inference, whatever its framework.
+
+    device: torch: auto | cpu | cuda | neuron | cpu-traced; jax: auto | cpu | gpu.
+    Static-shape backends (jax, neuron, cpu-traced) compile every bucket here, before returning.
+    """
+    from ddm.workers.checkpoint import read_meta
+
+    meta = read_meta(path)
+    if meta["framework"] == "torch":
+        from ddm.workers.torch_expert.expert import load
+    else:
+        from ddm.workers.jax_expert.expert import load
+    return load(path, meta, device=device, buckets=buckets)
+
+
+__all__ = ["DEFAULT_BUCKETS", "Expert", "ExpertMeta", "load_expert"]

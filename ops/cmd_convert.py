@@ -1,0 +1,19 @@
+"""`ddm convert SRC --to torch|jax --out DST`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("src", help="checkpoint folder (meta.json + weights)")
+    parser.add_argument("--to", required=True, choices=("torch", "jax"), help="target framework")
+    parser.add_argument("--out", required=True, help="folder for the converted checkpoint")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddm.workers.convert import convert
+
+    meta = convert(args.src, args.to, args.out)
+    print(f"converted {args.src} ({meta['converted_from']['framework']}) -> {args.out} ({args.to})")
+    return 0

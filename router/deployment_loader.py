@@ -1,0 +1,38 @@
+"""Turn a Deployment (schema/deployment.py) into live objects: experts and a routing policy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ddm.router.policies import RoutingPolicy, build_policy
+from ddm.schema.deployment import Deployment
+from ddm.schema.errors import ConfigError
+from ddm.workers.checkpoint import read_meta
+
+
+def expert_label_counts(deployment: Deployment) -> np.ndarray:
+    """int64 [K, 10]: each expert's training label counts, read from its meta.json (weights untouched)."""
+    rows = []
+    for entry in deployment.experts:
+        meta = read_meta(entry.checkpoint)
+        counts = meta.get("label_counts")
+        if not isinstance(counts, list) or len(counts) != 10:
+            raise ConfigError(f"{entry.checkpoint}/meta.json: expected label_counts, a list of 10 ints")
+        rows.append(counts)
+    return np.asarray(rows, dtype=np.int64)
+
+
+def load_policy(deployment: Deployment) -> RoutingPolicy:
+    learned = None
+    if deployment.router.kind == "learned":
+        from ddm.router.learned import load_router  # a later issue: the learned router network
+
+        learned = load_router(deployment.router.checkpoint)
+    return build_policy(deployment.router.kind, expert_label_counts(deployment), learned)
+
+
+def load_experts(deployment: Deployment, device: str | None = None) -> dict:
+    """All experts of a deployment, in-process (device overrides each entry's device if given)."""
+    from ddm.workers import load_expert
+
+    return {e.id: load_expert(e.checkpoint, device=device or e.device) for e in deployment.experts}

@@ -1,0 +1,133 @@
+"""Routing: which experts serve each sample at each step, with what weights.
+
+A router estimates p(cluster | x_t, t, y) as probabilities [B, K]; a strategy turns them into
+mixture weights: top-k keeps the k largest and renormalises (top1 = k=1), full keeps them all.
+The "oracle" strategy uses the label -> expert table of a label partition instead of a router.
+
+Routers here:
+  LabelTableRouter  p(k | y) from a table [11, K] (row 10 = the null class). Two tables:
+    oracle_table       one-hot, for partitions by label set (the seed's 0-4 / 5-9 split);
+    label_prior_table  p(k | y) proportional to each cluster's label counts (any partition;
+                       ignores x_t, the baseline a learned router must beat).
+Learned routers (a network on x_t, t, y) plug in through the same `probs` method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ddm.schema.errors import ConfigError, SchemaError, expected
+from ddm.schema.flow import NUM_CLASSES
+from ddm.schema.messages import parse_strategy
+
+
+class Router(Protocol):
+    num_experts: int
+
+    def probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """x f32 [B,1,32,32], t f32 [B], y i64 [B] -> p(cluster) f32 [B, K], rows sum to 1."""
+
+
+@dataclass(frozen=True)
+class LabelTableRouter:
+    table: np.ndarray  # float32 [NUM_CLASSES + 1, K]
+
+    @property
+    def num_experts(self) -> int:
+        return int(self.table.shape[1])
+
+    def probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return self.table[np.asarray(y, dtype=np.int64)]
+
+
+def oracle_table(label_counts: np.ndarray) -> np.ndarray | None:
+    """label_counts int [K, 10] -> one-hot [11, K], or None if some label is in two clusters or none."""
+    present = np.asarray(label_counts) > 0
+    if not np.all(present.sum(axis=0) == 1):
+        return None
+    table = np.zeros((NUM_CLASSES + 1, present.shape[0]), np.float32)
+    table[np.arange(NUM_CLASSES), present.argmax(axis=0)] = 1.0
+    table[NUM_CLASSES, np.asarray(label_counts).sum(axis=1).argmax()] = 1.0  # null: the largest cluster
+    return table
+
+
+def label_prior_table(label_counts: np.ndarray) -> np.ndarray:
+    """label_counts int [K, 10] -> p(k | y) [11, K]; the null row is p(k) (cluster sizes)."""
+    counts = np.asarray(label_counts, dtype=np.float64)  # [K, 10]
+    if counts.ndim != 2 or counts.shape[1] != NUM_CLASSES or np.any(counts.sum(axis=0) == 0):
+        raise ConfigError(expected("label counts [K, 10] with every label in some cluster", counts.shape))
+    table = np.concatenate([counts.T, counts.sum(axis=1)[None, :]], axis=0)  # [11, K]
+    return (table / table.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def strategy_weights(probs: np.ndarray, strategy: str) -> np.ndarray:
+    """probs [B, K] -> weights [B, K] for a "topk:K" / "top1" / "full" strategy."""
+    kind, k = parse_strategy(strategy)
+    probs = np.asarray(probs, dtype=np.float32)
+    if kind == "full":
+        return probs / probs.sum(axis=1, keepdims=True)
+    if kind != "topk":
+        raise SchemaError(expected("a router strategy topk:K, top1 or full", strategy))
+    K = probs.shape[1]
+    if k >= K:
+        return probs / probs.sum(axis=1, keepdims=True)
+    order = np.argsort(-probs, axis=1, kind="stable")[:, :k]  # ties: the lower expert id wins
+    weights = np.zeros_like(probs)
+    rows = np.arange(len(probs))[:, None]
+    weights[rows, order] = probs[rows, order]
+    total = weights.sum(axis=1, keepdims=True)
+    # a row whose top-k all have probability 0 would divide by 0: give it the argmax alone
+    zero = total[:, 0] <= 0
+    weights[zero, order[zero, 0]] = 1.0
+    total[zero] = 1.0
+    return weights / total
+
+
+@dataclass(frozen=True)
+class RoutingPolicy:
+    """The deployment's router plus, for label partitions, the oracle table."""
+
+    router: Router
+    oracle: LabelTableRouter | None = None
+
+    @property
+    def num_experts(self) -> int:
+        return self.router.num_experts
+
+    def strategies(self) -> tuple[str, ...]:
+        base = ("top1", "topk:2", "full")
+        return (("oracle",) if self.oracle is not None else ()) + base
+
+    def weights(self, x: np.ndarray, t: np.ndarray, y: np.ndarray, strategy: str) -> np.ndarray:
+        """Mixture weights float32 [B, K] for one step."""
+        kind, _ = parse_strategy(strategy)
+        if kind == "oracle":
+            if self.oracle is None:
+                raise SchemaError(
+                    "strategy 'oracle' needs a partition by label sets (each label in exactly one expert); "
+                    "this deployment's experts share labels - use top1, topk:K or full"
+                )
+            return self.oracle.probs(x, t, y)
+        return strategy_weights(self.router.probs(x, t, y), strategy)
+
+
+def build_policy(kind: str, label_counts: np.ndarray, learned: Router | None = None) -> RoutingPolicy:
+    """Routing policy for a deployment: router kind oracle | label-prior | learned."""
+    table = oracle_table(label_counts)
+    oracle = LabelTableRouter(table) if table is not None else None
+    if kind == "oracle":
+        if oracle is None:
+            raise ConfigError(
+                "router kind 'oracle' needs experts with disjoint label sets; use label-prior or learned"
+            )
+        return RoutingPolicy(router=oracle, oracle=oracle)
+    if kind == "label-prior":
+        return RoutingPolicy(router=LabelTableRouter(label_prior_table(label_counts)), oracle=oracle)
+    if kind == "learned":
+        if learned is None:
+            raise ConfigError("router kind 'learned' needs a router checkpoint")
+        return RoutingPolicy(router=learned, oracle=oracle)
+    raise ConfigError(expected("router kind oracle, label-prior or learned", kind))

@@ -1,0 +1,81 @@
+"""The DDM sampler: one step = route, ask each chosen expert for its rows, mix, Euler.
+
+The step is split into pure pieces (plan_step, combine, schema.flow.euler_step) so that two drivers
+share one implementation: `sample_local` below calls experts in-process; the router worker sends the
+same plan's rows over RabbitMQ and calls `combine` when the replies are in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddm.router.policies import RoutingPolicy
+from ddm.schema.flow import IMAGE_SHAPE, euler_step, time_grid
+from ddm.schema.messages import JobSpec
+
+# velocity(x f32 [b,1,32,32], t f32 [b], y i64 [b], guidance f32 [b]) -> v f32 [b,1,32,32]
+VelocityFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def initial_noise(spec: JobSpec) -> np.ndarray:
+    """x at t = 0: float32 [n,1,32,32], a function of the seed and n only."""
+    return np.random.default_rng(spec.seed).standard_normal((spec.n, *IMAGE_SHAPE), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Who serves which rows at one step."""
+
+    weights: np.ndarray  # float32 [n, K]
+    rows: dict[int, np.ndarray]  # expert id -> int64 row indices with weight > 0 (ascending ids)
+
+    @property
+    def experts(self) -> tuple[int, ...]:
+        return tuple(self.rows)
+
+
+def plan_step(policy: RoutingPolicy, strategy: str, x: np.ndarray, t: float, labels: np.ndarray) -> StepPlan:
+    """Route every sample of a job at time t. x f32 [n,1,32,32], labels i64 [n]."""
+    n = len(x)
+    weights = policy.weights(x, np.full(n, t, np.float32), labels, strategy)
+    rows = {k: np.flatnonzero(weights[:, k] > 0) for k in range(weights.shape[1])}
+    return StepPlan(weights=weights, rows={k: r for k, r in rows.items() if len(r)})
+
+
+def combine(plan: StepPlan, velocities: Mapping[int, np.ndarray], n: int) -> np.ndarray:
+    """v = sum_k w_k v_k over the plan's experts, in ascending expert id (a fixed order, so both
+    drivers add in the same order). velocities[k] holds the rows plan.rows[k], in that order."""
+    v = np.zeros((n, *IMAGE_SHAPE), np.float32)
+    for k, rows in plan.rows.items():
+        v[rows] += plan.weights[rows, k][:, None, None, None] * velocities[k]
+    return v
+
+
+def sample_local(
+    experts: Mapping[int, VelocityFn],
+    policy: RoutingPolicy,
+    spec: JobSpec,
+    on_step: Callable[[int, float, np.ndarray, StepPlan], None] | None = None,
+) -> np.ndarray:
+    """Sample a job in-process. Returns x at t = 1, float32 [n,1,32,32].
+
+    on_step(step, t, x, plan) is called after each Euler step with the new x (step counts from 1).
+    """
+    grid = time_grid(spec.steps)
+    labels = np.asarray(spec.labels, dtype=np.int64)
+    guidance = np.full(spec.n, spec.guidance, np.float32)
+    x = initial_noise(spec)
+    for i in range(spec.steps):
+        plan = plan_step(policy, spec.strategy, x, float(grid[i]), labels)
+        t_rows = np.full(spec.n, grid[i], np.float32)
+        velocities = {
+            k: experts[k](x[rows], t_rows[rows], labels[rows], guidance[rows])
+            for k, rows in plan.rows.items()
+        }
+        x = euler_step(x, combine(plan, velocities, spec.n), grid[i], grid[i + 1]).astype(np.float32)
+        if on_step is not None:
+            on_step(i + 1, float(grid[i + 1]), x, plan)
+    return x
