@@ -23,3 +23,7 @@ def expected(what: str, got: object) -> str:
     if len(text) > 200:
         text = text[:200] + "..."
     return f"expected {what}, got {text}"
+
+
+class ServiceUnavailableError(DDMError, ConnectionError):
+    """RabbitMQ or Redis did not answer at the configured address."""
