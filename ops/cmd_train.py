@@ -51,9 +51,13 @@ def main(args: argparse.Namespace) -> int:
     cluster = manifest.clusters[args.expert]
 
     tcfg = TrainConfig(
-        preset=args.preset, steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
+        preset=args.preset,
+        steps=args.steps,
+        batch=args.batch,
+        lr=args.lr,
+        seed=args.seed,
         save_every=args.save_every,
-    )  # fmt: skip
+    )
     ucfg = get_preset(args.preset)
     meta = {
         "format": 1,
@@ -84,11 +88,15 @@ def main(args: argparse.Namespace) -> int:
         from ddm.workers.jax_expert.train import JaxTrainer
 
         trainer = JaxTrainer(ucfg, tcfg)
-    print(f"training {args.framework} expert {args.expert} ({args.preset}) on {len(idx)} samples "
-          f"of {manifest.dataset} {manifest.split}, classes {meta['classes']} -> {args.out}")  # fmt: skip
+    print(
+        f"training {args.framework} expert {args.expert} ({args.preset}) on {len(idx)} samples "
+        f"of {manifest.dataset} {manifest.split}, classes {meta['classes']} -> {args.out}"
+    )
     final = train_loop(trainer, images, labels, tcfg, args.out, meta, progress=not args.no_progress)
-    print(f"done: {final['steps']} steps, batch {final['batch']}, {final['wall_time_s']} s, "
-          f"final loss {final['final_loss']:.4f}")  # fmt: skip
+    print(
+        f"done: {final['steps']} steps, batch {final['batch']}, {final['wall_time_s']} s, "
+        f"final loss {final['final_loss']:.4f}"
+    )
     return 0
 
 

@@ -101,6 +101,18 @@ class RoutingPolicy:
         base = ("top1", "topk:2", "full")
         return (("oracle",) if self.oracle is not None else ()) + base
 
+    def check_strategy(self, strategy: str) -> None:
+        """Raise SchemaError unless this policy can route `strategy` (client and router both check)."""
+        kind, k = parse_strategy(strategy)
+        if kind == "oracle" and self.oracle is None:
+            raise SchemaError(
+                "strategy 'oracle' needs experts with disjoint label sets; expected one of top1, topk:K, full"
+            )
+        if kind == "topk" and k > self.num_experts:
+            raise SchemaError(
+                expected(f"topk:K with K <= {self.num_experts} (the experts deployed)", strategy)
+            )
+
     def weights(self, x: np.ndarray, t: np.ndarray, y: np.ndarray, strategy: str) -> np.ndarray:
         """Mixture weights float32 [B, K] for one step."""
         kind, _ = parse_strategy(strategy)

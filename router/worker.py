@@ -1,0 +1,368 @@
+"""The router worker: many sampling jobs at once, event-driven, resumable.
+
+Each job is a small state machine advanced by events on one pika connection (no thread per job):
+
+    job message  -> load or resume state -> plan step -> publish one request per chosen expert
+    reply        -> when the step's last reply is in: combine, Euler, write frame + state to Redis,
+                    then publish the next step's requests (or finish: result, status, ack)
+    timer        -> resend requests older than the timeout (velocity is pure: duplicates are harmless)
+
+Concurrent jobs therefore reach the experts together and get batched there. The job message is acked
+only when the job is done or failed for good, so if this process dies the broker redelivers the job
+and whichever router gets it resumes from the last step stored in Redis. Routing, mixing and the
+Euler step are router/sampler.py's, the same code `ddm sample --local` runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pika
+
+from ddm.router.deployment_loader import load_policy
+from ddm.router.sampler import StepPlan, combine, initial_noise, plan_step
+from ddm.router.store import JobStore, connect_redis
+from ddm.schema.deployment import Deployment
+from ddm.schema.errors import DDMError, SchemaError
+from ddm.schema.flow import euler_step, time_grid
+from ddm.schema.messages import Frame, JobSpec, JobStatus, VelocityReply, VelocityRequest
+from ddm.schema.settings import Settings
+from ddm.schema.topology import CONTENT_TYPE, REASON_HEADER, SOURCE_QUEUE_HEADER, WORKER_HEADER
+from ddm.workers.amqp import CONNECTION_ERRORS, connect, declare_topology
+
+log = logging.getLogger("ddm.router")
+
+SWEEP_S = 0.25  # how often pending requests are checked for timeouts
+MAX_ATTEMPTS = 5  # sends of one request before its job fails for good
+
+
+@dataclass
+class Pending:
+    job_id: str
+    expert: int
+    body: bytes
+    sent_at: float
+    attempts: int = 1
+
+
+@dataclass
+class JobRun:
+    spec: JobSpec
+    delivery_tag: int
+    x: np.ndarray  # float32 [n,1,32,32], the latent after `step` steps
+    step: int  # steps done
+    resumed_from: int
+    grid: np.ndarray
+    labels: np.ndarray
+    guidance: np.ndarray
+    plan: StepPlan | None = None
+    got: dict[int, np.ndarray] = field(default_factory=dict)
+    step_started: float = 0.0
+    step_ms_total: float = 0.0
+    steps_run: int = 0
+
+
+class RouterWorker:
+    def __init__(self, settings: Settings, deployment_path, worker_id: str | None = None, max_jobs: int = 64):
+        self.settings = settings
+        self.names = settings.names
+        self.deployment = Deployment.load(deployment_path)
+        self.policy = load_policy(self.deployment)
+        self.worker_id = worker_id or f"router-{socket.gethostname()}-{os.getpid()}"
+        self.max_jobs = max_jobs
+        self.store = JobStore(connect_redis(settings.redis_url), self.names, settings.job_ttl_s)
+        self.jobs: dict[str, JobRun] = {}
+        self.pending: dict[str, Pending] = {}
+        self.stats = {"jobs_done": 0, "jobs_failed": 0, "steps": 0, "resends": 0, "reconnects": 0}
+        self.started_at = time.time()
+        self._stopping = False
+        self._conn = None
+        self._channel = None
+        self._reply_queue = ""
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until stop(); reconnect with bounded backoff when the broker goes away."""
+        while not self._stopping:
+            try:
+                self._conn = connect(self.settings.amqp_url, attempts=None)
+                self._serve()
+            except CONNECTION_ERRORS as exc:
+                if self._stopping:
+                    break
+                self.stats["reconnects"] += 1
+                log.warning(
+                    "broker connection lost (%r); %d job(s) will be redelivered and resumed",
+                    exc,
+                    len(self.jobs),
+                )
+            finally:
+                self._drop_inflight()
+                self._close()
+        self._clear_heartbeat()
+
+    def stop(self) -> None:
+        """Ask run() to return (safe from a signal handler or another thread)."""
+        self._stopping = True
+
+    def _serve(self) -> None:
+        ch = self._conn.channel()
+        self._channel = ch
+        declare_topology(ch, self.names, range(self.deployment.num_experts))
+        ch.basic_qos(prefetch_count=self.max_jobs)
+        self._reply_queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
+        ch.basic_consume(self._reply_queue, self._on_reply, auto_ack=True)
+        ch.basic_consume(self.names.jobs, self._on_job)
+        self._conn.call_later(SWEEP_S, self._sweep)
+        self._heartbeat()
+        log.info(
+            "router %s: %d experts, router %s, strategies %s, queue %s",
+            self.worker_id,
+            self.deployment.num_experts,
+            self.deployment.router.kind,
+            ",".join(self.policy.strategies()),
+            self.names.jobs,
+        )
+        while not self._stopping:
+            self._conn.process_data_events(time_limit=0.5)
+
+    def _drop_inflight(self) -> None:
+        # Unacked job messages go back to the queue when the connection closes; whoever gets them
+        # resumes from Redis. Nothing in memory is needed for that.
+        self.jobs.clear()
+        self.pending.clear()
+
+    def _close(self) -> None:
+        try:
+            if self._conn is not None and self._conn.is_open:
+                self._conn.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection may fail in many ways
+            pass
+        self._conn = self._channel = None
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def _on_job(self, ch, method, props, body: bytes) -> None:
+        try:
+            spec = JobSpec.decode(body)
+        except SchemaError as exc:
+            self._dead_letter(ch, method, props, body, f"undecodable job: {exc}")
+            return
+        if spec.job_id in self.jobs:  # the same job published twice: the run in progress covers it
+            ch.basic_ack(method.delivery_tag)
+            return
+        status = self.store.job(spec.job_id).get("status")
+        if status in (JobStatus.DONE.value, JobStatus.FAILED.value):
+            ch.basic_ack(method.delivery_tag)  # finished before a crash lost the ack
+            return
+        try:
+            self._check_supported(spec)
+        except DDMError as exc:
+            self.store.start(spec.job_id, self.worker_id, 0, spec)
+            self._fail(spec.job_id, method.delivery_tag, str(exc))
+            return
+        stored = self.store.load_state(spec.job_id, spec.n)
+        step, x = stored if stored is not None else (0, initial_noise(spec))
+        job = JobRun(
+            spec=spec,
+            delivery_tag=method.delivery_tag,
+            x=x,
+            step=step,
+            resumed_from=step,
+            grid=time_grid(spec.steps),
+            labels=np.asarray(spec.labels, dtype=np.int64),
+            guidance=np.full(spec.n, spec.guidance, np.float32),
+        )
+        self.jobs[spec.job_id] = job
+        self.store.start(spec.job_id, self.worker_id, step, spec)
+        if step:
+            log.info("job %s resumed at step %d/%d", spec.job_id, step, spec.steps)
+        if step >= spec.steps:
+            self._complete(job)
+        else:
+            self._start_step(job)
+
+    def _check_supported(self, spec: JobSpec) -> None:
+        """The router validates again: the strategy must be one this deployment can route."""
+        self.policy.check_strategy(spec.strategy)
+
+    def _start_step(self, job: JobRun) -> None:
+        spec, i = job.spec, job.step
+        t = float(job.grid[i])
+        job.plan = plan_step(self.policy, spec.strategy, job.x, t, job.labels)
+        job.got = {}
+        job.step_started = time.perf_counter()
+        t_rows = np.full(spec.n, job.grid[i], np.float32)
+        for k, rows in job.plan.rows.items():
+            request_id = f"{spec.job_id}.{i}.{k}"
+            body = VelocityRequest(
+                request_id, job.x[rows], t_rows[rows], job.labels[rows], job.guidance[rows]
+            ).encode()
+            self.pending[request_id] = Pending(spec.job_id, k, body, sent_at=time.monotonic())
+            self._publish_request(k, request_id, body)
+
+    def _publish_request(self, expert: int, request_id: str, body: bytes) -> None:
+        props = pika.BasicProperties(
+            reply_to=self._reply_queue,
+            correlation_id=request_id,
+            content_type=CONTENT_TYPE,
+            type="velocity_request",
+            delivery_mode=1,  # transient: a lost request is resent by the sweep
+        )
+        self._channel.basic_publish("", self.names.expert_queue(expert), body, props)
+
+    def _on_reply(self, ch, method, props, body: bytes) -> None:
+        try:
+            reply = VelocityReply.decode(body)
+        except SchemaError as exc:
+            log.warning("dropping an undecodable reply: %s", exc)
+            return
+        pending = self.pending.pop(reply.request_id, None)
+        job = self.jobs.get(pending.job_id) if pending else None
+        if job is None:  # a duplicate after a resend, or a reply to a job that is gone: harmless
+            return
+        rows = job.plan.rows[pending.expert]
+        if reply.v.shape[0] != len(rows) or reply.expert_id != pending.expert:
+            self._fail(
+                job.spec.job_id,
+                job.delivery_tag,
+                f"expert {pending.expert} answered {reply.v.shape[0]} rows "
+                f"as expert {reply.expert_id}; expected {len(rows)} rows from expert {pending.expert}",
+            )
+            return
+        job.got[pending.expert] = reply.v
+        if len(job.got) == len(job.plan.rows):
+            self._finish_step(job)
+
+    def _finish_step(self, job: JobRun) -> None:
+        spec, i = job.spec, job.step
+        v = combine(job.plan, job.got, spec.n)
+        x = euler_step(job.x, v, job.grid[i], job.grid[i + 1]).astype(np.float32)
+        latency_ms = (time.perf_counter() - job.step_started) * 1000.0
+        try:
+            frame = Frame.from_latent(
+                spec.job_id, i + 1, float(job.grid[i + 1]), x, job.plan.experts, job.plan.weights, latency_ms
+            )
+        except SchemaError as exc:  # the latent diverged (NaN or beyond float16): fail, do not store it
+            self._fail(spec.job_id, job.delivery_tag, f"step {i + 1}: {exc}")
+            return
+        job.x, job.step = x, i + 1
+        job.step_ms_total += latency_ms
+        job.steps_run += 1
+        self.stats["steps"] += 1
+        self.store.write_step(frame, x, job.step_ms_total / job.steps_run)
+        if job.step >= spec.steps:
+            self._complete(job)
+        else:
+            self._start_step(job)
+
+    def _complete(self, job: JobRun) -> None:
+        self.store.finish(job.spec.job_id, job.x)
+        self._channel.basic_ack(job.delivery_tag)
+        self.jobs.pop(job.spec.job_id, None)
+        self.stats["jobs_done"] += 1
+
+    def _fail(self, job_id: str, delivery_tag: int, error: str) -> None:
+        log.warning("job %s failed: %s", job_id, error)
+        self.store.fail(job_id, error)
+        self._channel.basic_ack(delivery_tag)
+        self.jobs.pop(job_id, None)
+        for rid in [rid for rid, p in self.pending.items() if p.job_id == job_id]:
+            del self.pending[rid]
+        self.stats["jobs_failed"] += 1
+
+    def _dead_letter(self, ch, method, props, body: bytes, reason: str) -> None:
+        headers = {
+            REASON_HEADER: reason[:1000],
+            SOURCE_QUEUE_HEADER: self.names.jobs,
+            WORKER_HEADER: self.worker_id,
+        }
+        ch.basic_publish(
+            self.names.dead_letter_exchange,
+            self.names.dead_letter_queue,
+            body,
+            pika.BasicProperties(headers=headers, delivery_mode=2, content_type=props.content_type),
+        )
+        ch.basic_ack(method.delivery_tag)
+        log.warning("dead-lettered a job message: %s", reason)
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def _sweep(self) -> None:
+        """Resend requests that timed out; fail their job after MAX_ATTEMPTS sends."""
+        now = time.monotonic()
+        timeout = self.settings.request_timeout_s
+        for request_id, p in list(self.pending.items()):
+            if now - p.sent_at < timeout:
+                continue
+            job = self.jobs.get(p.job_id)
+            if job is None:
+                self.pending.pop(request_id, None)
+            elif p.attempts >= MAX_ATTEMPTS:
+                self._fail(
+                    p.job_id,
+                    job.delivery_tag,
+                    f"expert {p.expert} did not answer {request_id} "
+                    f"after {p.attempts} sends of {timeout:g} s each (is a worker for it running?)",
+                )
+            else:
+                p.attempts += 1
+                p.sent_at = now
+                self.stats["resends"] += 1
+                log.info("resending %s to expert %d (attempt %d)", request_id, p.expert, p.attempts)
+                self._publish_request(p.expert, request_id, p.body)
+        if self._conn is not None and self._conn.is_open:
+            self._conn.call_later(SWEEP_S, self._sweep)
+
+    def _heartbeat(self) -> None:
+        record = {
+            "worker_id": self.worker_id,
+            "role": "router",
+            "host": socket.gethostname(),
+            "region": self.settings.region,
+            "pid": os.getpid(),
+            "deployment": self.deployment.name,
+            "jobs_running": len(self.jobs),
+            "started_at": f"{self.started_at:.3f}",
+            "updated_at": f"{time.time():.3f}",
+            **self.stats,
+        }
+        key = self.names.worker(self.worker_id)
+        pipe = self.store.r.pipeline()
+        pipe.hset(key, mapping=record)
+        pipe.expire(key, int(self.settings.heartbeat_ttl_s))
+        pipe.sadd(self.names.workers_index, self.worker_id)
+        pipe.execute()
+        if self._conn is not None and self._conn.is_open:
+            self._conn.call_later(self.settings.heartbeat_s, self._heartbeat)
+
+    def _clear_heartbeat(self) -> None:
+        try:
+            self.store.r.delete(self.names.worker(self.worker_id))
+            self.store.r.srem(self.names.workers_index, self.worker_id)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def run_from_args(args) -> int:
+    from ddm.ops.cmd_sample import resolve_deployment
+
+    worker = RouterWorker(
+        Settings.from_env(),
+        resolve_deployment(args.deployment),
+        worker_id=args.worker_id,
+        max_jobs=args.max_jobs,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    try:
+        worker.run()
+    except KeyboardInterrupt:
+        worker.stop()
+    return 0
