@@ -1,0 +1,156 @@
+"""Dynamic batching for the expert worker, free of any broker code (so it is easy to reason about).
+
+`Batcher` holds decoded requests waiting for the model and decides when a batch is ready: after the
+first request it keeps collecting until the waiting ROWS reach max_batch or the oldest request has
+waited max_wait. `serve_batch` runs ONE `Expert.velocity` over the concatenated rows, splits the
+result per request and encodes each reply; if the batch as a whole fails it serves every request
+alone, so one bad request cannot take the others down with it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddm.schema.errors import expected
+from ddm.schema.messages import VelocityReply, VelocityRequest
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A decoded request waiting for the model, with what is needed to reply and ack it."""
+
+    request: VelocityRequest
+    delivery_tag: int
+    reply_to: str
+    correlation_id: str | None
+    arrived: float  # time.monotonic() when it was received
+    body: bytes  # the original message, kept for dead-lettering if serving it fails
+    properties: object  # pika.BasicProperties of the original
+
+    @property
+    def rows(self) -> int:
+        return self.request.batch_size
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one request: an encoded VelocityReply, or the reason it could not be served."""
+
+    item: Pending
+    reply: bytes | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    outcomes: list[Outcome]
+    rows: int  # request rows in the batch (null-class rows for guidance not counted)
+    compute_ms: float  # time spent in Expert.velocity for this batch, fallbacks included
+
+
+class Batcher:
+    """FIFO of pending requests plus the "is a batch ready?" rule. Not thread-safe (connection thread)."""
+
+    def __init__(self, max_batch: int, max_wait_s: float):
+        if max_batch < 1 or max_wait_s < 0:
+            raise ValueError(expected("max_batch >= 1 and max_wait_s >= 0", (max_batch, max_wait_s)))
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_s
+        self._items: deque[Pending] = deque()
+        self._rows = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def add(self, item: Pending) -> None:
+        self._items.append(item)
+        self._rows += item.rows
+
+    def wait_s(self, now: float) -> float | None:
+        """Seconds until a batch is ready (0 = now); None when nothing is waiting."""
+        if not self._items:
+            return None
+        if self._rows >= self.max_batch:
+            return 0.0
+        return max(0.0, self._items[0].arrived + self.max_wait_s - now)
+
+    def take(self) -> list[Pending]:
+        """The oldest requests whose rows fit in max_batch; always at least one (an oversize request
+        is served alone rather than refused: the expert splits it over its largest bucket)."""
+        batch = [self._items.popleft()]
+        rows = batch[0].rows
+        while self._items and rows + self._items[0].rows <= self.max_batch:
+            rows += self._items[0].rows
+            batch.append(self._items.popleft())
+        self._rows -= rows
+        return batch
+
+    def drain(self) -> list[Pending]:
+        """Everything still waiting (on shutdown or when the channel died)."""
+        items = list(self._items)
+        self._items.clear()
+        self._rows = 0
+        return items
+
+
+def _velocity(expert, items: list[Pending]) -> np.ndarray:
+    reqs = [it.request for it in items]
+    if len(reqs) == 1:
+        r = reqs[0]
+        return expert.velocity(r.x, r.t, r.y, r.guidance)
+    return expert.velocity(
+        np.concatenate([r.x for r in reqs]),  # [R, 1, 32, 32], R = total rows
+        np.concatenate([r.t for r in reqs]),  # [R]
+        np.concatenate([r.y for r in reqs]),  # [R]
+        np.concatenate([r.guidance for r in reqs]),  # [R]
+    )
+
+
+def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows) -> list[Outcome]:
+    out, start = [], 0
+    for it in items:
+        part = v[start : start + it.rows]
+        start += it.rows
+        try:
+            reply = VelocityReply(it.request.request_id, part, expert_id, worker_id, compute_ms, batch_rows)
+            out.append(Outcome(it, reply.encode(), None))
+        except Exception as exc:  # e.g. the model produced NaN for these rows
+            out.append(Outcome(it, None, f"reply refused: {type(exc).__name__}: {exc}"))
+    return out
+
+
+def serve_batch(expert, items: list[Pending], expert_id: int, worker_id: str) -> BatchResult:
+    """Run one forward pass over all rows of `items` and encode one reply per request.
+
+    Runs on the compute thread: touches no broker state. If the batched call raises, each request is
+    retried alone; a request that still fails gets an Outcome with its error (to be dead-lettered).
+    """
+    rows = sum(it.rows for it in items)
+    t0 = time.perf_counter()
+    try:
+        v = _velocity(expert, items)
+        ms = (time.perf_counter() - t0) * 1e3
+        if v.shape[0] != rows:
+            raise RuntimeError(expected(f"{rows} velocity rows from the expert", v.shape))
+        return BatchResult(_replies(items, v, expert_id, worker_id, ms, rows), rows, ms)
+    except Exception as exc:
+        if len(items) == 1:
+            ms = (time.perf_counter() - t0) * 1e3
+            return BatchResult([Outcome(items[0], None, f"{type(exc).__name__}: {exc}")], rows, ms)
+    outcomes = []
+    for it in items:  # the batch failed: isolate the request(s) responsible
+        t1 = time.perf_counter()
+        try:
+            v = _velocity(expert, [it])
+            outcomes += _replies([it], v, expert_id, worker_id, (time.perf_counter() - t1) * 1e3, it.rows)
+        except Exception as exc:
+            outcomes.append(Outcome(it, None, f"{type(exc).__name__}: {exc}"))
+    return BatchResult(outcomes, rows, (time.perf_counter() - t0) * 1e3)
