@@ -21,6 +21,13 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("convert", "ddm.ops.cmd_convert", "convert an expert checkpoint between PyTorch and JAX"),
     ("sample", "ddm.ops.cmd_sample", "sample images in-process from a deployment (the reference sampler)"),
     ("worker", "ddm.ops.cmd_worker", "run an expert worker or a router worker against RabbitMQ and Redis"),
+    ("up", "ddm.ops.cmd_up", "bring up a deployment here: expert workers and router, supervised"),
+    (
+        "submit",
+        "ddm.ops.cmd_submit",
+        "queue a sampling job on the pipeline (optionally wait and save images)",
+    ),
+    ("status", "ddm.ops.cmd_status", "show a job's status from Redis, or the most recent jobs"),
 ]
 
 EPILOG = """\
@@ -55,6 +62,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
+    if not argv:  # bare `ddm`: the command list, not just "COMMAND is required"
+        parser.print_help()
+        return 2
     args = parser.parse_args(argv)
     try:
         return int(args._main(args) or 0)

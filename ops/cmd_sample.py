@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ddm.schema.deployment import DEFAULT_DEPLOYMENT
 from ddm.schema.errors import ConfigError
-
-DEFAULT_DEPLOYMENT = Path("checkpoints/mnist/deployment.toml")
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:

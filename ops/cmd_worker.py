@@ -17,15 +17,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--deployment", type=Path, default=None, help="deployment TOML (default: the shipped one)")
     e.add_argument("--expert", type=int, required=True, help="expert id in the deployment")
     e.add_argument("--device", default=None, help="override the deployment's device for this expert")
-    e.add_argument("--max-batch", type=int, default=None, help="rows per forward pass (default: $DDM_MAX_BATCH)")
+    e.add_argument("--max-batch", type=int, default=None, help="rows per forward (default $DDM_MAX_BATCH)")
     e.add_argument("--max-wait-ms", type=float, default=None, help="wait for more requests after the first")
     e.add_argument("--buckets", default=None, help="batch buckets to compile, e.g. 1,2,4,8,16,32,64")
     e.add_argument("--worker-id", default=None, help="heartbeat id (default: host-pid)")
     r = sub.add_parser(
         "router",
         help="run sampling jobs: consume ddm.jobs, route each step, store trajectories in Redis",
-        description="Consume jobs from ddm.jobs and run many at once: each step routes every sample, asks the "
-        "chosen experts over RabbitMQ, mixes their velocities, takes an Euler step and writes the frame and "
+        description="Consume jobs from ddm.jobs and run many at once: each step routes every sample, "
+        "asks the chosen experts over RabbitMQ, mixes their velocities, takes an Euler step and writes "
+        "the frame and "
         "the resumable state to Redis.",
     )
     r.add_argument("--deployment", type=Path, default=None, help="deployment TOML (default: the shipped one)")
@@ -37,6 +38,7 @@ def main(args: argparse.Namespace) -> int:
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("pika").setLevel(logging.WARNING)  # pika logs every socket step at INFO
     if args.role == "expert":
         from ddm.workers.worker import run_from_args
     else:

@@ -21,26 +21,12 @@ import numpy as np
 import redis
 
 from ddm.schema.codec import packb, unpackb
-from ddm.schema.errors import SchemaError, ServiceUnavailableError, expected
+from ddm.schema.errors import SchemaError, expected
 from ddm.schema.flow import IMAGE_SHAPE
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.names import Names
-from ddm.schema.settings import redact
 
 FRAME_FIELD = b"frame"
-
-
-def connect_redis(url: str) -> redis.Redis:
-    """A Redis client that has answered a PING, or a clear error saying where nothing answered."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as exc:
-        raise ServiceUnavailableError(
-            f"no Redis answered at {redact(url)} ({exc}). Start one (`redis-server --daemonize yes --bind "
-            "127.0.0.1 --port 6379`, or `docker compose up -d redis`) or set DDM_REDIS_URL."
-        ) from None
-    return client
 
 
 class JobStore:

@@ -27,7 +27,7 @@ import pika
 
 from ddm.router.deployment_loader import load_policy
 from ddm.router.sampler import StepPlan, combine, initial_noise, plan_step
-from ddm.router.store import JobStore, connect_redis
+from ddm.router.store import JobStore
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.flow import euler_step, time_grid
@@ -35,6 +35,7 @@ from ddm.schema.messages import Frame, JobSpec, JobStatus, VelocityReply, Veloci
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE, REASON_HEADER, SOURCE_QUEUE_HEADER, WORKER_HEADER
 from ddm.workers.amqp import CONNECTION_ERRORS, connect, declare_topology
+from ddm.workers.redis_conn import connect_redis
 
 log = logging.getLogger("ddm.router")
 
@@ -76,7 +77,9 @@ class RouterWorker:
         self.policy = load_policy(self.deployment)
         self.worker_id = worker_id or f"router-{socket.gethostname()}-{os.getpid()}"
         self.max_jobs = max_jobs
-        self.store = JobStore(connect_redis(settings.redis_url), self.names, settings.job_ttl_s)
+        self.store = JobStore(
+            connect_redis(settings.redis_url, attempts=None), self.names, settings.job_ttl_s
+        )
         self.jobs: dict[str, JobRun] = {}
         self.pending: dict[str, Pending] = {}
         self.stats = {"jobs_done": 0, "jobs_failed": 0, "steps": 0, "resends": 0, "reconnects": 0}

@@ -27,6 +27,8 @@ from pathlib import Path
 from ddm.schema.errors import ConfigError, expected
 
 ROUTER_KINDS = ("oracle", "label-prior", "learned")
+# What `ddm sample --local`, `ddm up` and the client use when no deployment is given (the shipped demo).
+DEFAULT_DEPLOYMENT = Path("checkpoints/mnist/deployment.toml")
 
 
 @dataclass(frozen=True)

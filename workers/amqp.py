@@ -33,8 +33,10 @@ CONNECTION_ERRORS = (
 )
 
 
-def connection_parameters(url: str, heartbeat: int = 30) -> pika.URLParameters:
+def connection_parameters(url: str, heartbeat: int = 30, name: str | None = None) -> pika.URLParameters:
     params = pika.URLParameters(url)
+    if name:  # shown by `rabbitmqctl list_connections client_properties` and the management UI
+        params.client_properties = {"connection_name": name}
     params.heartbeat = heartbeat
     params.blocked_connection_timeout = 60
     params.connection_attempts = 1
@@ -42,16 +44,19 @@ def connection_parameters(url: str, heartbeat: int = 30) -> pika.URLParameters:
     return params
 
 
-def connect(url: str, *, attempts: int | None = 1, max_backoff_s: float = 10.0) -> pika.BlockingConnection:
+def connect(
+    url: str, *, attempts: int | None = 1, max_backoff_s: float = 10.0, name: str | None = None
+) -> pika.BlockingConnection:
     """Open a BlockingConnection, retrying with bounded exponential backoff and jitter.
 
     attempts=None retries forever (workers across a broker restart); the error says where it tried.
+    name labels the connection on the broker (e.g. the worker id).
     """
     delay, tried = 0.25, 0
     while True:
         tried += 1
         try:
-            return pika.BlockingConnection(connection_parameters(url))
+            return pika.BlockingConnection(connection_parameters(url, name=name))
         except pika.exceptions.AMQPConnectionError as exc:
             if attempts is not None and tried >= attempts:
                 raise ServiceUnavailableError(

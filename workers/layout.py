@@ -77,7 +77,9 @@ def canonical_to_flax(flat: dict[str, np.ndarray], like: dict) -> dict:
         elif leaf == "kernel" and arr.ndim == 2:
             arr = arr.T
         if arr.shape != ref.shape:
-            raise ConfigError(expected(f"{src} of shape {ref.shape}", arr.shape))
+            raise ConfigError(
+                expected(f"{name} of Flax shape {tuple(ref.shape)}", f"{tuple(arr.shape)} from {src}")
+            )
         out[name] = np.ascontiguousarray(arr)
     extra = set(flat) - {
         f"{n.rsplit('.', 1)[0]}.{'bias' if n.endswith('.bias') else 'weight'}" for n in template

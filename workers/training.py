@@ -96,6 +96,15 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _truncate_log(log_path: Path, last_step: int) -> None:
+    """Drop log rows past the checkpoint we resume from (they will be trained and logged again)."""
+    lines = log_path.read_text().splitlines(keepends=True)
+    kept = lines[:1] + [
+        ln for ln in lines[1:] if ln.split(",", 1)[0].isdigit() and int(ln.split(",", 1)[0]) <= last_step
+    ]
+    log_path.write_text("".join(kept))
+
+
 def train_loop(
     trainer: Trainer,
     images: np.ndarray,
@@ -116,6 +125,8 @@ def train_loop(
         return json.loads((out_dir / "meta.json").read_text())
     log_path = out_dir / "loss.csv"
     new_log = start == 0 or not log_path.exists()
+    if not new_log:
+        _truncate_log(log_path, start)
     recent: list[float] = []
     t_start = time.perf_counter()
 

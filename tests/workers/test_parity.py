@@ -10,16 +10,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from flax.traverse_util import flatten_dict
 
 from ddm.schema.errors import ConfigError
 from ddm.schema.flow import NULL_CLASS
 from ddm.workers.config import PRESETS
 from ddm.workers.jax_expert.train import init_params
 from ddm.workers.jax_expert.unet import UNet as FlaxUNet
-from ddm.workers.layout import _flatten, canonical_to_flax, flax_to_canonical
+from ddm.workers.layout import canonical_to_flax, flax_to_canonical
 from ddm.workers.torch_expert.unet import UNet as TorchUNet
 
 TOLERANCE = 1e-4
+
+
+def _flatten(tree: dict) -> dict:
+    return flatten_dict(tree, sep=".")
 
 
 def flax_template(cfg) -> dict:

@@ -1,0 +1,217 @@
+"""`ddm up`: its pieces, its refusal when the services are down, and one real bring-up (slow)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import numpy as np
+import pika
+import pytest
+import redis
+
+from ddm.ops.cli import main
+from ddm.ops.cmd_up import build_children, parse_replicas, read_heartbeat
+from ddm.schema.deployment import Deployment
+from ddm.schema.errors import ConfigError
+from ddm.schema.settings import Settings
+
+AMQP_URL = os.environ.get("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+REDIS_URL = os.environ.get("DDM_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def fake_deployment(root):
+    from ddm.workers.checkpoint import WEIGHTS_FILE
+    from ddm.workers.config import get_preset
+
+    lines = ['name = "fake"']
+    for i, (framework, classes) in enumerate([("torch", range(5)), ("jax", range(5, 10))]):
+        folder = root / f"e{i}"
+        folder.mkdir(parents=True)
+        (folder / WEIGHTS_FILE[framework]).write_bytes(b"")
+        counts = [100 if c in classes else 0 for c in range(10)]
+        meta = {"framework": framework, "config": get_preset("tiny").to_dict(), "label_counts": counts}
+        (folder / "meta.json").write_text(json.dumps(meta))
+        lines += ["[[experts]]", f"id = {i}", f'checkpoint = "e{i}"', 'device = "cpu"']
+    (root / "deployment.toml").write_text("\n".join(lines) + "\n")
+    return root / "deployment.toml"
+
+
+def test_parse_replicas():
+    assert parse_replicas([], 2) == {0: 1, 1: 1}
+    assert parse_replicas(["0=2"], 2) == {0: 2, 1: 1}
+    assert parse_replicas(["0=3,1=2"], 2) == {0: 3, 1: 2}
+    for bad in (["2=1"], ["0=0"], ["x=1"], ["0"], ["0=65"]):
+        with pytest.raises(ConfigError, match="--replicas K=N"):
+            parse_replicas(bad, 2)
+
+
+def test_build_children(tmp_path):
+    dep = Deployment.load(fake_deployment(tmp_path))
+    args = argparse.Namespace(max_batch=16, max_wait_ms=2.0, buckets="1,2", max_jobs=8, routers=1)
+    children = build_children(dep, {0: 2, 1: 1}, args)
+    assert [(s.name, role, k) for s, role, k in children] == [
+        ("up-e0-0", "expert", 0),
+        ("up-e0-1", "expert", 0),
+        ("up-e1-0", "expert", 1),
+        ("up-router", "router", None),
+    ]
+    e01 = children[1][0].argv
+    assert e01[:5] == (sys.executable, "-m", "ddm.ops.cli", "worker", "expert")
+    tail = f"--deployment {dep.path} --expert 0 --worker-id up-e0-1"
+    assert " ".join(e01).endswith(f"{tail} --max-batch 16 --max-wait-ms 2.0 --buckets 1,2")
+    assert children[3][0].argv[4:] == (
+        "router", "--deployment", str(dep.path), "--worker-id", "up-router", "--max-jobs", "8"
+    )  # fmt: skip
+
+
+def test_read_heartbeat():
+    r = redis.Redis.from_url(REDIS_URL)
+    key = f"t{uuid.uuid4().hex[:10]}.hb"
+    try:
+        assert read_heartbeat(r, key) is None
+        r.hset(key, mapping={"device": "cpu", "pid": 12})
+        assert read_heartbeat(r, key) == {"device": "cpu", "pid": "12"}
+        r.delete(key)
+        r.set(key, json.dumps({"device": "gpu"}))
+        assert read_heartbeat(r, key) == {"device": "gpu"}
+    finally:
+        r.delete(key)
+
+
+def test_up_refuses_when_services_are_down(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:1/%2F")
+    monkeypatch.setenv("DDM_REDIS_URL", "redis://127.0.0.1:2/0")
+    assert main(["up", "--deployment", str(fake_deployment(tmp_path)), "--no-ui"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing started, no table
+    err = captured.err
+    assert "RabbitMQ: no RabbitMQ answered at amqp://guest:***@127.0.0.1:1/%2F" in err
+    assert "Redis: no Redis answered at redis://127.0.0.1:2/0" in err
+    for hint in (
+        "rabbitmq-server -detached",
+        "redis-server --daemonize yes",
+        "docker compose up -d rabbitmq redis",
+    ):
+        assert hint in err
+
+
+def test_up_refuses_a_missing_checkpoint(tmp_path, capsys):
+    path = fake_deployment(tmp_path)
+    (tmp_path / "e1" / "meta.json").unlink()
+    assert main(["up", "--deployment", str(path), "--no-ui"]) == 2
+    assert "meta.json" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the real thing
+
+
+def _cleanup(prefix: str, experts: int) -> None:
+    r = redis.Redis.from_url(REDIS_URL)
+    keys = list(r.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        r.delete(*keys)
+    names = Settings(prefix=prefix).names
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    ch = conn.channel()
+    for q in [names.jobs, names.dead_letter_queue] + [names.expert_queue(k) for k in range(experts)]:
+        ch.queue_delete(q)
+    ch.exchange_delete(names.dead_letter_exchange)
+    conn.close()
+
+
+@pytest.mark.slow
+def test_up_serves_restarts_and_stops(label_split_deployment):
+    from ddm.client import Client
+    from ddm.schema.messages import JobSpec
+
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    env = {**os.environ, "DDM_PREFIX": prefix, "DDM_AMQP_URL": AMQP_URL, "DDM_REDIS_URL": REDIS_URL}
+    env |= {
+        "DDM_HEARTBEAT_S": "0.5",
+        "DDM_HEARTBEAT_TTL_S": "3",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    argv = [sys.executable, "-m", "ddm.ops.cli", "up", "--deployment", str(label_split_deployment)]
+    argv += ["--buckets", "1,2,4", "--grace", "10"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+
+    def wait_line(text: str, timeout: float = 240.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if hit := next((x for x in list(lines) if text in x), None):
+                return hit
+            assert proc.poll() is None, "ddm up exited:\n" + "".join(lines[-40:])
+            time.sleep(0.2)
+        raise AssertionError(f"no {text!r} from ddm up:\n" + "".join(lines[-40:]))
+
+    names = Settings(prefix=prefix).names
+    r = redis.Redis.from_url(REDIS_URL)
+    try:
+        wait_line("ddm up: ready.")
+        assert "web UI is not part of this build yet" in "".join(lines)
+        table = "".join(lines)
+        assert f"{names.expert_queue(0)}" in table and "jax" in table and "torch" in table
+
+        with Client(AMQP_URL, REDIS_URL, prefix) as client:
+            spec = JobSpec.new([1, 8], steps=4, strategy="oracle")
+            client.submit(spec, deployment=label_split_deployment)
+            x = client.result(spec.job_id, timeout=120)
+        assert x.shape == (2, 1, 32, 32) and np.isfinite(x).all()
+
+        old = int(r.hget(names.worker("up-e0-0"), "pid"))
+        os.kill(old, signal.SIGKILL)
+        wait_line("up-e0-0 killed by SIGKILL", timeout=30)
+        deadline = time.monotonic() + 120
+        while int(r.hget(names.worker("up-e0-0"), "pid") or old) == old:
+            assert time.monotonic() < deadline, "up-e0-0 was not restarted"
+            time.sleep(0.3)
+        pids = [int(r.hget(names.worker(w), "pid")) for w in ("up-e0-0", "up-e1-0", "up-router")]
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        reader.join(timeout=5)
+        assert "ddm up: stopped" in "".join(lines)
+        for pid in pids:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        if proc.poll() is None:  # SIGTERM first: ddm up then stops its children
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        _cleanup(prefix, experts=2)
+
+
+def test_up_refuses_to_run_twice_under_one_prefix(tmp_path, monkeypatch, capsys):
+    import socket
+
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    monkeypatch.setenv("DDM_PREFIX", prefix)
+    monkeypatch.setenv("DDM_AMQP_URL", AMQP_URL)
+    monkeypatch.setenv("DDM_REDIS_URL", REDIS_URL)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    r = redis.Redis.from_url(REDIS_URL)
+    key = Settings(prefix=prefix).names.worker("up-e0-0")
+    try:
+        r.hset(key, mapping={"host": socket.gethostname(), "pid": other.pid, "role": "expert"})
+        assert main(["up", "--deployment", str(fake_deployment(tmp_path)), "--no-ui"]) == 2
+        assert f"up-e0-0 (pid {other.pid}) is already running here" in capsys.readouterr().err
+    finally:
+        other.kill()
+        other.wait()
+        r.delete(key)

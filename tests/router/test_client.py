@@ -1,0 +1,405 @@
+"""The client against the real RabbitMQ and Redis: validation before queueing, the job hash and the
+queued message at submit, and status / frames / result read from a stream filled by hand in the
+router's format (docs/PROTOCOL.md "Redis layout"). Every test has its own prefix and cleans up."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pika
+import pytest
+
+from ddm.client import Client, JobFailedError, JobNotFoundError, JobTimeoutError
+from ddm.schema.codec import packb
+from ddm.schema.errors import ConfigError, DDMError, SchemaError, ServiceUnavailableError
+from ddm.schema.messages import Frame, JobSpec, JobStatus
+from ddm.schema.settings import Settings
+from ddm.schema.topology import CONTENT_TYPE
+from ddm.workers.amqp import declare_topology
+
+AMQP_URL = os.environ.get("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+REDIS_URL = os.environ.get("DDM_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+def fake_checkpoint(folder: Path, framework: str, classes) -> Path:
+    """meta.json and an (empty) weights file: enough for the deployment checks, which load no weights."""
+    from ddm.workers.checkpoint import WEIGHTS_FILE
+    from ddm.workers.config import get_preset
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / WEIGHTS_FILE[framework]).write_bytes(b"")
+    counts = [100 if c in classes else 0 for c in range(10)]
+    meta = {"format": 1, "framework": framework, "preset": "tiny", "config": get_preset("tiny").to_dict()}
+    meta |= {"expert": 0, "classes": sorted(classes), "label_counts": counts, "steps": 0}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return folder
+
+
+def fake_deployment(root: Path, experts: list[tuple[str, str, range]], router: str) -> Path:
+    lines = ['name = "fake"']
+    for i, (name, framework, classes) in enumerate(experts):
+        fake_checkpoint(root / name, framework, classes)
+        lines += ["[[experts]]", f"id = {i}", f'checkpoint = "{name}"', 'device = "cpu"']
+    lines += ["[router]", f'kind = "{router}"'] + (['checkpoint = "router"'] if router == "learned" else [])
+    (root / "deployment.toml").write_text("\n".join(lines) + "\n")
+    return root / "deployment.toml"
+
+
+@pytest.fixture
+def split_deployment(tmp_path) -> Path:
+    return fake_deployment(tmp_path, [("a", "torch", range(5)), ("b", "jax", range(5, 10))], "oracle")
+
+
+@pytest.fixture
+def shared_deployment(tmp_path) -> Path:
+    return fake_deployment(tmp_path, [("a", "torch", range(7)), ("b", "torch", range(3, 10))], "label-prior")
+
+
+def cleanup(prefix: str) -> None:
+    """Delete every Redis key and broker object under `prefix`."""
+    import redis
+
+    r = redis.Redis.from_url(REDIS_URL)
+    keys = list(r.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        r.delete(*keys)
+    r.close()
+    names = Settings(prefix=prefix).names
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    ch = conn.channel()
+    for q in (names.jobs, names.dead_letter_queue):
+        ch.queue_delete(q)
+    ch.exchange_delete(names.dead_letter_exchange)
+    conn.close()
+
+
+@pytest.fixture
+def client():
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    c = Client(AMQP_URL, REDIS_URL, prefix)
+    yield c
+    c.close()
+    cleanup(prefix)
+
+
+def queued(client: Client) -> list[tuple[pika.BasicProperties, bytes]]:
+    """Every message now in the client's jobs queue (taken off it)."""
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    ch = conn.channel()
+    declare_topology(ch, client.names)
+    out = []
+    while True:
+        method, props, body = ch.basic_get(client.names.jobs, auto_ack=True)
+        if method is None:
+            break
+        out.append((props, body))
+    conn.close()
+    return out
+
+
+def put_job(client: Client, job_id: str, status: str, steps: int, n: int = 2, **extra) -> JobSpec:
+    """A job hash as the router writes it (all values strings)."""
+    spec = JobSpec(job_id, (3,) * n, steps=steps, strategy="top1")
+    fields = {"status": status, "spec": spec.to_json(), "step": "0", "steps": str(steps), "n": str(n)}
+    fields |= {"strategy": "top1", "created_at": f"{time.time():.3f}"}
+    client.redis.hset(client.names.job(job_id), mapping={**fields, **extra})
+    return spec
+
+
+def put_frame(client: Client, job_id: str, step: int, steps: int, n: int = 2) -> Frame:
+    x = np.full((n, 1, 32, 32), step / steps, np.float32)
+    weights = np.tile(np.array([[0.25, 0.75]], np.float32), (n, 1))
+    frame = Frame.from_latent(job_id, step, step / steps, x, (1,), weights, 3.5)
+    client.redis.xadd(client.names.traj(job_id), {b"frame": frame.encode()})
+    client.redis.hset(client.names.job(job_id), mapping={"step": str(step), "status": "running"})
+    return frame
+
+
+def finish(client: Client, job_id: str, x: np.ndarray) -> None:
+    client.redis.set(client.names.result(job_id), packb(x))
+    client.redis.hset(
+        client.names.job(job_id), mapping={"status": "done", "finished_at": f"{time.time():.3f}"}
+    )
+
+
+# ---------------------------------------------------------------- submit
+
+
+def test_submit_creates_the_hash_and_a_decodable_persistent_message(client, split_deployment):
+    spec = JobSpec.new([0, 7, 7], steps=20, strategy="oracle", guidance=2.0, seed=5)
+    t0 = time.time()
+    assert client.submit(spec, deployment=split_deployment) == spec.job_id
+    st = client.status(spec.job_id)
+    assert st["status"] is JobStatus.QUEUED
+    assert (st["step"], st["steps"], st["n"], st["strategy"]) == (0, 20, 3, "oracle")
+    assert t0 - 1 <= st["created_at"] <= time.time() + 1
+    assert st["spec"] == spec.to_dict()
+    assert client.redis.zscore(client.names.jobs_index, spec.job_id) == pytest.approx(st["created_at"])
+    [(props, body)] = queued(client)
+    assert JobSpec.decode(body) == spec
+    assert props.content_type == CONTENT_TYPE
+    assert props.delivery_mode == 2
+    assert props.correlation_id == props.message_id == spec.job_id
+    assert props.type == "job_spec"
+
+
+def test_submit_twice_is_refused(client):
+    spec = JobSpec.new([1], steps=3)
+    client.submit(spec, check_deployment=False)
+    with pytest.raises(SchemaError, match="already exists"):
+        client.submit(spec, check_deployment=False)
+    assert len(queued(client)) == 1
+
+
+@pytest.mark.parametrize(
+    ("deployment", "spec", "match"),
+    [
+        ("shared", JobSpec.new([3], strategy="oracle"), "cannot route by 'oracle'|disjoint label sets"),
+        ("split", JobSpec.new([3], strategy="topk:3"), r"K <= 2"),
+        ("one", JobSpec.new([8], strategy="top1"), r"labels some expert was trained on \[0, 1, 2, 3, 4\]"),
+    ],
+)
+def test_deployment_checks_fail_before_anything_is_queued(
+    client, tmp_path, split_deployment, shared_deployment, deployment, spec, match
+):
+    path = {
+        "split": split_deployment,
+        "shared": shared_deployment,
+        "one": fake_deployment(tmp_path / "one", [("a", "torch", range(5))], "learned"),
+    }[deployment]
+    with pytest.raises(SchemaError, match=match):
+        client.submit(spec, deployment=path)
+    assert not client.redis.exists(client.names.job(spec.job_id))
+    assert queued(client) == []
+
+
+def test_missing_expert_checkpoint_is_refused(client, split_deployment):
+    (split_deployment.parent / "b" / "meta.json").unlink()
+    spec = JobSpec.new([1])
+    with pytest.raises(ConfigError, match="meta.json"):
+        client.submit(spec, deployment=split_deployment)
+    assert queued(client) == []
+
+
+def test_spec_rules_refuse_before_queueing(client):
+    for bad in (dict(steps=0), dict(steps=1001), dict(guidance=25.0), dict(strategy="top-2")):
+        with pytest.raises(SchemaError, match="expected"):
+            JobSpec.new([1], **bad)
+    with pytest.raises(SchemaError, match="labels"):
+        JobSpec.new([1] * 65)
+    with pytest.raises(SchemaError, match="a JobSpec"):
+        client.submit({"labels": [1]})
+    assert queued(client) == []
+
+
+def test_broker_down_leaves_no_queued_hash(client):
+    down = Client("amqp://guest:guest@127.0.0.1:1/%2F", REDIS_URL, client.names.prefix)
+    spec = JobSpec.new([1])
+    with pytest.raises(ServiceUnavailableError, match=r"127\.0\.0\.1:1.*rabbitmq-server"):
+        down.submit(spec, check_deployment=False)
+    assert not client.redis.exists(client.names.job(spec.job_id))
+    down.close()
+
+
+def test_redis_down_says_where_and_how():
+    down = Client(AMQP_URL, "redis://127.0.0.1:1/0", "t-down.")
+    with pytest.raises(ServiceUnavailableError, match=r"127\.0\.0\.1:1.*redis-server"):
+        down.status("abc")
+
+
+# ---------------------------------------------------------------- status, frames, result
+
+
+def test_status_types_every_field(client):
+    put_job(
+        client,
+        "j1",
+        "running",
+        10,
+        step="4",
+        started_at="100.5",
+        updated_at="101.25",
+        mean_step_ms="12.5",
+        router="r-1",
+        resumed_from="3",
+        finished_at="",
+    )
+    st = client.status("j1")
+    assert st["status"] is JobStatus.RUNNING
+    assert (st["step"], st["steps"], st["n"], st["resumed_from"]) == (4, 10, 2, 3)
+    assert (st["started_at"], st["updated_at"], st["mean_step_ms"]) == (100.5, 101.25, 12.5)
+    assert st["finished_at"] is None
+    assert st["router"] == "r-1" and st["job_id"] == "j1"
+
+
+def test_unknown_job(client):
+    with pytest.raises(JobNotFoundError, match="no job nope"):
+        client.status("nope")
+    with pytest.raises(JobNotFoundError):
+        list(client.frames("nope"))
+    with pytest.raises(JobNotFoundError):
+        client.result("nope", timeout=1)
+    with pytest.raises(SchemaError, match="job_id"):
+        client.status("bad id!")
+
+
+def test_frames_replay_then_follow_live(client):
+    steps = 6
+    put_job(client, "live", "running", steps)
+    written = [put_frame(client, "live", s, steps) for s in (1, 2)]
+
+    def router():
+        for s in range(3, steps + 1):
+            time.sleep(0.05)
+            written.append(put_frame(client, "live", s, steps))
+        finish(client, "live", np.ones((2, 1, 32, 32), np.float32))
+
+    thread = threading.Thread(target=router)
+    thread.start()
+    got = list(client.frames("live", timeout=10))
+    thread.join()
+    assert [f.step for f in got] == list(range(1, steps + 1))
+    assert all(np.array_equal(a.x, b.x) and a.experts == b.experts for a, b in zip(got, written, strict=True))
+    np.testing.assert_array_equal(got[0].weights, [[0.25, 0.75]] * 2)
+
+
+def test_frames_without_follow_and_duplicate_steps(client):
+    put_job(client, "dup", "running", 5)
+    for s in (1, 2, 2, 3):  # a resumed router may write the step it resumed at again
+        put_frame(client, "dup", s, 5)
+    assert [f.step for f in client.frames("dup", follow=False)] == [1, 2, 3]
+
+
+def test_frames_end_when_the_job_fails(client):
+    put_job(client, "bad", "running", 5)
+    put_frame(client, "bad", 1, 5)
+    client.redis.hset(client.names.job("bad"), mapping={"status": "failed", "error": "expert 1 gone"})
+    assert [f.step for f in client.frames("bad", timeout=5)] == [1]
+
+
+def test_result_waits_for_done(client):
+    put_job(client, "r", "running", 2)
+    x = np.random.default_rng(0).standard_normal((2, 1, 32, 32)).astype(np.float32)
+
+    def router():
+        time.sleep(0.2)
+        put_frame(client, "r", 1, 2)
+        put_frame(client, "r", 2, 2)
+        finish(client, "r", x)
+
+    thread = threading.Thread(target=router)
+    thread.start()
+    t0 = time.monotonic()
+    out = client.result("r", timeout=10)
+    thread.join()
+    assert time.monotonic() - t0 < 2.0  # woken by the stream, not by a slow poll
+    np.testing.assert_array_equal(out, x)
+    assert out.dtype == np.float32 and out.flags.writeable
+
+
+def test_result_of_a_failed_job_raises_its_error(client):
+    put_job(client, "f", "failed", 3, error="strategy 'oracle' needs experts with disjoint label sets")
+    with pytest.raises(JobFailedError, match="disjoint label sets") as info:
+        client.result("f", timeout=1)
+    assert info.value.job_id == "f"
+
+
+def test_result_with_a_wrong_shape_is_refused(client):
+    put_job(client, "w", "done", 3, n=2)
+    client.redis.set(client.names.result("w"), packb(np.zeros((3, 1, 32, 32), np.float32)))
+    with pytest.raises(SchemaError, match=r"float32 array \[2, 1, 32, 32\]"):
+        client.result("w", timeout=1)
+
+
+def test_timeouts(client):
+    put_job(client, "q", "queued", 4)
+    t0 = time.monotonic()
+    with pytest.raises(JobTimeoutError, match="not finished after 0.3 s: status queued"):
+        client.result("q", timeout=0.3)
+    with pytest.raises(JobTimeoutError, match="no frame after step 0/4"):
+        list(client.frames("q", timeout=0.3))
+    assert time.monotonic() - t0 < 3.0
+    assert isinstance(JobTimeoutError("x"), TimeoutError | DDMError)
+
+
+# ---------------------------------------------------------------- the CLI on top
+
+
+def _fake_router(client: Client, stop: threading.Event) -> None:
+    """Takes jobs off the queue and 'runs' them: one frame per step, then a result of all-steps values."""
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    ch = conn.channel()
+    declare_topology(ch, client.names)
+    while not stop.is_set():
+        method, _, body = ch.basic_get(client.names.jobs)
+        if method is None:
+            time.sleep(0.05)
+            continue
+        spec = JobSpec.decode(body)
+        for s in range(1, spec.steps + 1):
+            put_frame(client, spec.job_id, s, spec.steps, n=spec.n)
+        finish(client, spec.job_id, np.full((spec.n, 1, 32, 32), 0.5, np.float32))
+        ch.basic_ack(method.delivery_tag)
+    conn.close()
+
+
+def test_cli_submit_wait_and_status(client, tmp_path, monkeypatch, capsys):
+    from ddm.ops.cli import main
+
+    monkeypatch.setenv("DDM_PREFIX", client.names.prefix)
+    monkeypatch.setenv("DDM_AMQP_URL", AMQP_URL)
+    monkeypatch.setenv("DDM_REDIS_URL", REDIS_URL)
+    stop = threading.Event()
+    thread = threading.Thread(target=_fake_router, args=(client, stop))
+    thread.start()
+    try:
+        argv = ["submit", "--label", "7", "--n", "3", "--steps", "4", "--strategy", "top1", "--no-check"]
+        argv += [
+            "--wait",
+            "--timeout",
+            "20",
+            "--out",
+            str(tmp_path / "g.png"),
+            "--npy",
+            str(tmp_path / "x.npy"),
+        ]
+        assert main(argv) == 0
+    finally:
+        stop.set()
+        thread.join()
+    job_id = capsys.readouterr().out.strip()
+    assert client.status(job_id)["status"] is JobStatus.DONE
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), np.full((3, 1, 32, 32), 0.5, np.float32))
+    assert (tmp_path / "g.png").stat().st_size > 0
+
+    assert main(["status", job_id, "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert (st["status"], st["step"], st["steps"], st["spec"]["labels"]) == ("done", 4, 4, [7, 7, 7])
+    assert main(["status", job_id]) == 0
+    table = capsys.readouterr().out
+    assert "status" in table and "done" in table and "4/4 steps (100%)" in table
+    assert main(["status", "--recent", "5"]) == 0
+    assert job_id in capsys.readouterr().out
+    assert main(["status", "no-such-job"]) == 2
+    assert "no job no-such-job" in capsys.readouterr().err
+
+
+def test_cli_submit_refuses_a_bad_job(client, monkeypatch, capsys, split_deployment):
+    from ddm.ops.cli import main
+
+    monkeypatch.setenv("DDM_PREFIX", client.names.prefix)
+    assert main(["submit", "--label", "3", "--steps", "2000", "--no-check"]) == 2
+    assert "expected steps int in 1..1000, got 2000" in capsys.readouterr().err
+    argv = ["submit", "--label", "3", "--strategy", "topk:5", "--deployment", str(split_deployment)]
+    assert main(argv) == 2
+    assert "K <= 2" in capsys.readouterr().err
+    assert queued(client) == []

@@ -1,0 +1,113 @@
+"""The expert worker's counters and its heartbeat record in Redis.
+
+    HSET  <prefix>ddm:worker:<worker_id>  worker_id role expert_id framework device host region pid
+          queue requests batches rows mean_batch_size mean_compute_ms dead_lettered started_at updated_at ...
+    EXPIRE <that key> heartbeat_ttl_s      (a worker that stops beating disappears by itself)
+    SADD  <prefix>ddm:workers  worker_id   (an index; readers skip ids whose record has expired)
+
+mean_batch_size is request rows per forward pass; mean_compute_ms is time in Expert.velocity per pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import redis
+
+from ddm.schema.names import Names
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerStats:
+    """Counters since the worker started. Only the connection thread updates them."""
+
+    requests: int = 0  # requests answered
+    batches: int = 0  # forward passes (Expert.velocity calls for a batch)
+    rows: int = 0  # request rows served in those passes
+    compute_ms: float = 0.0  # total time in Expert.velocity
+    dead_lettered: int = 0  # messages refused (poison) or that failed to compute
+
+    def record_batch(self, rows: int, requests: int, compute_ms: float) -> None:
+        self.batches += 1
+        self.rows += rows
+        self.requests += requests
+        self.compute_ms += compute_ms
+
+    @property
+    def mean_batch_size(self) -> float:
+        return self.rows / self.batches if self.batches else 0.0
+
+    @property
+    def mean_compute_ms(self) -> float:
+        return self.compute_ms / self.batches if self.batches else 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{self.requests} requests in {self.batches} batches (mean {self.mean_batch_size:.1f} rows, "
+            f"{self.mean_compute_ms:.1f} ms per batch), {self.dead_lettered} dead-lettered"
+        )
+
+    def fields(self) -> dict[str, int | float]:
+        return {
+            "requests": self.requests,
+            "batches": self.batches,
+            "rows": self.rows,
+            "mean_batch_size": round(self.mean_batch_size, 3),
+            "mean_compute_ms": round(self.mean_compute_ms, 3),
+            "dead_lettered": self.dead_lettered,
+        }
+
+
+class Heartbeat:
+    """Writes the worker's record to Redis. A Redis outage is logged (once per outage), never fatal:
+    serving requests matters more than being visible."""
+
+    def __init__(self, redis_url: str, names: Names, worker_id: str, static: dict, ttl_s: int):
+        # Short timeouts: beats run on the broker connection's thread and must not stall it for long.
+        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self._names = names
+        self._worker_id = worker_id
+        self._key = names.worker(worker_id)
+        self._static = {"worker_id": worker_id, **static, "started_at": time.time()}
+        self._ttl_s = ttl_s
+        self._failing = False
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    def beat(self, stats: WorkerStats, **extra) -> bool:
+        """Write the record and refresh its TTL; True if Redis took it."""
+        mapping = {**self._static, **stats.fields(), **extra, "updated_at": time.time()}
+        try:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hset(self._key, mapping={k: str(v) for k, v in mapping.items()})
+            pipe.expire(self._key, self._ttl_s)
+            pipe.sadd(self._names.workers_index, self._worker_id)
+            pipe.execute()
+        except redis.RedisError as exc:
+            if not self._failing:
+                log.warning("heartbeat to Redis failed (%s); still serving, will keep trying", exc)
+            self._failing = True
+            return False
+        if self._failing:
+            log.info("heartbeat to Redis works again")
+        self._failing = False
+        return True
+
+    def remove(self) -> None:
+        """Delete the record on a clean stop (a crashed worker's record expires instead)."""
+        try:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.delete(self._key)
+            pipe.srem(self._names.workers_index, self._worker_id)
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("could not remove heartbeat %s (%s); it expires in %d s", self._key, exc, self._ttl_s)
+
+    def close(self) -> None:
+        self._redis.close()

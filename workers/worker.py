@@ -1,0 +1,410 @@
+"""`ddm worker expert`: serve one expert from its RabbitMQ queue, with dynamic batching.
+
+Threads: the thread that calls `ExpertWorker.run()` owns the pika BlockingConnection and is the only
+one that touches it (pika is not thread-safe). It consumes, decodes, batches, publishes replies,
+acks, dead-letters and beats the Redis heartbeat (connection.call_later). The model runs on ONE
+compute thread, so a long forward pass never starves pika's AMQP heartbeats; the compute thread
+hands each result back with connection.add_callback_threadsafe. While a batch computes, the next one
+is already being collected.
+
+Delivery: a request is acked only after its reply was published, so a worker that dies mid-batch
+leaves its requests unacked and the broker redelivers them to another replica (velocity is a pure
+function: serving a request twice is harmless).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import random
+import re
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pika
+import pika.exceptions
+
+from ddm.schema.deployment import Deployment
+from ddm.schema.errors import ConfigError, SchemaError, ServiceUnavailableError, expected
+from ddm.schema.messages import VelocityReply, VelocityRequest
+from ddm.schema.names import check_expert_id, check_worker_id
+from ddm.schema.settings import Settings, redact
+from ddm.schema.topology import CONTENT_TYPE
+from ddm.workers.amqp import CONNECTION_ERRORS, connect, declare_topology
+from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_batch
+from ddm.workers.deadletter import dead_letter
+from ddm.workers.expert import DEFAULT_BUCKETS
+from ddm.workers.heartbeat import Heartbeat, WorkerStats
+
+log = logging.getLogger(__name__)
+
+MAX_TICK_S = 0.25  # longest process_data_events wait: bounds how late a stop request is noticed
+STATS_LOG_S = 10.0  # at most one stats line per this many seconds
+SHUTDOWN_GRACE_S = 5.0  # on stop, wait this long for the batch in flight before closing
+
+
+class ConsumerCancelledError(ConnectionError):
+    """The broker cancelled our consumer (queue deleted, node failure): reconnect and redeclare."""
+
+
+def default_worker_id(expert_id: int) -> str:
+    host = re.sub(r"[^A-Za-z0-9_.:@-]", "-", socket.gethostname())[:80] or "host"
+    return f"expert{expert_id}-{host}-{os.getpid()}"
+
+
+class ExpertWorker:
+    """Consume `<prefix>ddm.expert.<k>`, batch requests, run one forward per batch, reply, ack.
+
+    run() blocks until stop() (callable from any thread or a signal handler). `ready` is set while
+    the worker is consuming. `expert` may be passed pre-loaded (tests); otherwise run() loads it with
+    load_expert, which compiles every bucket, before it consumes anything.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        deployment_path: str | Path,
+        expert_id: int,
+        *,
+        device: str | None = None,
+        max_batch: int | None = None,
+        max_wait_ms: float | None = None,
+        buckets: tuple[int, ...] | None = None,
+        worker_id: str | None = None,
+        expert=None,
+    ):
+        self.settings = settings
+        self.names = settings.names
+        self.expert_id = check_expert_id(expert_id)
+        entry = Deployment.load(deployment_path).expert(expert_id)
+        self.checkpoint = entry.checkpoint
+        self.device = device or entry.device
+        self.max_batch = settings.max_batch if max_batch is None else int(max_batch)
+        self.max_wait_ms = settings.max_wait_ms if max_wait_ms is None else float(max_wait_ms)
+        if self.max_batch < 1 or not 0 <= self.max_wait_ms <= 10_000:
+            raise ConfigError(
+                expected("max_batch >= 1 and max_wait_ms in [0, 10000]", (max_batch, max_wait_ms))
+            )
+        self.buckets = tuple(sorted(buckets)) if buckets else DEFAULT_BUCKETS
+        if self.buckets[0] < 1:
+            raise ConfigError(expected("bucket sizes >= 1", self.buckets))
+        self.worker_id = check_worker_id(worker_id or default_worker_id(expert_id))
+        self.queue = self.names.expert_queue(expert_id)
+        self.prefetch = 2 * self.max_batch  # the next batch can fill while the current one computes
+        self.expert = expert
+        self.stats = WorkerStats()
+        self.ready = threading.Event()
+        self._stop = threading.Event()
+        self._batcher = Batcher(self.max_batch, self.max_wait_ms / 1e3)
+        self._conn: pika.BlockingConnection | None = None
+        self._channel = None
+        self._dlx = None  # second channel, in confirm mode, for dead letters
+        self._inflight: Future | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._run_thread: threading.Thread | None = None
+        self._logged = (0.0, 0)  # (monotonic time, batches) of the last stats line
+
+    # ------------------------------------------------------------ lifecycle
+
+    def stop(self) -> None:
+        """Ask run() to stop: no new requests, finish the batch in flight if quick, close cleanly."""
+        self._stop.set()
+        conn = self._conn
+        # From another thread, wake process_data_events at once. Not from the run thread itself (a
+        # signal handler there may interrupt pika while it holds the lock this call takes); the loop
+        # notices the flag within MAX_TICK_S anyway.
+        if conn is not None and threading.current_thread() is not self._run_thread:
+            with contextlib.suppress(Exception):  # closed meanwhile: nothing to wake
+                conn.add_callback_threadsafe(lambda: None)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:
+        """Load the expert (compiling all buckets), then serve until stop(); reconnects on broker loss."""
+        self._run_thread = threading.current_thread()
+        if self.expert is None:
+            from ddm.workers import load_expert
+
+            self.expert = load_expert(self.checkpoint, self.device, buckets=self.buckets)
+        self.expert.warmup()  # every bucket once: no compile or first-call cost on the first request
+        meta = self.expert.meta
+        self._heartbeat = Heartbeat(
+            self.settings.redis_url,
+            self.names,
+            self.worker_id,
+            {
+                "role": "expert",
+                "expert_id": self.expert_id,
+                "framework": meta.framework,
+                "device": meta.device,
+                "host": socket.gethostname(),
+                "region": self.settings.region,
+                "pid": os.getpid(),
+                "queue": self.queue,
+                "max_batch": self.max_batch,
+                "max_wait_ms": self.max_wait_ms,
+                "buckets": ",".join(map(str, self.expert.buckets or ())) or "any",
+            },
+            self.settings.heartbeat_ttl_s,
+        )
+        log.info(
+            "expert worker %s: expert %d (%s on %s, buckets %s) from %s; queue %s at %s; "
+            "max batch %d rows, max wait %g ms, prefetch %d",
+            self.worker_id,
+            self.expert_id,
+            meta.framework,
+            meta.device,
+            self.expert.buckets or "any (eager)",
+            self.checkpoint,
+            self.queue,
+            redact(self.settings.amqp_url),
+            self.max_batch,
+            self.max_wait_ms,
+            self.prefetch,
+        )
+        self._logged = (time.monotonic(), 0)
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"expert{self.expert_id}-compute"
+        )
+        delay = 0.25
+        try:
+            while not self._stop.is_set():
+                conn = self._connect()
+                if conn is None:
+                    break
+                since = time.monotonic()
+                try:
+                    self._serve(conn)
+                except CONNECTION_ERRORS as exc:
+                    dropped = self._lost(conn)
+                    log.warning(
+                        "lost the broker (%r); reconnecting. %d waiting request(s) dropped, the broker "
+                        "redelivers them and any batch in flight",
+                        exc,
+                        dropped,
+                    )
+                    # Back off harder when sessions keep dying young (e.g. a declare the broker refuses).
+                    delay = 0.25 if time.monotonic() - since > 10 else min(10.0, delay * 2)
+                    self._stop.wait(delay * (0.5 + random.random()))
+        finally:
+            self.ready.clear()
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._heartbeat.remove()
+            self._heartbeat.close()
+            log.info("expert worker %s stopped; %s", self.worker_id, self.stats.summary())
+
+    def _connect(self) -> pika.BlockingConnection | None:
+        """Connect with bounded exponential backoff; None if stop() was called meanwhile."""
+        delay = 0.25
+        while not self._stop.is_set():
+            try:
+                return connect(self.settings.amqp_url, attempts=1, name=self.worker_id)
+            except (ServiceUnavailableError, *CONNECTION_ERRORS) as exc:
+                log.warning("%s; retrying in about %.1f s", exc, delay)
+                self._stop.wait(delay * (0.5 + random.random()))
+                delay = min(10.0, delay * 2)
+        return None
+
+    def _serve(self, conn: pika.BlockingConnection) -> None:
+        ch = conn.channel()
+        declare_topology(ch, self.names, [self.expert_id])
+        ch.basic_qos(prefetch_count=self.prefetch)
+        dlx = conn.channel()
+        dlx.confirm_delivery()
+        self._conn, self._channel, self._dlx = conn, ch, dlx
+        tag = ch.basic_consume(self.queue, self._on_message, auto_ack=False)
+        self._schedule_beats(conn)
+        self.ready.set()
+        log.info("consuming %s (%s)", self.queue, self.worker_id)
+        while not self._stop.is_set():
+            self._maybe_dispatch()
+            conn.process_data_events(time_limit=self._tick())
+            if tag not in ch.consumer_tags:
+                raise ConsumerCancelledError(f"the broker cancelled our consumer on {self.queue}")
+        self._close(conn, ch, tag)
+
+    def _close(self, conn, ch, tag) -> None:
+        """Clean stop: cancel the consumer, hand back what waits, finish the batch in flight if quick."""
+        self.ready.clear()
+        ch.basic_cancel(tag)  # pika nacks (requeues) deliveries it had not dispatched to us yet
+        for item in self._batcher.drain():
+            ch.basic_nack(item.delivery_tag, requeue=True)
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        while self._computing() and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.05)
+        conn.process_data_events(time_limit=0)  # the finished batch's callback: publish, ack
+        self._conn = self._channel = self._dlx = None
+        conn.close()
+
+    def _lost(self, conn) -> int:
+        """The connection (or channel) died: forget its deliveries; unacked ones are redelivered."""
+        self.ready.clear()
+        self._conn = self._channel = self._dlx = None
+        dropped = len(self._batcher.drain())
+        try:
+            if conn.is_open:
+                conn.close()
+        except Exception:  # already broken; nothing to close cleanly
+            pass
+        return dropped
+
+    # ------------------------------------------------------------ batching (connection thread)
+
+    def _computing(self) -> bool:
+        return self._inflight is not None and not self._inflight.done()
+
+    def _tick(self) -> float:
+        """How long process_data_events may block: until the pending batch is due, at most MAX_TICK_S."""
+        if self._computing():
+            return MAX_TICK_S  # the compute thread's callback wakes us when it is done
+        wait = self._batcher.wait_s(time.monotonic())
+        return MAX_TICK_S if wait is None else min(wait, MAX_TICK_S)
+
+    def _maybe_dispatch(self) -> None:
+        if self._computing():
+            return
+        wait = self._batcher.wait_s(time.monotonic())
+        if wait is None or wait > 0:
+            return
+        items = self._batcher.take()
+        self._inflight = self._executor.submit(self._compute, self._conn, self._channel, items)
+
+    def _compute(self, conn, ch, items: list[Pending]) -> None:
+        """Compute thread: one forward pass for the batch, then hand the result to the connection thread."""
+        try:
+            result = serve_batch(self.expert, items, self.expert_id, self.worker_id)
+        except Exception as exc:  # a bug, not a bad request: still answer every delivery
+            log.exception("serving a batch of %d request(s) failed", len(items))
+            result = BatchResult([Outcome(it, None, f"internal error: {exc!r}") for it in items], 0, 0.0)
+        try:
+            conn.add_callback_threadsafe(functools.partial(self._on_batch_done, ch, result))
+        except Exception as exc:  # connection closed meanwhile
+            log.info(
+                "dropping %d computed replies: connection gone (%r); requests are redelivered",
+                len(items),
+                exc,
+            )
+
+    def _on_batch_done(self, ch, result: BatchResult) -> None:
+        """Connection thread: publish one reply per request, dead-letter failures, then ack."""
+        if ch is not self._channel or not ch.is_open:
+            log.info("dropping %d replies computed for a closed channel", len(result.outcomes))
+            return
+        served = 0
+        for o in result.outcomes:
+            if o.reply is None:
+                continue
+            props = pika.BasicProperties(
+                correlation_id=o.item.correlation_id, content_type=CONTENT_TYPE, type=VelocityReply.TYPE
+            )
+            ch.basic_publish("", o.item.reply_to, o.reply, props)
+            served += 1
+        for o in result.outcomes:
+            if o.reply is None:
+                self._dead_letter(ch, o.item.delivery_tag, o.item.properties, o.item.body, o.error)
+            else:
+                ch.basic_ack(o.item.delivery_tag)  # only after its reply was handed to the broker
+        if result.rows:
+            self.stats.record_batch(result.rows, served, result.compute_ms)
+
+    # ------------------------------------------------------------ consuming (connection thread)
+
+    def _on_message(self, ch, method, props, body: bytes) -> None:
+        try:
+            if not props.reply_to:
+                raise SchemaError(
+                    expected("a reply_to property naming the requester's queue", props.reply_to)
+                )
+            if props.content_type not in (None, CONTENT_TYPE):
+                raise SchemaError(expected(f"content_type {CONTENT_TYPE!r}", props.content_type))
+            request = VelocityRequest.decode(body, max_bytes=self.settings.max_message_bytes)
+        except Exception as exc:  # SchemaError, or anything a malformed body could raise
+            self._dead_letter(ch, method.delivery_tag, props, body, f"{type(exc).__name__}: {exc}")
+            return
+        self._batcher.add(
+            Pending(
+                request,
+                method.delivery_tag,
+                props.reply_to,
+                props.correlation_id,
+                time.monotonic(),
+                body,
+                props,
+            )
+        )
+
+    def _dead_letter(self, ch, delivery_tag: int, props, body: bytes, reason: str) -> None:
+        """Refuse a message: to ddm.dead with the reason attached (see ddm.workers.deadletter)."""
+        dead_letter(
+            ch,
+            self._dlx,
+            self.names,
+            delivery_tag,
+            props,
+            body,
+            reason=reason,
+            queue=self.queue,
+            worker_id=self.worker_id,
+        )
+        self.stats.dead_lettered += 1
+
+    # ------------------------------------------------------------ heartbeat and stats
+
+    def _schedule_beats(self, conn) -> None:
+        def beat() -> None:
+            if conn is not self._conn or not conn.is_open:
+                return  # this connection is gone; the next one schedules its own beats
+            self._beat()
+            conn.call_later(self.settings.heartbeat_s, beat)
+
+        beat()
+
+    def _beat(self) -> None:
+        self._heartbeat.beat(self.stats)
+        now = time.monotonic()
+        last_t, last_batches = self._logged
+        if now - last_t >= STATS_LOG_S and self.stats.batches != last_batches:
+            self._logged = (now, self.stats.batches)
+            log.info("%s: %s", self.worker_id, self.stats.summary())
+
+
+def run_from_args(args) -> int:
+    """Entry of `ddm worker expert` (flags in ddm.ops.cmd_worker)."""
+    from ddm.ops.cmd_sample import resolve_deployment
+
+    buckets = None
+    if args.buckets:
+        try:
+            buckets = tuple(int(b) for b in args.buckets.split(",") if b.strip())
+        except ValueError:
+            raise ConfigError(expected("--buckets like 1,2,4,8", args.buckets)) from None
+    worker = ExpertWorker(
+        Settings.from_env(),
+        resolve_deployment(args.deployment),
+        args.expert,
+        device=args.device,
+        max_batch=args.max_batch,
+        max_wait_ms=args.max_wait_ms,
+        buckets=buckets,
+        worker_id=args.worker_id,
+    )
+
+    def on_signal(signum, frame):
+        if worker.stopping:  # a second Ctrl-C: stop waiting for the batch in flight
+            raise KeyboardInterrupt
+        log.info("signal %d: stopping after the batch in flight", signum)
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    worker.run()
+    return 0
