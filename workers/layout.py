@@ -78,7 +78,7 @@ def canonical_to_flax(flat: dict[str, np.ndarray], like: dict) -> dict:
             arr = arr.T
         if arr.shape != ref.shape:
             raise ConfigError(
-                expected(f"{name} of Flax shape {tuple(ref.shape)}", f"{tuple(arr.shape)} from {src}")
+                expected(f"{name} of shape {tuple(ref.shape)} (Flax axis order)", tuple(arr.shape))
             )
         out[name] = np.ascontiguousarray(arr)
     extra = set(flat) - {
