@@ -20,6 +20,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("train", "ddm.ops.cmd_train", "train one expert alone (PyTorch or JAX/Flax)"),
     ("convert", "ddm.ops.cmd_convert", "convert an expert checkpoint between PyTorch and JAX"),
     ("sample", "ddm.ops.cmd_sample", "sample images in-process from a deployment (the reference sampler)"),
+    ("eval", "ddm.ops.cmd_eval", "sample n images from a deployment and score them (accuracy, FD, cost)"),
     ("worker", "ddm.ops.cmd_worker", "run an expert worker or a router worker against RabbitMQ and Redis"),
     ("up", "ddm.ops.cmd_up", "bring up a deployment here: expert workers and router, supervised"),
     (

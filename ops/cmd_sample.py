@@ -55,7 +55,10 @@ def job_labels(args: argparse.Namespace) -> tuple[list[int], int]:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--local", action="store_true", required=True, help="sample in this process")
     parser.add_argument(
-        "--deployment", type=Path, default=None, help=f"deployment TOML (default: {DEFAULT_DEPLOYMENT})"
+        "--deployment",
+        type=Path,
+        default=None,
+        help=f"deployment TOML (default: $DDM_DEPLOYMENT, else {DEFAULT_DEPLOYMENT})",
     )
     add_job_arguments(parser)
     parser.add_argument("--device", default=None, help="override every expert's device from the deployment")
@@ -68,13 +71,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_deployment(path: Path | None) -> Path:
+    """--deployment if given, else $DDM_DEPLOYMENT if set (containers), else the shipped one."""
     if path is not None:
         return path
+    from ddm.schema.settings import Settings
+
+    from_env = Settings.from_env().deployment
+    if from_env:
+        return Path(from_env)
     if DEFAULT_DEPLOYMENT.is_file():
         return DEFAULT_DEPLOYMENT
     raise ConfigError(
-        f"no --deployment given and no {DEFAULT_DEPLOYMENT} here; train experts and write a deployment "
-        "file (see README), or run from the repository root"
+        f"no --deployment given, DDM_DEPLOYMENT unset and no {DEFAULT_DEPLOYMENT} here; train experts and "
+        "write a deployment file (see README), or run from the repository root"
     )
 
 

@@ -14,13 +14,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         description="Consume velocity requests for one expert from RabbitMQ, batch them, run one forward "
         "pass per batch and reply to each request. Broker and Redis come from DDM_AMQP_URL / DDM_REDIS_URL.",
     )
-    e.add_argument("--deployment", type=Path, default=None, help="deployment TOML (default: the shipped one)")
+    e.add_argument(
+        "--deployment",
+        type=Path,
+        default=None,
+        help="deployment TOML (default: $DDM_DEPLOYMENT, else the shipped one)",
+    )
     e.add_argument("--expert", type=int, required=True, help="expert id in the deployment")
     e.add_argument("--device", default=None, help="override the deployment's device for this expert")
     e.add_argument("--max-batch", type=int, default=None, help="rows per forward (default $DDM_MAX_BATCH)")
     e.add_argument("--max-wait-ms", type=float, default=None, help="wait for more requests after the first")
     e.add_argument("--buckets", default=None, help="batch buckets to compile, e.g. 1,2,4,8,16,32,64")
     e.add_argument("--worker-id", default=None, help="heartbeat id (default: host-pid)")
+    _add_common(e)
     r = sub.add_parser(
         "router",
         help="run sampling jobs: consume ddm.jobs, route each step, store trajectories in Redis",
@@ -29,9 +35,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the frame and "
         "the resumable state to Redis.",
     )
-    r.add_argument("--deployment", type=Path, default=None, help="deployment TOML (default: the shipped one)")
+    r.add_argument(
+        "--deployment",
+        type=Path,
+        default=None,
+        help="deployment TOML (default: $DDM_DEPLOYMENT, else the shipped one)",
+    )
     r.add_argument("--max-jobs", type=int, default=64, help="jobs in flight at once (the jobs prefetch)")
     r.add_argument("--worker-id", default=None, help="id in job hashes and logs (default: host-pid)")
+    _add_common(r)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus /metrics and /healthz on this port (default: $DDM_METRICS_PORT; 0 = off)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ from ddm.schema.messages import Frame, JobSpec, JobStatus, VelocityReply, Veloci
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE, REASON_HEADER, SOURCE_QUEUE_HEADER, WORKER_HEADER
 from ddm.workers.amqp import CONNECTION_ERRORS, connect, declare_topology
+from ddm.workers.metrics import RouterMetrics, serve_metrics
 from ddm.workers.redis_conn import connect_redis
 
 log = logging.getLogger("ddm.router")
@@ -70,7 +71,14 @@ class JobRun:
 
 
 class RouterWorker:
-    def __init__(self, settings: Settings, deployment_path, worker_id: str | None = None, max_jobs: int = 64):
+    def __init__(
+        self,
+        settings: Settings,
+        deployment_path,
+        worker_id: str | None = None,
+        max_jobs: int = 64,
+        metrics_port: int | None = None,
+    ):
         self.settings = settings
         self.names = settings.names
         self.deployment = Deployment.load(deployment_path)
@@ -84,6 +92,12 @@ class RouterWorker:
         self.pending: dict[str, Pending] = {}
         self.stats = {"jobs_done": 0, "jobs_failed": 0, "steps": 0, "resends": 0, "reconnects": 0}
         self.started_at = time.time()
+        self.metrics = RouterMetrics(self.worker_id)
+        self.metrics.set_health(self._health)
+        self.metrics.in_flight.set_function(lambda: len(self.jobs))
+        self.metrics_port = settings.metrics_port if metrics_port is None else int(metrics_port)
+        self._consuming = False
+        self._last_beat = -1e9  # time.monotonic() of the last heartbeat Redis took
         self._stopping = False
         self._conn = None
         self._channel = None
@@ -93,6 +107,19 @@ class RouterWorker:
 
     def run(self) -> None:
         """Serve until stop(); reconnect with bounded backoff when the broker goes away."""
+        server = serve_metrics(self.metrics, self.metrics_port)
+        try:
+            self._run()
+        finally:
+            if server is not None:
+                server.close()
+
+    def _health(self) -> dict[str, bool]:
+        """For /healthz (HTTP thread): reads flags only."""
+        fresh = time.monotonic() - self._last_beat < self.settings.heartbeat_ttl_s
+        return {"consuming": self._consuming, "redis": fresh}
+
+    def _run(self) -> None:
         while not self._stopping:
             try:
                 self._conn = connect(self.settings.amqp_url, attempts=None)
@@ -101,12 +128,14 @@ class RouterWorker:
                 if self._stopping:
                     break
                 self.stats["reconnects"] += 1
+                self.metrics.reconnects.inc()
                 log.warning(
                     "broker connection lost (%r); %d job(s) will be redelivered and resumed",
                     exc,
                     len(self.jobs),
                 )
             finally:
+                self._consuming = False
                 self._drop_inflight()
                 self._close()
         self._clear_heartbeat()
@@ -125,6 +154,7 @@ class RouterWorker:
         ch.basic_consume(self.names.jobs, self._on_job)
         self._conn.call_later(SWEEP_S, self._sweep)
         self._heartbeat()
+        self._consuming = True
         log.info(
             "router %s: %d experts, router %s, strategies %s, queue %s",
             self.worker_id,
@@ -184,6 +214,7 @@ class RouterWorker:
             guidance=np.full(spec.n, spec.guidance, np.float32),
         )
         self.jobs[spec.job_id] = job
+        self.metrics.jobs.labels(JobStatus.RUNNING.value).inc()
         self.store.start(spec.job_id, self.worker_id, step, spec)
         if step:
             log.info("job %s resumed at step %d/%d", spec.job_id, step, spec.steps)
@@ -220,6 +251,7 @@ class RouterWorker:
             delivery_mode=1,  # transient: a lost request is resent by the sweep
         )
         self._channel.basic_publish("", self.names.expert_queue(expert), body, props)
+        self.metrics.requests.labels(str(expert)).inc()
 
     def _on_reply(self, ch, method, props, body: bytes) -> None:
         try:
@@ -260,6 +292,8 @@ class RouterWorker:
         job.step_ms_total += latency_ms
         job.steps_run += 1
         self.stats["steps"] += 1
+        self.metrics.steps.inc()
+        self.metrics.step.observe(latency_ms / 1e3)
         self.store.write_step(frame, x, job.step_ms_total / job.steps_run)
         if job.step >= spec.steps:
             self._complete(job)
@@ -271,6 +305,7 @@ class RouterWorker:
         self._channel.basic_ack(job.delivery_tag)
         self.jobs.pop(job.spec.job_id, None)
         self.stats["jobs_done"] += 1
+        self.metrics.jobs.labels(JobStatus.DONE.value).inc()
 
     def _fail(self, job_id: str, delivery_tag: int, error: str) -> None:
         log.warning("job %s failed: %s", job_id, error)
@@ -280,6 +315,7 @@ class RouterWorker:
         for rid in [rid for rid, p in self.pending.items() if p.job_id == job_id]:
             del self.pending[rid]
         self.stats["jobs_failed"] += 1
+        self.metrics.jobs.labels(JobStatus.FAILED.value).inc()
 
     def _dead_letter(self, ch, method, props, body: bytes, reason: str) -> None:
         headers = {
@@ -294,6 +330,7 @@ class RouterWorker:
             pika.BasicProperties(headers=headers, delivery_mode=2, content_type=props.content_type),
         )
         ch.basic_ack(method.delivery_tag)
+        self.metrics.jobs.labels("dead_lettered").inc()
         log.warning("dead-lettered a job message: %s", reason)
 
     # -- timers ---------------------------------------------------------------------------------
@@ -319,6 +356,7 @@ class RouterWorker:
                 p.attempts += 1
                 p.sent_at = now
                 self.stats["resends"] += 1
+                self.metrics.resends.inc()
                 log.info("resending %s to expert %d (attempt %d)", request_id, p.expert, p.attempts)
                 self._publish_request(p.expert, request_id, p.body)
         if self._conn is not None and self._conn.is_open:
@@ -343,6 +381,7 @@ class RouterWorker:
         pipe.expire(key, int(self.settings.heartbeat_ttl_s))
         pipe.sadd(self.names.workers_index, self.worker_id)
         pipe.execute()
+        self._last_beat = time.monotonic()
         if self._conn is not None and self._conn.is_open:
             self._conn.call_later(self.settings.heartbeat_s, self._heartbeat)
 
@@ -362,6 +401,7 @@ def run_from_args(args) -> int:
         resolve_deployment(args.deployment),
         worker_id=args.worker_id,
         max_jobs=args.max_jobs,
+        metrics_port=args.metrics_port,
     )
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     try:

@@ -31,6 +31,8 @@ ENV_VARS: dict[str, str] = {
     "region": "DDM_REGION",
     "data_dir": "DDM_DATA_DIR",
     "max_message_bytes": "DDM_MAX_MESSAGE_BYTES",
+    "deployment": "DDM_DEPLOYMENT",
+    "metrics_port": "DDM_METRICS_PORT",
 }
 
 
@@ -59,6 +61,8 @@ class Settings:
     region: str = "local"
     data_dir: str = "data"
     max_message_bytes: int = DEFAULT_MAX_BYTES
+    deployment: str = ""  # deployment TOML used when a command gets no --deployment ("" = the shipped one)
+    metrics_port: int = 0  # workers: serve /metrics and /healthz on this TCP port (0 = off)
 
     def __post_init__(self) -> None:
         self._check_url("amqp_url", ("amqp://", "amqps://"))
@@ -81,6 +85,9 @@ class Settings:
         if not isinstance(self.data_dir, str) or not self.data_dir or "\x00" in self.data_dir:
             raise _fail("data_dir", "a non-empty path", self.data_dir)
         self._check_number("max_message_bytes", int, 1024, 1 << 30)
+        if not isinstance(self.deployment, str) or "\x00" in self.deployment:
+            raise _fail("deployment", "a path (or empty for the shipped deployment)", self.deployment)
+        self._check_number("metrics_port", int, 0, 65535)
 
     def _check_url(self, field: str, schemes: tuple[str, ...]) -> None:
         value = getattr(self, field)

@@ -75,6 +75,7 @@ class Heartbeat:
         self._static = {"worker_id": worker_id, **static, "started_at": time.time()}
         self._ttl_s = ttl_s
         self._failing = False
+        self.ok = False  # the last beat reached Redis (read by /healthz from another thread)
 
     @property
     def key(self) -> str:
@@ -93,10 +94,12 @@ class Heartbeat:
             if not self._failing:
                 log.warning("heartbeat to Redis failed (%s); still serving, will keep trying", exc)
             self._failing = True
+            self.ok = False
             return False
         if self._failing:
             log.info("heartbeat to Redis works again")
         self._failing = False
+        self.ok = True
         return True
 
     def remove(self) -> None:

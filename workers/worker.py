@@ -41,6 +41,7 @@ from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_ba
 from ddm.workers.deadletter import dead_letter
 from ddm.workers.expert import DEFAULT_BUCKETS
 from ddm.workers.heartbeat import Heartbeat, WorkerStats
+from ddm.workers.metrics import ExpertMetrics, serve_metrics
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class ExpertWorker:
         buckets: tuple[int, ...] | None = None,
         worker_id: str | None = None,
         expert=None,
+        metrics_port: int | None = None,
     ):
         self.settings = settings
         self.names = settings.names
@@ -99,6 +101,9 @@ class ExpertWorker:
         self.prefetch = 2 * self.max_batch  # the next batch can fill while the current one computes
         self.expert = expert
         self.stats = WorkerStats()
+        self.metrics = ExpertMetrics(self.expert_id, self.worker_id)
+        self.metrics.set_health(self._health)
+        self.metrics_port = settings.metrics_port if metrics_port is None else int(metrics_port)
         self.ready = threading.Event()
         self._stop = threading.Event()
         self._batcher = Batcher(self.max_batch, self.max_wait_ms / 1e3)
@@ -129,7 +134,20 @@ class ExpertWorker:
         return self._stop.is_set()
 
     def run(self) -> None:
-        """Load the expert (compiling all buckets), then serve until stop(); reconnects on broker loss."""
+        """Load the expert (compiling all buckets), then serve until stop(); reconnects on broker loss.
+        With a metrics port, /metrics and /healthz answer from the start (503 until consuming)."""
+        server = serve_metrics(self.metrics, self.metrics_port)
+        try:
+            self._run()
+        finally:
+            if server is not None:
+                server.close()
+
+    def _health(self) -> dict[str, bool]:
+        """For /healthz (HTTP thread): reads flags only."""
+        return {"consuming": self.ready.is_set(), "redis": self._heartbeat is not None and self._heartbeat.ok}
+
+    def _run(self) -> None:
         self._run_thread = threading.current_thread()
         if self.expert is None:
             from ddm.workers import load_expert
@@ -186,6 +204,7 @@ class ExpertWorker:
                     self._serve(conn)
                 except CONNECTION_ERRORS as exc:
                     dropped = self._lost(conn)
+                    self.metrics.reconnects.inc()
                     log.warning(
                         "lost the broker (%r); reconnecting. %d waiting request(s) dropped, the broker "
                         "redelivers them and any batch in flight",
@@ -299,10 +318,11 @@ class ExpertWorker:
         if ch is not self._channel or not ch.is_open:
             log.info("dropping %d replies computed for a closed channel", len(result.outcomes))
             return
-        served = 0
+        served, now, latencies = 0, time.monotonic(), []
         for o in result.outcomes:
             if o.reply is None:
                 continue
+            latencies.append(now - o.item.arrived)
             props = pika.BasicProperties(
                 correlation_id=o.item.correlation_id, content_type=CONTENT_TYPE, type=VelocityReply.TYPE
             )
@@ -315,6 +335,7 @@ class ExpertWorker:
                 ch.basic_ack(o.item.delivery_tag)  # only after its reply was handed to the broker
         if result.rows:
             self.stats.record_batch(result.rows, served, result.compute_ms)
+            self.metrics.record_batch(result.rows, result.compute_ms, latencies)
 
     # ------------------------------------------------------------ consuming (connection thread)
 
@@ -356,6 +377,7 @@ class ExpertWorker:
             worker_id=self.worker_id,
         )
         self.stats.dead_lettered += 1
+        self.metrics.dead_lettered.inc()
 
     # ------------------------------------------------------------ heartbeat and stats
 
@@ -396,6 +418,7 @@ def run_from_args(args) -> int:
         max_wait_ms=args.max_wait_ms,
         buckets=buckets,
         worker_id=args.worker_id,
+        metrics_port=args.metrics_port,
     )
 
     def on_signal(signum, frame):

@@ -15,6 +15,7 @@ def test_defaults():
     assert (s.request_timeout_s, s.max_batch, s.max_wait_ms) == (10.0, 32, 5.0)
     assert (s.job_ttl_s, s.heartbeat_s, s.heartbeat_ttl_s) == (86400, 2.0, 10)
     assert s.max_message_bytes == 16 * 1024 * 1024
+    assert (s.deployment, s.metrics_port) == ("", 0)
     assert s.names == Names("")
 
 
@@ -32,6 +33,8 @@ def test_from_dict_environment():
         "DDM_REGION": "eu-west-1",
         "DDM_DATA_DIR": "/srv/ddm data",
         "DDM_MAX_MESSAGE_BYTES": "1048576",
+        "DDM_DEPLOYMENT": "/app/checkpoints/mnist/deployment.toml",
+        "DDM_METRICS_PORT": "9100",
         "UNRELATED": "ignored",
     }
     s = Settings.from_env(env)
@@ -39,6 +42,7 @@ def test_from_dict_environment():
     assert (s.request_timeout_s, s.max_batch, s.max_wait_ms, s.job_ttl_s) == (2.5, 128, 0.0, 60)
     assert (s.heartbeat_s, s.heartbeat_ttl_s, s.region, s.data_dir) == (0.5, 3, "eu-west-1", "/srv/ddm data")
     assert s.max_message_bytes == 1 << 20
+    assert (s.deployment, s.metrics_port) == ("/app/checkpoints/mnist/deployment.toml", 9100)
     assert type(s.max_wait_ms) is float and type(s.max_batch) is int
     assert s.names.jobs == "ci-7.ddm.jobs"
     assert set(ENV_VARS.values()) == set(env) - {"UNRELATED"}  # every field has its variable
@@ -75,6 +79,10 @@ def test_reads_os_environ(monkeypatch):
         ("DDM_DATA_DIR", ""),
         ("DDM_MAX_MESSAGE_BYTES", "100"),
         ("DDM_MAX_MESSAGE_BYTES", "16MiB"),
+        ("DDM_METRICS_PORT", "-1"),
+        ("DDM_METRICS_PORT", "65536"),
+        ("DDM_METRICS_PORT", "http"),
+        ("DDM_DEPLOYMENT", "a\x00b"),
     ],
 )
 def test_bad_values_name_the_variable(var, value):

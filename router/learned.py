@@ -1,0 +1,89 @@
+"""A trained router behind the Router protocol (router/policies.py): probs(x, t, y) -> [B, K].
+
+Like the JAX expert, every batch bucket is compiled at load and inputs are padded to the next
+bucket, so the router worker never recompiles whatever the job sizes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import serialization
+
+from ddm.router.router_net import RouterConfig, RouterNet
+from ddm.schema.errors import ConfigError, expected
+from ddm.workers.expert import DEFAULT_BUCKETS, bucket_for, pad_rows
+
+WEIGHTS = "model.msgpack"
+
+
+def init_router_params(model: RouterNet, seed: int = 0) -> dict:
+    x = jnp.zeros((1, 32, 32, 1), jnp.float32)
+    init = jax.jit(model.init)
+    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[
+        "params"
+    ]
+
+
+def read_router_meta(path: Path) -> dict:
+    meta_path = Path(path) / "meta.json"
+    if not meta_path.is_file() or not (Path(path) / WEIGHTS).is_file():
+        raise ConfigError(expected(f"a router checkpoint (meta.json + {WEIGHTS}) at {path}", "missing files"))
+    meta = json.loads(meta_path.read_text())
+    if meta.get("kind") != "router":
+        raise ConfigError(expected(f"{meta_path} with kind = router", meta.get("kind")))
+    return meta
+
+
+class LearnedRouter:
+    def __init__(self, cfg: RouterConfig, params: dict, meta: dict, buckets=DEFAULT_BUCKETS):
+        self.cfg = cfg
+        self.meta = meta
+        self.buckets = tuple(sorted(buckets))
+        model = RouterNet(cfg)
+
+        def probs(p, x, t, y):
+            return jax.nn.softmax(model.apply({"params": p}, jnp.transpose(x, (0, 2, 3, 1)), t, y), axis=-1)
+
+        jitted = jax.jit(probs)
+        self._params = params
+        self._compiled = {
+            b: jitted.lower(
+                params,
+                jax.ShapeDtypeStruct((b, 1, 32, 32), jnp.float32),
+                jax.ShapeDtypeStruct((b,), jnp.float32),
+                jax.ShapeDtypeStruct((b,), jnp.int32),
+            ).compile()
+            for b in self.buckets
+        }
+
+    @property
+    def num_experts(self) -> int:
+        return self.cfg.num_clusters
+
+    def probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """x f32 [B,1,32,32], t f32 [B], y int [B] -> p(cluster) f32 [B, K]."""
+        out = []
+        limit = self.buckets[-1]
+        for s in range(0, len(x), limit):
+            xs, ts, ys = x[s : s + limit], t[s : s + limit], np.asarray(y[s : s + limit], np.int32)
+            n, b = len(xs), bucket_for(len(xs), self.buckets)
+            p = self._compiled[b](self._params, pad_rows(xs, b), pad_rows(ts, b), pad_rows(ys, b))
+            out.append(np.asarray(p, dtype=np.float32)[:n])
+        return np.concatenate(out)
+
+
+def load_router(path: str | Path, buckets=DEFAULT_BUCKETS) -> LearnedRouter:
+    from ddm.workers.jax_expert.expert import enable_compilation_cache
+
+    path = Path(path)
+    meta = read_router_meta(path)
+    cfg = RouterConfig(**meta["config"])
+    template = init_router_params(RouterNet(cfg))
+    params = serialization.from_bytes(template, (path / WEIGHTS).read_bytes())
+    enable_compilation_cache()
+    return LearnedRouter(cfg, params, meta, buckets)

@@ -1,0 +1,160 @@
+"""Train the learned router: cross-entropy on the manifest's cluster ids with x_t noised by the
+schema's convention (DDM paper, Algorithm 1), then measure accuracy as a function of t."""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import serialization
+from tqdm import tqdm
+
+from ddm.router.learned import WEIGHTS, init_router_params
+from ddm.router.router_net import RouterConfig, RouterNet
+from ddm.schema.flow import NULL_CLASS, interpolate
+from ddm.workers.training import write_json_atomic
+
+T_BINS = 10
+
+
+def router_batch(
+    images: np.ndarray,
+    labels: np.ndarray,
+    clusters: np.ndarray,
+    batch: int,
+    seed: int,
+    step: int,
+    label_dropout: float,
+):
+    """x_t f32 [B,1,32,32], t f32 [B], y i64 [B], cluster i64 [B]; a pure function of (seed, step)."""
+    rng = np.random.default_rng([seed, step, 7])
+    idx = rng.integers(0, len(images), size=batch)
+    x1 = images[idx]
+    x0 = rng.standard_normal(x1.shape, dtype=np.float32)
+    t = rng.random(batch, dtype=np.float32)
+    y = np.where(rng.random(batch) < label_dropout, NULL_CLASS, labels[idx]).astype(np.int64)
+    return interpolate(x0, x1, t).astype(np.float32), t, y, clusters[idx]
+
+
+def train_router(
+    images: np.ndarray,
+    labels: np.ndarray,
+    clusters: np.ndarray,
+    cfg: RouterConfig,
+    out_dir: Path,
+    meta: dict,
+    *,
+    steps: int = 1500,
+    batch: int = 128,
+    lr: float = 2e-3,
+    seed: int = 0,
+    label_dropout: float = 0.1,
+    progress: bool = True,
+) -> dict:
+    """images f32 [N,1,32,32], labels i64 [N], clusters i64 [N] -> checkpoint in out_dir; returns meta."""
+    model = RouterNet(cfg)
+    params = init_router_params(model, seed)
+    tx = optax.adamw(
+        optax.warmup_cosine_decay_schedule(0.0, lr, min(100, steps // 5), steps, lr * 0.05), weight_decay=1e-4
+    )
+    opt = tx.init(params)
+    step_fn = jax.jit(partial(_step, model, tx))
+    t0 = time.perf_counter()
+    recent: list[float] = []
+    bar = tqdm(range(steps), desc="router", disable=not progress)
+    for step in bar:
+        x_t, t, y, k = router_batch(images, labels, clusters, batch, seed, step, label_dropout)
+        params, opt, loss = step_fn(params, opt, jnp.asarray(x_t.transpose(0, 2, 3, 1)), t, y, k)
+        recent = (recent + [float(loss)])[-100:]
+        bar.set_postfix(loss=f"{np.mean(recent):.4f}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / WEIGHTS).write_bytes(serialization.to_bytes(jax.device_get(params)))
+    final = {
+        **meta,
+        "kind": "router",
+        "framework": "jax",
+        "config": cfg.to_dict(),
+        "steps": steps,
+        "batch": batch,
+        "lr": lr,
+        "label_dropout": label_dropout,
+        "wall_time_s": round(time.perf_counter() - t0, 1),
+        "final_loss": float(np.mean(recent)),
+        "num_params": int(sum(np.size(p) for p in jax.tree_util.tree_leaves(params))),
+    }
+    write_json_atomic(out_dir / "meta.json", final)
+    return final
+
+
+def _step(model, tx, params, opt, x_t, t, y, k):
+    def loss_fn(p):
+        logits = model.apply({"params": p}, x_t, t, y)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, k).mean()
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, opt = tx.update(grads, opt, params)
+    return optax.apply_updates(params, updates), opt, loss
+
+
+def accuracy_by_t(
+    router,
+    images: np.ndarray,
+    labels: np.ndarray,
+    clusters: np.ndarray,
+    seed: int = 1,
+    conditional: bool = True,
+) -> dict:
+    """Top-1 accuracy of router.probs against the true clusters, in T_BINS equal bins of t.
+
+    Every held-out image is noised once per bin (t drawn inside the bin), so each bin sees them all.
+    Returns {"t_mid": [...], "accuracy": [...], "n": N}.
+    """
+    rng = np.random.default_rng(seed)
+    mids, accs = [], []
+    y = labels if conditional else np.full(len(labels), NULL_CLASS, np.int64)
+    for b in range(T_BINS):
+        lo, hi = b / T_BINS, (b + 1) / T_BINS
+        t = rng.uniform(lo, hi, len(images)).astype(np.float32)
+        x0 = rng.standard_normal(images.shape, dtype=np.float32)
+        x_t = interpolate(x0, images, t).astype(np.float32)
+        pred = np.concatenate(
+            [
+                router.probs(x_t[s : s + 64], t[s : s + 64], y[s : s + 64]).argmax(1)
+                for s in range(0, len(x_t), 64)
+            ]
+        )
+        mids.append((lo + hi) / 2)
+        accs.append(float((pred == clusters).mean()))
+    return {"t_mid": mids, "accuracy": accs, "n": int(len(images))}
+
+
+def plot_accuracy(curves: dict[str, dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
+    for name, c in curves.items():
+        ax.plot(c["t_mid"], c["accuracy"], marker="o", label=name)
+    ax.set_xlabel("t (0 = noise, 1 = data)")
+    ax.set_ylabel("router top-1 accuracy")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def save_eval(out_dir: Path, curves: dict[str, dict]) -> None:
+    meta = json.loads((out_dir / "meta.json").read_text())
+    meta["accuracy_by_t"] = curves
+    write_json_atomic(out_dir / "meta.json", meta)

@@ -1,0 +1,187 @@
+"""The serving cluster as the page shows it: live workers from their Redis heartbeats, queue depths
+from RabbitMQ (passive queue_declare: message and consumer counts; no management API needed).
+
+A worker is alive while its heartbeat key exists (it expires DDM_HEARTBEAT_TTL_S after the last
+beat). Workers seen alive by this process and then gone stay listed as gone for a while, so a crash
+is visible instead of a card silently vanishing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any
+
+from ddm.schema.names import Names
+from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
+
+log = logging.getLogger(__name__)
+
+INT_FIELDS = ("expert_id", "pid", "requests", "batches", "rows", "dead_lettered", "max_batch")
+INT_FIELDS += ("jobs_running", "jobs_done", "jobs_failed", "steps", "resends", "reconnects")
+FLOAT_FIELDS = ("mean_batch_size", "mean_compute_ms", "updated_at", "started_at", "max_wait_ms")
+TEXT_FIELDS = ("worker_id", "role", "framework", "device", "host", "region", "queue", "deployment")
+
+
+def _text(v: bytes | str) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+def parse_heartbeat(worker_id: str, raw: dict) -> dict[str, Any]:
+    """A heartbeat hash (bytes -> bytes) -> typed dict with only the fields the page uses."""
+    beat = {_text(k): _text(v) for k, v in raw.items()}
+    out: dict[str, Any] = {"worker_id": worker_id}
+    for key in TEXT_FIELDS:
+        if key in beat:
+            out[key] = beat[key][:200]
+    for key in INT_FIELDS:
+        with contextlib.suppress(KeyError, ValueError):
+            out[key] = int(beat[key])
+    for key in FLOAT_FIELDS:
+        with contextlib.suppress(KeyError, ValueError):
+            out[key] = float(beat[key])
+    out["worker_id"] = worker_id
+    return out
+
+
+def read_live_workers(r, names: Names) -> dict[str, dict[str, Any]]:
+    """{worker_id: heartbeat} of every worker in the index whose heartbeat key still exists."""
+    ids = sorted(_text(i) for i in r.smembers(names.workers_index))
+    pipe = r.pipeline(transaction=False)
+    valid = []
+    for worker_id in ids:
+        try:
+            pipe.hgetall(names.worker(worker_id))
+        except Exception:  # noqa: BLE001 - an id another tool wrote that is not a valid worker id
+            continue
+        valid.append(worker_id)
+    out = {}
+    for worker_id, raw in zip(valid, pipe.execute(), strict=True):
+        if raw:
+            out[worker_id] = parse_heartbeat(worker_id, raw)
+    return out
+
+
+class QueueProbe:
+    """Message and consumer counts of named queues over one AMQP connection (passive declares).
+
+    Not thread-safe (pika's BlockingConnection is not): callers hold ClusterMonitor's lock.
+    """
+
+    def __init__(self, amqp_url: str):
+        self.amqp_url = amqp_url
+        self._conn = None
+        self._channel = None
+
+    def _open(self):
+        from ddm.workers.amqp import connect
+
+        if self._conn is None or not self._conn.is_open:
+            self._conn = connect(self.amqp_url, name="ddm-webui")
+            self._channel = None
+        if self._channel is None or not self._channel.is_open:
+            self._channel = self._conn.channel()
+        return self._channel
+
+    def depths(self, queues: list[str]) -> dict[str, dict[str, int] | None]:
+        """{queue: {"messages", "consumers"}} (None for a queue that does not exist yet)."""
+        import pika.exceptions
+
+        out: dict[str, dict[str, int] | None] = {}
+        for name in queues:
+            channel = self._open()
+            try:
+                ok = channel.queue_declare(queue=name, passive=True)
+                out[name] = {"messages": ok.method.message_count, "consumers": ok.method.consumer_count}
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                if exc.reply_code != 404:
+                    raise
+                out[name] = None  # the broker closed the channel: _open makes a new one
+                self._channel = None
+        if self._conn is not None:
+            self._conn.process_data_events(0)  # service heartbeats between snapshots
+        return out
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = self._channel = None
+
+
+class ClusterMonitor:
+    """Builds (and caches for `max_age_s`) the cluster snapshot the page renders."""
+
+    def __init__(self, r, settings, deployment_info, *, gone_keep_s: float = 900.0, max_age_s: float = 1.0):
+        self.r = r
+        self.settings = settings
+        self.names = settings.names
+        self.info = deployment_info
+        self.gone_keep_s = gone_keep_s
+        self.max_age_s = max_age_s
+        self._probe = QueueProbe(settings.amqp_url)
+        self._seen: dict[str, tuple[float, dict]] = {}  # worker_id -> (last seen alive, beat)
+        self._lock = threading.Lock()
+        self._cached: tuple[float, dict] | None = None
+
+    def live_workers(self) -> dict[str, dict[str, Any]]:
+        return read_live_workers(self.r, self.names)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            now = time.monotonic()
+            if self._cached is not None and now - self._cached[0] < self.max_age_s:
+                return self._cached[1]
+            snap = self._build()
+            self._cached = (now, snap)
+            return snap
+
+    def _build(self) -> dict[str, Any]:
+        now = time.time()
+        errors = []
+        try:
+            live = self.live_workers()
+        except REDIS_CONNECTION_ERRORS as exc:
+            live = None
+            errors.append(f"Redis unreachable at the UI's DDM_REDIS_URL: {exc}")
+        workers = []
+        if live is not None:
+            for worker_id, beat in live.items():
+                self._seen[worker_id] = (now, beat)
+            for worker_id, (seen_at, beat) in list(self._seen.items()):
+                alive = worker_id in live
+                if not alive and now - seen_at > self.gone_keep_s:
+                    del self._seen[worker_id]
+                    continue
+                age = now - beat["updated_at"] if "updated_at" in beat else None
+                workers.append({**beat, "alive": alive, "age_s": None if age is None else round(age, 1)})
+        expert_ids = sorted(
+            {e["id"] for e in self.info.experts}
+            | {w["expert_id"] for w in workers if w.get("role") == "expert" and "expert_id" in w}
+        )
+        queue_names = {self.names.expert_queue(k): k for k in expert_ids}
+        queues: dict[str, Any] = {}
+        try:
+            depths = self._probe.depths([self.names.jobs, *queue_names])
+            queues = {"jobs": depths[self.names.jobs]}
+            queues |= {str(k): depths[q] for q, k in queue_names.items()}
+        except Exception as exc:  # noqa: BLE001 - any broker trouble is shown, never fatal
+            self._probe.close()
+            errors.append(f"RabbitMQ unreachable at the UI's DDM_AMQP_URL: {type(exc).__name__}: {exc}")
+            queues = {}
+        workers.sort(key=lambda w: (w.get("role") != "router", w.get("expert_id", -1), w["worker_id"]))
+        return {
+            "time": now,
+            "workers": workers,
+            "queues": queues,
+            "queue_names": {str(k): q for q, k in queue_names.items()} | {"jobs": self.names.jobs},
+            "experts": self.info.experts,
+            "errors": errors,
+            "heartbeat_ttl_s": self.settings.heartbeat_ttl_s,
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            self._probe.close()

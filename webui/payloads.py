@@ -1,0 +1,67 @@
+"""What the browser receives: frames, job status and deployment facts as small JSON-able dicts.
+
+A frame's latent (float16 [n, 1, 32, 32]) is turned into uint8 pixels here, once per frame, and sent
+as one base64 string of n*1024 bytes (row-major, image after image): about 1.4 KB per image per
+step, and the page draws it with putImageData without any further maths.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+from ddm.schema.flow import NUM_CLASSES, to_uint8
+from ddm.schema.messages import Frame, JobStatus
+
+WEIGHT_DECIMALS = 3
+
+
+def frame_payload(frame: Frame) -> dict[str, Any]:
+    """Frame -> {"job_id", "step", "t", "n", "pixels" (base64 uint8 [n,32,32]), "experts", "weights"
+    ([n][K], rounded), "latency_ms"}."""
+    pixels = np.ascontiguousarray(to_uint8(frame.x))  # [n, 32, 32]
+    return {
+        "job_id": frame.job_id,
+        "step": frame.step,
+        "t": round(frame.t, 6),
+        "n": int(frame.x.shape[0]),
+        "pixels": base64.b64encode(pixels.tobytes()).decode("ascii"),
+        "experts": list(frame.experts),
+        "weights": np.round(frame.weights.astype(np.float64), WEIGHT_DECIMALS).tolist(),
+        "latency_ms": round(frame.latency_ms, 2),
+    }
+
+
+def grid_cols(labels: list[int] | tuple[int, ...]) -> int:
+    """Columns of the picture grid: one per distinct label (the page lays jobs out label by column)."""
+    return max(1, min(len(labels), len(set(labels)), NUM_CLASSES))
+
+
+def job_payload(status: dict[str, Any]) -> dict[str, Any]:
+    """Client.status() dict -> what the page shows about a job (no internal fields)."""
+    spec = status.get("spec") or {}
+    st = status.get("status")
+    labels = list(spec.get("labels") or [])
+    out = {
+        "job_id": status["job_id"],
+        "status": st.value if isinstance(st, JobStatus) else st,
+        "step": status.get("step"),
+        "steps": status.get("steps"),
+        "n": status.get("n"),
+        "labels": labels,
+        "cols": grid_cols(labels) if labels else 1,
+        "strategy": status.get("strategy"),
+        "guidance": spec.get("guidance"),
+        "seed": spec.get("seed"),
+        "created_at": status.get("created_at"),
+        "started_at": status.get("started_at"),
+        "finished_at": status.get("finished_at"),
+        "mean_step_ms": status.get("mean_step_ms"),
+        "error": status.get("error") or None,
+        "resumed_from": status.get("resumed_from"),
+    }
+    if out["status"] == JobStatus.DONE.value:
+        out["result_png"] = f"/api/jobs/{status['job_id']}/result.png"
+    return out
