@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from ddm.schema.errors import ServiceUnavailableError
 from ddm.schema.names import Names
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
@@ -114,20 +115,20 @@ class QueueProbe:
 class ClusterMonitor:
     """Builds (and caches for `max_age_s`) the cluster snapshot the page renders."""
 
-    def __init__(self, r, settings, deployment_info, *, gone_keep_s: float = 900.0, max_age_s: float = 1.0):
-        self.r = r
-        self.settings = settings
-        self.names = settings.names
+    def __init__(self, client, deployment_info, *, gone_keep_s: float = 900.0, max_age_s: float = 1.0):
+        self.client = client  # ddm.router.client.Client: its settings and (lazy) redis connection
+        self.settings = client.settings
+        self.names = client.names
         self.info = deployment_info
         self.gone_keep_s = gone_keep_s
         self.max_age_s = max_age_s
-        self._probe = QueueProbe(settings.amqp_url)
+        self._probe = QueueProbe(self.settings.amqp_url)
         self._seen: dict[str, tuple[float, dict]] = {}  # worker_id -> (last seen alive, beat)
         self._lock = threading.Lock()
         self._cached: tuple[float, dict] | None = None
 
     def live_workers(self) -> dict[str, dict[str, Any]]:
-        return read_live_workers(self.r, self.names)
+        return read_live_workers(self.client.redis, self.names)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -143,7 +144,7 @@ class ClusterMonitor:
         errors = []
         try:
             live = self.live_workers()
-        except REDIS_CONNECTION_ERRORS as exc:
+        except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
             live = None
             errors.append(f"Redis unreachable at the UI's DDM_REDIS_URL: {exc}")
         workers = []

@@ -20,9 +20,9 @@ from typing import Any
 
 from ddm.schema.errors import ConfigError, DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NUM_CLASSES
-from ddm.schema.messages import MAX_SEED, JobSpec, parse_strategy
+from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec, parse_strategy
 
-MAX_IMAGES = 64  # JobSpec's limit on labels per job
+MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
 FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
 KIND_STATUS = {"bad_input": 400, "rate_limited": 429, "no_worker": 503, "unavailable": 503}
 

@@ -1,0 +1,59 @@
+"""Deployment files: paths relative to the file, strict keys, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddm.schema.deployment import Deployment
+from ddm.schema.errors import ConfigError
+
+GOOD = """
+name = "demo"
+[[experts]]
+id = 0
+checkpoint = "e0"
+device = "cpu"
+[[experts]]
+id = 1
+checkpoint = "sub/e1"
+[router]
+kind = "learned"
+checkpoint = "router"
+"""
+
+
+def test_paths_are_relative_to_the_file(tmp_path):
+    path = tmp_path / "d.toml"
+    path.write_text(GOOD)
+    d = Deployment.load(path)
+    assert d.name == "demo" and d.num_experts == 2
+    assert d.experts[0].checkpoint == tmp_path / "e0" and d.experts[0].device == "cpu"
+    assert d.experts[1].checkpoint == tmp_path / "sub" / "e1" and d.experts[1].device == "auto"
+    assert d.router.kind == "learned" and d.router.checkpoint == tmp_path / "router"
+    with pytest.raises(ConfigError, match="expert id"):
+        d.expert(2)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "at least one"),
+        ('[[experts]]\nid = 1\ncheckpoint = "a"\n', "ids 0..K-1"),
+        ("[[experts]]\nid = 0\n", "checkpoint"),
+        ('[[experts]]\nid = 0\ncheckpoint = "a"\ncolour = 1\n', "id, checkpoint, device"),
+        ('[[experts]]\nid = 0\ncheckpoint = "a"\n[router]\nkind = "magic"\n', "kind in"),
+        ('[[experts]]\nid = 0\ncheckpoint = "a"\n[router]\nkind = "learned"\n', "checkpoint exactly when"),
+        ('port = 1\n[[experts]]\nid = 0\ncheckpoint = "a"\n', "keys name, experts, router"),
+        ("[[experts]\n", "invalid TOML"),
+    ],
+)
+def test_malformed_files_say_what_was_expected(tmp_path, text, message):
+    path = tmp_path / "d.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        Deployment.load(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        Deployment.load(tmp_path / "nope.toml")
