@@ -23,6 +23,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("eval", "ddm.ops.cmd_eval", "sample n images from a deployment and score them (accuracy, FD, cost)"),
     ("worker", "ddm.ops.cmd_worker", "run an expert worker or a router worker against RabbitMQ and Redis"),
     ("up", "ddm.ops.cmd_up", "bring up a deployment here: expert workers and router, supervised"),
+    ("ui", "ddm.ops.cmd_ui", "serve the web UI: submit jobs and watch them denoise live"),
     (
         "submit",
         "ddm.ops.cmd_submit",

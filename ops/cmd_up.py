@@ -49,6 +49,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-jobs", type=int, default=None, help="router: jobs in flight at once")
     parser.add_argument("--no-ui", action="store_true", help="do not start the web UI")
     parser.add_argument(
+        "--ui-host",
+        default="127.0.0.1",
+        help="web UI address (default 127.0.0.1: this machine only; 0.0.0.0 exposes it, with no login)",
+    )
+    parser.add_argument("--ui-port", type=int, default=8000, help="web UI port (default 8000)")
+    parser.add_argument(
         "--ready-timeout",
         type=float,
         default=600.0,
@@ -189,6 +195,13 @@ def main(args: argparse.Namespace) -> int:
     r = connect_redis(settings.redis_url)
 
     children = build_children(deployment, replicas, args)
+    workers = [spec.name for spec, _, _ in children]  # the ones that write heartbeats
+    if not args.no_ui:
+        problem = _port_problem(args.ui_host, args.ui_port)
+        if problem:
+            print(f"ddm up: web UI: {problem}; pass --ui-port PORT or --no-ui", file=sys.stderr)
+            return 2
+        children.append((ui_child(deployment, args.ui_host, args.ui_port), "ui", None))
     role = {spec.name: (kind, k) for spec, kind, k in children}
     clash = _already_running(r, names, [spec.name for spec, _, _ in children])
     if clash:
@@ -209,7 +222,9 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         sup.start()
-        if not _wait_ready(sup, r, names, args.ready_timeout):
+        if not _wait_ready(sup, r, names, args.ready_timeout, workers):
+            return 1
+        if not args.no_ui and not _wait_ui(sup, args.ui_host, args.ui_port, args.ready_timeout):
             return 1
         beats = {name: read_heartbeat(r, names.worker(name)) or {} for name in sup.children}
         rows = [("NAME", "PID", "ROLE", "EXPERT", "FRAMEWORK", "DEVICE", "QUEUE")]
@@ -220,14 +235,14 @@ def main(args: argparse.Namespace) -> int:
                 framework = metas[k].get("framework", "?")
                 device = str(beat.get("device") or deployment.expert(k).device)
                 queue = names.expert_queue(k)
+            elif kind == "ui":
+                framework, device, queue = "-", "-", _ui_url(args.ui_host, args.ui_port)
             else:
                 framework, device, queue = "-", str(beat.get("device") or "cpu"), names.jobs
             rows.append((name, str(child.pid), kind, "-" if k is None else str(k), framework, device, queue))
         print(format_table(rows), flush=True)
         if not args.no_ui:
-            print(
-                "ddm up: the web UI is not part of this build yet; running without it (--no-ui)", flush=True
-            )
+            print(f"ddm up: web UI at {_ui_url(args.ui_host, args.ui_port)}", flush=True)
         print(
             "ddm up: ready. Submit with `ddm submit --label 7 --wait`; Ctrl-C stops everything.", flush=True
         )
@@ -273,12 +288,13 @@ def _already_running(r, names, worker_ids: list[str]) -> str | None:
     return None
 
 
-def _wait_ready(sup, r, names, timeout: float) -> bool:
-    """Poll children and heartbeat keys until every child has one; False on timeout or a crash loop."""
+def _wait_ready(sup, r, names, timeout: float, waiting: list[str] | None = None) -> bool:
+    """Poll children and heartbeat keys until each of `waiting` (default: every child) has one;
+    False on timeout or a crash loop."""
     from ddm.ops.supervisor import describe_exit
 
     t0 = time.monotonic()
-    pending = set(sup.children)
+    pending = set(sup.children if waiting is None else waiting)
     while pending:
         for name, rc in sup.poll():
             print(f"ddm up: {name} {describe_exit(rc)} before it was ready", file=sys.stderr, flush=True)
@@ -306,3 +322,68 @@ def _wait_ready(sup, r, names, timeout: float) -> bool:
             return False
         time.sleep(0.25)
     return True
+
+
+# ---------------------------------------------------------------- the web UI child
+
+UI_CHILD = "up-ui"
+
+
+def ui_child(deployment, host: str, port: int):
+    """The ChildSpec of `ddm ui` for this deployment."""
+    from ddm.ops.supervisor import ChildSpec
+
+    argv = (sys.executable, "-m", "ddm.ops.cli", "ui", "--deployment", str(deployment.path))
+    return ChildSpec(UI_CHILD, (*argv, "--host", host, "--port", str(port)))
+
+
+def _ui_url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
+    return f"http://{shown}:{port}/"
+
+
+def _port_problem(host: str, port: int) -> str | None:
+    """Why the UI could not listen on host:port (in use, bad address), or None."""
+    import socket
+
+    if not 0 < port < 65536:
+        return expected("--ui-port in 1..65535", port)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return f"cannot listen on {host}:{port} ({exc.strerror or exc})"
+    return None
+
+
+def _wait_ui(sup, host: str, port: int, timeout: float) -> bool:
+    """Until the UI answers GET /healthz; False on timeout or a crash loop."""
+    import urllib.error
+    import urllib.request
+
+    t0 = time.monotonic()
+    child = sup.children[UI_CHILD]
+    url = _ui_url(host, port) + "healthz"
+    while True:
+        sup.poll()
+        if child.failures >= MAX_START_FAILURES:
+            print(
+                f"ddm up: {UI_CHILD} died {child.failures} times before it answered; last output:\n"
+                + "\n".join(f"    {line}" for line in child.tail),
+                file=sys.stderr,
+                flush=True,
+            )
+            return False
+        if child.running:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        print(f"ddm up: {UI_CHILD} ready after {time.monotonic() - t0:.1f} s", flush=True)
+                        return True
+            except (urllib.error.URLError, OSError):
+                pass
+        if time.monotonic() - t0 > timeout:
+            print(f"ddm up: the web UI did not answer at {url} within {timeout:.0f} s", file=sys.stderr)
+            return False
+        time.sleep(0.25)

@@ -233,7 +233,9 @@ class Client:
             raise SchemaError(expected("a JobSpec", type(spec).__name__))
         spec.validate()
         if check_deployment:
-            if deployment is None and DEFAULT_DEPLOYMENT.is_file():
+            if deployment is None and self.settings.deployment:
+                deployment = Path(self.settings.deployment)  # $DDM_DEPLOYMENT, as the workers use
+            elif deployment is None and DEFAULT_DEPLOYMENT.is_file():
                 deployment = DEFAULT_DEPLOYMENT
             if deployment is not None:
                 check_against_deployment(spec, deployment)

@@ -65,16 +65,29 @@ def read_live_workers(r, names: Names) -> dict[str, dict[str, Any]]:
     return out
 
 
+class _NoMissingQueueWarnings(logging.Filter):
+    """pika warns about every channel the broker closes; a passive declare of a queue that does not
+    exist yet (no worker has declared it) closes one every few seconds, which is expected here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Channel.Close (404)" not in record.getMessage()
+
+
 class QueueProbe:
     """Message and consumer counts of named queues over one AMQP connection (passive declares).
 
     Not thread-safe (pika's BlockingConnection is not): callers hold ClusterMonitor's lock.
     """
 
+    _filter = _NoMissingQueueWarnings()
+
     def __init__(self, amqp_url: str):
         self.amqp_url = amqp_url
         self._conn = None
         self._channel = None
+        channel_log = logging.getLogger("pika.channel")
+        if self._filter not in channel_log.filters:
+            channel_log.addFilter(self._filter)
 
     def _open(self):
         from ddm.workers.amqp import connect

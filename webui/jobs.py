@@ -160,12 +160,12 @@ def parse_form(data: object) -> JobSpec:
         raise SubmitError("bad_input", "labels: choose at least one digit (or all ten)")
     n = _number(data, "n_per_label", 1, integer=True)
     if not 1 <= n <= MAX_IMAGES:
-        raise SubmitError("bad_input", f"images per label: {expected(f'1..{MAX_IMAGES}', n)}")
+        raise SubmitError("bad_input", f"images per digit: {expected(f'1..{MAX_IMAGES}', n)}")
     if len(labels) * n > MAX_IMAGES:
         raise SubmitError(
             "bad_input",
-            f"{len(labels)} labels x {n} per label = {len(labels) * n} images; a job has at most "
-            f"{MAX_IMAGES}",
+            f"{len(labels)} digits x {n} per digit = {len(labels) * n} images; "
+            f"a job has at most {MAX_IMAGES}",
         )
     steps = _number(data, "steps", 50, integer=True)
     guidance = _number(data, "guidance", 1.0, integer=False)
@@ -261,7 +261,9 @@ class JobService:
                 raise SubmitError("unavailable", f"the broker refused the job: {exc}") from None
             except Exception as exc:  # noqa: BLE001 - a broker connection lost mid-publish, say so plainly
                 self.client.close()
-                raise SubmitError("unavailable", f"could not queue the job: {type(exc).__name__}: {exc}") from None
+                raise SubmitError(
+                    "unavailable", f"could not queue the job: {type(exc).__name__}: {exc}"
+                ) from None
         return spec
 
     def check(self, spec: JobSpec) -> None:

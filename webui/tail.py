@@ -225,7 +225,9 @@ class TailHub:
                     return
                 self._emit_status(tailer, payload)
             except REDIS_CONNECTION_ERRORS as exc:
-                log.warning("job %s: Redis unreachable while tailing (%s); retrying in 1 s", tailer.job_id, exc)
+                log.warning(
+                    "job %s: Redis unreachable while tailing (%s); retrying in 1 s", tailer.job_id, exc
+                )
                 time.sleep(1.0)
             except Exception:
                 log.exception("job %s: tailer failed", tailer.job_id)

@@ -68,14 +68,17 @@ def connect(
             delay = min(max_backoff_s, delay * 2)
 
 
-def declare_topology(channel, names: Names, expert_ids: Iterable[int] = ()) -> None:
-    """Declare the dead-letter exchange/queue, ddm.jobs and the given expert queues (idempotent)."""
+def declare_topology(channel, names: Names, expert_ids: Iterable[int] = (), *, jobs: bool = True) -> None:
+    """Declare the dead-letter exchange/queue, ddm.jobs (unless jobs=False) and the given expert queues
+    (idempotent). Expert workers pass jobs=False: declaring needs the configure permission, and an
+    expert's broker user has none on ddm.jobs (docs/DEPLOY.md)."""
     channel.exchange_declare(names.dead_letter_exchange, exchange_type="direct", durable=True)
     channel.queue_declare(names.dead_letter_queue, durable=True)
     channel.queue_bind(
         names.dead_letter_queue, names.dead_letter_exchange, routing_key=names.dead_letter_queue
     )
     args = work_queue_arguments(names)
-    channel.queue_declare(names.jobs, durable=True, arguments=args)
+    if jobs:
+        channel.queue_declare(names.jobs, durable=True, arguments=args)
     for k in expert_ids:
         channel.queue_declare(names.expert_queue(k), durable=True, arguments=args)

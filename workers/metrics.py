@@ -14,7 +14,8 @@ Names (all prefixed ddm_):
     expert: ddm_expert_requests_total, ddm_expert_batch_size (rows per forward pass),
             ddm_expert_compute_seconds (one forward pass), ddm_expert_request_seconds (received ->
             reply published), ddm_expert_dead_lettered_total
-    router: ddm_router_step_seconds (one denoising step of one job, wall time), ddm_router_steps_total,
+    router: ddm_router_step_seconds (one denoising step of one job, wall time: requests sent until
+            every reply is in and mixed), ddm_router_steps_total,
             ddm_router_jobs_total{status} (jobs that reached running | done | failed | dead_lettered),
             ddm_router_jobs_in_flight, ddm_router_requests_total{expert}, ddm_router_resends_total
     both:   ddm_reconnects_total, ddm_ready (1 while /healthz would answer 200)
@@ -112,12 +113,11 @@ class ExpertMetrics(_WorkerMetrics):
         )
         self._dead = Counter("ddm_expert_dead_lettered", "Requests refused to ddm.dead", labels, registry=r)
         k = str(expert_id)
-        self.requests, self.batch, self.compute = (
-            self._requests.labels(k),
-            self._batch.labels(k),
-            self._compute.labels(k),
-        )
-        self.latency, self.dead_lettered = self._latency.labels(k), self._dead.labels(k)
+        self.requests = self._requests.labels(k)
+        self.batch = self._batch.labels(k)
+        self.compute = self._compute.labels(k)
+        self.latency = self._latency.labels(k)
+        self.dead_lettered = self._dead.labels(k)
 
     def record_batch(self, rows: int, compute_ms: float, latencies_s: list[float]) -> None:
         """One forward pass of `rows` rows; one latency per request answered from it."""
@@ -134,7 +134,7 @@ class RouterMetrics(_WorkerMetrics):
         r = self.registry
         self.step = Histogram(
             "ddm_router_step_seconds",
-            "One denoising step of one job: first request sent until its Euler update is stored",
+            "One denoising step of one job: its requests sent until all replies are in and mixed",
             buckets=STEP_BUCKETS,
             registry=r,
         )

@@ -235,7 +235,7 @@ class ExpertWorker:
 
     def _serve(self, conn: pika.BlockingConnection) -> None:
         ch = conn.channel()
-        declare_topology(ch, self.names, [self.expert_id])
+        declare_topology(ch, self.names, [self.expert_id], jobs=False)
         ch.basic_qos(prefetch_count=self.prefetch)
         dlx = conn.channel()
         dlx.confirm_delivery()

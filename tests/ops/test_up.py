@@ -141,7 +141,7 @@ def test_up_serves_restarts_and_stops(label_split_deployment):
         "OMP_NUM_THREADS": "1",
     }
     argv = [sys.executable, "-m", "ddm.ops.cli", "up", "--deployment", str(label_split_deployment)]
-    argv += ["--buckets", "1,2,4", "--grace", "10"]
+    argv += ["--buckets", "1,2,4", "--grace", "10", "--no-ui"]  # tests/webui/test_browser.py runs the UI
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
@@ -160,7 +160,7 @@ def test_up_serves_restarts_and_stops(label_split_deployment):
     r = redis.Redis.from_url(REDIS_URL)
     try:
         wait_line("ddm up: ready.")
-        assert "web UI is not part of this build yet" in "".join(lines)
+        assert "web UI at" not in "".join(lines)
         table = "".join(lines)
         assert f"{names.expert_queue(0)}" in table and "jax" in table and "torch" in table
 
@@ -215,3 +215,19 @@ def test_up_refuses_to_run_twice_under_one_prefix(tmp_path, monkeypatch, capsys)
         other.kill()
         other.wait()
         r.delete(key)
+
+
+def test_up_refuses_a_busy_ui_port(tmp_path, monkeypatch, capsys):
+    import socket
+
+    monkeypatch.setenv("DDM_PREFIX", f"t{uuid.uuid4().hex[:10]}.")
+    monkeypatch.setenv("DDM_AMQP_URL", AMQP_URL)
+    monkeypatch.setenv("DDM_REDIS_URL", REDIS_URL)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        argv = ["up", "--deployment", str(fake_deployment(tmp_path)), "--ui-port", str(port)]
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"web UI: cannot listen on 127.0.0.1:{port}" in err and "--ui-port PORT or --no-ui" in err

@@ -1,0 +1,168 @@
+"""End to end in a real browser: `ddm up` (expert workers, router and the web UI) on the real RabbitMQ
+and Redis, driven by headless Chromium (Debian's `chromium` package) through Playwright.
+
+Open the page, see both experts in the cluster panel, get a plain error for bad input, submit all ten
+digits, watch the frames arrive, see the final images and the result PNG, reload and get the
+trajectory replayed. Saves a screenshot under tmp (and in DDM_SCREENSHOT_DIR when set).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.webui.conftest import AMQP_URL, REDIS_URL, cleanup
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+INSTALL = (
+    "install Debian's Chromium and Playwright for Python: `apt-get update && apt-get install -y chromium` "
+    "and `pip install playwright` (or `pip install -e '.[dev]'`); do NOT run `playwright install` - "
+    f"the test drives {CHROMIUM} (`bash .ci/run` installs both)"
+)
+STEPS = 30
+
+
+def require_browser():
+    """Fail (never skip) when the browser or its driver is missing, saying how to install them."""
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} not found: {INSTALL}")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.fail(f"the playwright package is missing: {INSTALL}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.browser
+def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment, tmp_path):
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    port = free_port()
+    env = {**os.environ, "DDM_PREFIX": prefix, "DDM_AMQP_URL": AMQP_URL, "DDM_REDIS_URL": REDIS_URL}
+    env |= {"DDM_HEARTBEAT_S": "0.5", "DDM_HEARTBEAT_TTL_S": "3"}
+    env |= {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-m", "ddm.ops.cli", "up", "--deployment", str(label_split_deployment)]
+    argv += ["--buckets", "1,2,4,8", "--ui-port", str(port), "--grace", "10"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+
+    def wait_line(text: str, timeout: float = 240.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if hit := next((x for x in list(lines) if text in x), None):
+                return hit
+            assert proc.poll() is None, "ddm up exited:\n" + "".join(lines[-40:])
+            time.sleep(0.2)
+        raise AssertionError(f"no {text!r} from ddm up:\n" + "".join(lines[-40:]))
+
+    url = f"http://127.0.0.1:{port}/"
+    shot = tmp_path / "webui.png"
+    errors: list[str] = []
+    try:
+        wait_line("ddm up: ready.")
+        assert f"ddm up: web UI at {url}" in "".join(lines)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1440, "height": 960})
+            page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+            page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+            page.goto(url)
+
+            # the cluster panel: both experts, each with a live worker, frameworks shown
+            page.wait_for_selector('.worker[data-expert="0"][data-alive="1"]', timeout=20_000)
+            page.wait_for_selector('.worker[data-expert="1"][data-alive="1"]', timeout=20_000)
+            panel = page.text_content("#experts-summary")
+            assert "torch" in panel and "jax" in panel and "1 live worker" in panel
+
+            # bad input is said plainly, next to the form
+            page.click("#all-ten")
+            page.fill("#steps", "0")
+            page.click("#submit")
+            page.wait_for_selector("#form-error:not([hidden])", timeout=10_000)
+            assert "Bad input" in page.text_content("#form-error")
+            assert "steps" in page.text_content("#form-error")
+
+            # all ten digits, watched live
+            page.fill("#steps", str(STEPS))
+            page.fill("#seed", "7")
+            page.click("#submit")
+            page.wait_for_selector('#stage[data-done="1"]', timeout=180_000)
+            assert page.is_hidden("#form-error")
+            frames = int(page.get_attribute("#strip", "data-frames"))
+            steps = int(page.get_attribute("#strip", "data-steps"))
+            assert steps == STEPS and frames >= 0.8 * steps, (frames, steps)
+            assert page.locator("#strip .cell.filled").count() == frames
+            assert page.text_content("#job-status") == "done"
+
+            # the final images: ten tiles with real pixels, a result thumbnail and a PNG to download
+            assert page.locator(".tile-canvas").count() == 10
+            painted = page.evaluate(
+                """() => [...document.querySelectorAll('.tile-canvas')].every((c) => {
+                    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                    const levels = new Set();
+                    for (let i = 0; i < d.length; i += 4) levels.add(d[i]);
+                    return levels.size > 8;
+                })"""
+            )
+            assert painted, "a tile canvas shows no image"
+            page.wait_for_function(
+                """() => { const img = document.querySelector('#recent-body tr[data-status=done] img');
+                           return img && img.complete && img.naturalWidth > 0; }""",
+                timeout=15_000,
+            )
+            png = page.request.get(url.rstrip("/") + page.get_attribute("#download", "href"))
+            assert png.status == 200 and png.headers["content-type"] == "image/png"
+            assert png.body()[:8] == b"\x89PNG\r\n\x1a\n"
+            page.wait_for_timeout(2500)  # one more cluster push, so the panel shows the batches
+            page.screenshot(path=str(shot), full_page=True)
+
+            # a reload replays the whole trajectory (the job id is in the URL)
+            page.reload()
+            page.wait_for_function(
+                f"() => document.querySelector('#strip').dataset.frames === '{frames}'", timeout=20_000
+            )
+            page.wait_for_selector('#stage[data-done="1"]', timeout=10_000)
+            browser.close()
+        print(f"\nbrowser: {frames} frames seen of {steps} steps; screenshot {shot}")
+        assert not errors, errors
+    finally:
+        if shot.exists() and os.environ.get("DDM_SCREENSHOT_DIR"):
+            out = Path(os.environ["DDM_SCREENSHOT_DIR"])
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copy(shot, out / "webui.png")
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        cleanup(prefix, experts=2)

@@ -1,0 +1,107 @@
+"""HTTP routes, on the real Redis and RabbitMQ (unique prefix)."""
+
+from __future__ import annotations
+
+import io
+
+import pika
+from PIL import Image
+
+from tests.webui.conftest import AMQP_URL, write_fake_deployment
+
+
+def test_the_page_is_self_contained_and_escaped(make_app, tmp_path):
+    evil = '<img src=x onerror="alert(1)">'
+    app = make_app(deployment=write_fake_deployment(tmp_path / "evil", name=evil))
+    resp = app.test_client().get("/")
+    assert resp.status_code == 200
+    html = resp.get_data(as_text=True)
+    assert evil not in html and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html  # Jinja autoescape
+    assert 'id="job-form"' in html and 'id="strip"' in html and 'id="nodes"' in html
+    assert "/static/socket.io.min.js" in html and "http://" not in html and "https://" not in html  # no CDN
+    csp = resp.headers["Content-Security-Policy"]
+    assert "default-src 'self'" in csp and "script-src 'self'" in csp
+    for path in ("/static/socket.io.min.js", "/static/app.js", "/static/app.css"):
+        assert app.test_client().get(path).status_code == 200, path
+    js = app.test_client().get("/static/app.js").get_data(as_text=True)
+    assert ".innerHTML" not in js and ".outerHTML" not in js and "insertAdjacentHTML" not in js  # text only
+
+
+def test_config_cluster_and_health(make_app, fake):
+    fake.all_workers()
+    app = make_app()
+    http = app.test_client()
+    cfg = http.get("/api/config").get_json()
+    assert cfg["deployment"]["strategies"] == ["oracle", "top1", "topk:2", "full"]
+    jax = {"id": 1, "framework": "jax", "device": "cpu", "classes": [5, 6, 7, 8, 9]}
+    assert cfg["deployment"]["experts"][1] == jax
+    assert cfg["jobs_per_minute"] == 30
+
+    # queue depth straight from RabbitMQ (passive declare), no management API
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    ch = conn.channel()
+    from ddm.workers.amqp import declare_topology
+
+    declare_topology(ch, fake.names, [0])
+    for _ in range(3):
+        ch.basic_publish("", fake.names.expert_queue(0), b"x")
+    conn.close()
+    snap = http.get("/api/cluster").get_json()
+    assert snap["queues"]["0"] == {"messages": 3, "consumers": 0}
+    assert snap["queues"]["1"] is None  # not declared yet
+    assert snap["queues"]["jobs"] == {"messages": 0, "consumers": 0}
+    alive = {w["worker_id"]: w["alive"] for w in snap["workers"]}
+    assert alive == {"w-router": True, "w-e0": True, "w-e1": True}
+
+    fake.r.delete(fake.names.worker("w-e1"))  # its heartbeat expired
+    snap = http.get("/api/cluster").get_json()
+    gone = next(w for w in snap["workers"] if w["worker_id"] == "w-e1")
+    assert gone["alive"] is False and gone["framework"] == "jax"  # still shown, as gone
+    assert snap["errors"] == []
+
+    health = http.get("/healthz")
+    assert health.status_code == 200 and health.get_json()["ok"] is True
+
+
+def test_post_job_and_read_it_back(make_app, fake):
+    fake.all_workers()
+    http = make_app(jobs_per_minute=3).test_client()
+    assert http.post("/api/jobs", data="nope").status_code == 400
+    bad = http.post("/api/jobs", json={"labels": [1], "steps": 5000})
+    assert bad.status_code == 400 and bad.get_json()["kind"] == "bad_input"
+    assert "steps" in bad.get_json()["error"]
+    xss = http.post("/api/jobs", json={"labels": [1], "strategy": "<script>alert(1)</script>"})
+    assert xss.status_code == 400 and xss.headers["Content-Type"].startswith("application/json")
+    ok = http.post("/api/jobs", json={"labels": [2, 9], "steps": 4, "strategy": "oracle", "seed": 5})
+    assert ok.status_code == 201, ok.get_json()
+    job_id = ok.get_json()["job_id"]
+    job = http.get(f"/api/jobs/{job_id}").get_json()
+    assert job["status"] == "queued" and job["labels"] == [2, 9] and job["seed"] == 5 and job["cols"] == 2
+    assert [j["job_id"] for j in http.get("/api/jobs").get_json()["jobs"]] == [job_id]
+    limited = http.post("/api/jobs", json={"labels": [1]})
+    assert limited.status_code == 429 and "Retry-After" in limited.headers
+    assert "at most 3 per minute" in limited.get_json()["error"]
+    assert http.get("/api/jobs/nosuchjob").status_code == 404
+    assert http.get("/api/jobs/bad%20id").status_code == 400
+
+
+def test_result_png(make_app, fake):
+    http = make_app().test_client()
+    spec = fake.start_job(labels=(3, 8, 3, 8), steps=2)
+    fake.frame(spec, 1)
+    running = http.get(f"/api/jobs/{spec.job_id}/result.png")
+    assert running.status_code == 404 and running.get_json()["kind"] == "not_ready"
+    fake.frame(spec, 2)
+    fake.finish(spec)
+    resp = http.get(f"/api/jobs/{spec.job_id}/result.png?download=1")
+    assert resp.status_code == 200 and resp.mimetype == "image/png"
+    assert resp.headers["Content-Disposition"] == f'attachment; filename="ddm-{spec.job_id}.png"'
+    img = Image.open(io.BytesIO(resp.data))
+    assert img.size == (3 * (2 * 34 + 2), 3 * (2 * 34 + 2))  # 2 x 2 grid (one column per digit), x3
+    small = Image.open(io.BytesIO(http.get(f"/api/jobs/{spec.job_id}/result.png?scale=1").data))
+    assert small.size == (70, 70)
+
+    failed = fake.start_job(steps=2)
+    fake.fail(failed, "a latent left float16's range")
+    resp = http.get(f"/api/jobs/{failed.job_id}/result.png")
+    assert resp.status_code == 409 and "float16" in resp.get_json()["error"]

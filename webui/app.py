@@ -1,0 +1,136 @@
+"""The web UI's app factory: Flask + Flask-SocketIO in threading mode (websockets through simple-websocket).
+
+    from ddm.webui.app import create_app
+    app = create_app()                                 # settings from DDM_* variables
+    app.extensions["socketio"].run(app, port=8000)     # what `ddm ui` does (Werkzeug, for development)
+
+Production (one process, many threads; each websocket holds a thread for its lifetime):
+
+    gunicorn -c python:ddm.webui.gunicorn_conf 'ddm.webui.app:create_app()'
+
+The UI reads Redis (job hashes, trajectory streams, heartbeats) and RabbitMQ (queue depths), and
+submits jobs through ddm.router.client.Client; it never talks to an expert. Without a message queue
+(the default) each UI process serves its own browsers from its own tailers; pass message_queue only
+to let other processes emit to this UI's browsers (Flask-SocketIO's test client refuses one).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from flask_socketio import SocketIO
+
+from ddm.router.client import Client
+from ddm.schema.settings import Settings
+from ddm.webui.cluster import ClusterMonitor
+from ddm.webui.config import UIConfig
+from ddm.webui.jobs import DeploymentInfo, JobService, RateLimiter
+from ddm.webui.payloads import job_payload
+from ddm.webui.tail import TailHub
+
+log = logging.getLogger(__name__)
+HERE = Path(__file__).resolve().parent
+MAX_REQUEST_BYTES = 64 * 1024  # a job form is a few hundred bytes
+
+
+class UIState:
+    """Everything one app instance shares between its routes, socket events and background tasks."""
+
+    def __init__(self, socketio: SocketIO, config: UIConfig):
+        self.socketio = socketio
+        self.config = config
+        self.settings = config.settings
+        self.info = DeploymentInfo.load(config.deployment)
+        self.client = Client(settings=self.settings)  # reads only; JobService has its own for submits
+        self.monitor = ClusterMonitor(self.client, self.info, gone_keep_s=config.gone_keep_s)
+        self.limiter = RateLimiter(config.jobs_per_minute)
+        self.jobs = JobService(self.settings, self.info, self.monitor, self.limiter)
+        self.hub = TailHub(socketio, self.client)
+        self.clients = 0  # connected Socket.IO clients
+        self._lock = threading.Lock()
+        self._overview_started = False
+        self._closed = threading.Event()
+
+    # ------------------------------------------------------------ what every page gets
+
+    def recent_jobs(self) -> list[dict[str, Any]]:
+        return [job_payload(s) for s in self.client.recent(self.config.recent_jobs) if s.get("status")]
+
+    def overview(self) -> dict[str, Any]:
+        """The cluster snapshot and the recent jobs (pushed to every page every few seconds)."""
+        out: dict[str, Any] = {"cluster": self.monitor.snapshot()}
+        try:
+            out["jobs"] = self.recent_jobs()
+        except Exception as exc:  # noqa: BLE001 - Redis down: the cluster snapshot says so too
+            out["jobs"] = None
+            out["jobs_error"] = f"cannot read recent jobs: {exc}"
+        return out
+
+    def client_connected(self) -> None:
+        with self._lock:
+            self.clients += 1
+            start = not self._overview_started
+            self._overview_started = True
+        if start:
+            self.socketio.start_background_task(self._overview_loop)
+
+    def client_disconnected(self) -> None:
+        with self._lock:
+            self.clients = max(0, self.clients - 1)
+
+    def _overview_loop(self) -> None:
+        while not self._closed.wait(self.config.overview_interval_s):
+            if self.clients == 0:
+                continue
+            try:
+                self.socketio.emit("overview", self.overview(), namespace="/")
+            except Exception:  # noqa: BLE001 - keep pushing; the next snapshot may work
+                log.exception("overview push failed")
+
+    def close(self) -> None:
+        """Stop background tasks and close connections (tests; a server just exits)."""
+        self._closed.set()
+        self.hub.close()
+        self.monitor.close()
+        self.jobs.close()
+        self.client.close()
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    config: UIConfig | None = None,
+    deployment: str | Path | None = None,
+    message_queue: str | None = None,
+) -> Flask:
+    """A Flask app with its SocketIO (app.extensions["socketio"]) and UIState (app.extensions["ddm"]).
+
+    settings: service settings (default Settings.from_env()); config: all UI settings at once (default
+    UIConfig.from_env(settings=settings, deployment=deployment)); deployment: the TOML jobs are
+    checked against (default DDM_DEPLOYMENT, else the shipped one when it exists).
+    """
+    from ddm.webui.events import register_events
+    from ddm.webui.routes import register_routes
+
+    config = config or UIConfig.from_env(settings=settings, deployment=deployment)
+    app = Flask(__name__, template_folder=str(HERE / "templates"), static_folder=str(HERE / "static"))
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    app.config["TEMPLATES_AUTO_RELOAD"] = False
+    app.json.sort_keys = False
+    socketio = SocketIO(
+        app,
+        async_mode="threading",
+        message_queue=message_queue,
+        max_http_buffer_size=MAX_REQUEST_BYTES,
+        logger=False,
+        engineio_logger=False,
+    )
+    state = UIState(socketio, config)
+    app.extensions["ddm"] = state
+    register_routes(app, state)
+    register_events(socketio, state)
+    return app

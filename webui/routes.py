@@ -1,0 +1,151 @@
+"""HTTP routes: the page, a small JSON API, and the result PNG.
+
+GET  /                              the page
+GET  /api/config                    deployment (experts, frameworks, strategies) and limits
+GET  /api/cluster                   live workers and queue depths
+GET  /api/jobs                      recent jobs
+POST /api/jobs                      submit {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
+GET  /api/jobs/<id>                 one job's status
+GET  /api/jobs/<id>/result.png      the final images as one PNG grid (?download=1: as an attachment)
+GET  /healthz                       200 when Redis answers
+"""
+
+from __future__ import annotations
+
+import io
+
+from flask import Flask, Response, jsonify, render_template, request
+
+from ddm.router.client import JobNotFoundError
+from ddm.schema.errors import SchemaError, ServiceUnavailableError
+from ddm.schema.names import check_job_id
+from ddm.webui.jobs import MAX_IMAGES, SubmitError
+from ddm.webui.payloads import grid_cols, job_payload
+from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
+
+# The page loads only its own files: no CDN, no inline script (Socket.IO's client is in static/).
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+def _error(kind: str, message: str, status: int):
+    return jsonify({"ok": False, "kind": kind, "error": message}), status
+
+
+def register_routes(app: Flask, state) -> None:
+    @app.after_request
+    def security_headers(resp: Response) -> Response:
+        resp.headers.setdefault("Content-Security-Policy", CSP)
+        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+        resp.headers.setdefault("Referrer-Policy", "no-referrer")
+        return resp
+
+    @app.errorhandler(ServiceUnavailableError)
+    def service_unavailable(exc):
+        return _error("unavailable", str(exc), 503)
+
+    @app.errorhandler(413)
+    def too_large(exc):
+        return _error("bad_input", "request too large", 413)
+
+    @app.get("/")
+    def index():
+        return render_template(
+            "index.html",
+            deployment=state.info.name,
+            strategies=state.info.strategies,
+            max_images=MAX_IMAGES,
+            jobs_per_minute=state.config.jobs_per_minute,
+        )
+
+    @app.get("/api/config")
+    def config():
+        return jsonify(
+            {
+                "deployment": state.info.to_dict(),
+                "max_images": MAX_IMAGES,
+                "jobs_per_minute": state.config.jobs_per_minute,
+                "prefix": state.settings.prefix,
+            }
+        )
+
+    @app.get("/api/cluster")
+    def cluster():
+        return jsonify(state.monitor.snapshot())
+
+    @app.get("/api/jobs")
+    def recent():
+        try:
+            return jsonify({"jobs": state.recent_jobs()})
+        except REDIS_CONNECTION_ERRORS as exc:
+            return _error("unavailable", f"Redis unreachable: {exc}", 503)
+
+    @app.post("/api/jobs")
+    def submit():
+        data = request.get_json(silent=True)
+        if data is None:
+            return _error("bad_input", "expected a JSON object (Content-Type: application/json)", 400)
+        try:
+            spec = state.jobs.submit(data, request.remote_addr or "?")
+        except SubmitError as exc:
+            resp = jsonify(exc.to_dict())
+            if exc.retry_after_s is not None:
+                resp.headers["Retry-After"] = str(int(exc.retry_after_s) + 1)
+            return resp, exc.http_status
+        return jsonify({"ok": True, "job_id": spec.job_id, "spec": spec.to_dict()}), 201
+
+    def _job(job_id: str):
+        try:
+            check_job_id(job_id)
+            return state.client.status(job_id), None
+        except SchemaError as exc:
+            return None, _error("bad_input", str(exc), 400)
+        except JobNotFoundError as exc:
+            return None, _error("not_found", str(exc), 404)
+
+    @app.get("/api/jobs/<job_id>")
+    def job(job_id: str):
+        status, err = _job(job_id)
+        return err or jsonify(job_payload(status))
+
+    @app.get("/api/jobs/<job_id>/result.png")
+    def result_png(job_id: str):
+        from PIL import Image
+
+        from ddm.ops.images import grid
+        from ddm.schema.codec import unpackb
+        from ddm.schema.flow import to_uint8
+
+        status, err = _job(job_id)
+        if err:
+            return err
+        raw = state.client.redis.get(state.client.names.result(job_id))
+        if raw is None:
+            st = status["status"].value
+            if st == "failed":
+                return _error("failed", f"job {job_id} failed: {status.get('error') or '(no reason)'}", 409)
+            return _error("not_ready", f"job {job_id} has no result yet (status {st})", 404)
+        x = unpackb(raw, max_bytes=state.settings.max_message_bytes)
+        labels = (status.get("spec") or {}).get("labels") or [0] * len(x)
+        mosaic = grid(to_uint8(x), grid_cols(labels))
+        scale_arg = request.args.get("scale", "3")
+        scale = min(4, max(1, int(scale_arg))) if scale_arg.isdigit() and len(scale_arg) < 4 else 3
+        img = Image.fromarray(mosaic)  # uint8 [H, W] -> mode L
+        img = img.resize((img.width * scale, img.height * scale), Image.NEAREST)
+        buf = io.BytesIO()
+        img.save(buf, format="PNG")
+        resp = Response(buf.getvalue(), mimetype="image/png")
+        disposition = "attachment" if request.args.get("download") == "1" else "inline"
+        resp.headers["Content-Disposition"] = f'{disposition}; filename="ddm-{job_id}.png"'
+        resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
+        return resp
+
+    @app.get("/healthz")
+    def healthz():
+        try:
+            state.client.redis.ping()
+        except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
+            return jsonify({"ok": False, "error": f"Redis: {exc}"}), 503
+        return jsonify({"ok": True, **state.hub.stats(), "clients": state.clients})

@@ -1,0 +1,803 @@
+// ddm web UI: plain JavaScript, no build step. Everything that came from a user or a server is put
+// into the page with textContent (never innerHTML), so no text can become markup.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const COLORS = ["#4f9cf9", "#f5a524", "#2fbf8a", "#e5484d", "#a66cf0", "#22b8cf", "#d6b400", "#e05ca8"];
+  const expertColor = (k) => COLORS[((k % COLORS.length) + COLORS.length) % COLORS.length];
+  const STRATEGY_HINTS = {
+    oracle: "label → expert table of the label split: each digit goes to the expert trained on it",
+    top1: "the router's most likely expert for each image, at every step",
+    "topk:2": "the router's two most likely experts, weights renormalised",
+    full: "every expert, weighted by the router's probabilities",
+  };
+  const KIND_TITLES = {
+    bad_input: "Bad input",
+    no_worker: "No live worker",
+    rate_limited: "Too many jobs",
+    unavailable: "Service unavailable",
+    not_found: "Unknown job",
+    failed: "Job failed",
+  };
+  const SIZE = 32;
+  const PIXELS = SIZE * SIZE;
+
+  // ------------------------------------------------------------------ small helpers
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function b64ToBytes(b64) {
+    const bin = atob(b64);
+    const out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+
+  function fmtAgo(unixSeconds) {
+    if (!unixSeconds) return "";
+    const s = Math.max(0, Date.now() / 1000 - unixSeconds);
+    if (s < 60) return Math.round(s) + " s ago";
+    if (s < 3600) return Math.round(s / 60) + " min ago";
+    if (s < 86400) return Math.round(s / 3600) + " h ago";
+    return new Date(unixSeconds * 1000).toLocaleString();
+  }
+
+  function fmtDuration(seconds) {
+    if (seconds === null || seconds === undefined || !isFinite(seconds)) return "";
+    if (seconds < 60) return seconds.toFixed(1) + " s";
+    return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
+  }
+
+  function digitsText(labels) {
+    const uniq = Array.from(new Set(labels || [])).sort((a, b) => a - b);
+    if (uniq.length === 10) return "all ten";
+    return uniq.join(" ");
+  }
+
+  function showAlert(box, kind, text) {
+    box.hidden = false;
+    box.querySelector(".alert-title").textContent = (KIND_TITLES[kind] || "Error") + ": ";
+    box.querySelector(".alert-text").textContent = text;
+  }
+
+  function hideAlert(box) {
+    box.hidden = true;
+  }
+
+  // ------------------------------------------------------------------ deployment facts
+
+  let experts = {}; // id -> {id, framework, device, classes}
+  let liveDevices = {}; // expert id -> Set of devices of its live workers
+
+  function expertLabel(k) {
+    const e = experts[k];
+    const devices = liveDevices[k] && liveDevices[k].size ? Array.from(liveDevices[k]).join("+") : e && e.device;
+    const parts = ["expert " + k];
+    if (e) parts.push(e.framework);
+    if (devices) parts.push(devices);
+    return parts.join(" · ");
+  }
+
+  function classesText(classes) {
+    if (!classes || !classes.length) return "";
+    const contiguous = classes.every((c, i) => i === 0 || c === classes[i - 1] + 1);
+    return contiguous && classes.length > 1
+      ? "digits " + classes[0] + "–" + classes[classes.length - 1]
+      : "digits " + classes.join(",");
+  }
+
+  function renderLegend() {
+    const legend = $("legend");
+    legend.replaceChildren();
+    const ids = Object.keys(experts).map(Number).sort((a, b) => a - b);
+    for (const k of ids) {
+      const item = el("span", "legend-item");
+      const sw = el("span", "swatch");
+      sw.style.background = expertColor(k);
+      item.append(sw, el("span", null, expertLabel(k)));
+      const cls = classesText(experts[k].classes);
+      if (cls) item.append(el("span", "muted", " · " + cls));
+      legend.append(item);
+    }
+  }
+
+  fetch("/api/config")
+    .then((r) => r.json())
+    .then((cfg) => {
+      for (const e of cfg.deployment.experts || []) experts[e.id] = e;
+      renderLegend();
+    })
+    .catch(() => {});
+
+  // ------------------------------------------------------------------ the form
+
+  const form = $("job-form");
+  const digitBoxes = Array.from(document.querySelectorAll("#digits input[type=checkbox]"));
+
+  function chosenDigits() {
+    return digitBoxes.filter((b) => b.checked).map((b) => Number(b.value));
+  }
+
+  function numberOrNull(id) {
+    const raw = $(id).value.trim();
+    if (raw === "") return null;
+    const v = Number(raw);
+    return Number.isFinite(v) ? v : raw; // the server says what is wrong with a non-number
+  }
+
+  function updateSummary() {
+    const digits = chosenDigits();
+    const n = numberOrNull("n_per_label");
+    const images = typeof n === "number" ? digits.length * n : NaN;
+    const steps = numberOrNull("steps");
+    const text = digits.length
+      ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + " · " + (steps ?? "?") + " steps"
+      : "no digit chosen";
+    $("form-summary").textContent = text;
+    $("strategy-hint").textContent = STRATEGY_HINTS[$("strategy").value] || "";
+  }
+
+  $("all-ten").addEventListener("click", () => {
+    digitBoxes.forEach((b) => (b.checked = true));
+    updateSummary();
+  });
+  $("clear-digits").addEventListener("click", () => {
+    digitBoxes.forEach((b) => (b.checked = false));
+    updateSummary();
+  });
+  $("seed-random").addEventListener("click", () => {
+    $("seed").value = String(Math.floor(Math.random() * 4294967296));
+    updateSummary();
+  });
+  form.addEventListener("input", updateSummary);
+  form.addEventListener("change", updateSummary);
+  updateSummary();
+
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    hideAlert($("form-error"));
+    const digits = chosenDigits();
+    const data = {
+      labels: digits.length === 10 ? "all" : digits,
+      n_per_label: numberOrNull("n_per_label"),
+      steps: numberOrNull("steps"),
+      strategy: $("strategy").value,
+      guidance: numberOrNull("guidance"),
+      seed: numberOrNull("seed"),
+    };
+    if (!socket.connected) {
+      showAlert($("form-error"), "unavailable", "not connected to the UI server; retrying the connection…");
+      return;
+    }
+    const button = $("submit");
+    button.disabled = true;
+    button.textContent = "Submitting…";
+    socket.timeout(20000).emit("submit", data, (err, res) => {
+      button.disabled = false;
+      button.textContent = "Generate";
+      if (err) {
+        showAlert($("form-error"), "unavailable", "the server did not answer within 20 s");
+        return;
+      }
+      if (!res.ok) {
+        showAlert($("form-error"), res.kind, res.error);
+        return;
+      }
+      watch(res.job_id, res.spec);
+    });
+  });
+
+  // ------------------------------------------------------------------ the job on stage
+
+  let job = null; // the watched job
+  let drawPending = false;
+  let playing = null; // interval id while replaying
+
+  function newJob(id, spec) {
+    return {
+      id: id,
+      steps: spec ? spec.steps : 0,
+      labels: spec ? spec.labels : [],
+      n: spec ? spec.labels.length : 0,
+      cols: 1,
+      status: "queued",
+      lastStep: 0,
+      framesSeen: 0,
+      frames: [], // step -> {step, t, experts, weights, latency_ms, pixels|null}
+      shown: 0, // step drawn on the tiles
+      follow: true, // the tiles follow the newest step (false while the user scrubs)
+      canvases: [],
+      bars: [],
+    };
+  }
+
+  function watch(jobId, spec) {
+    stopPlaying();
+    job = newJob(jobId, spec);
+    history.replaceState(null, "", "#job=" + encodeURIComponent(jobId));
+    hideAlert($("job-error"));
+    $("stage").dataset.jobId = jobId;
+    $("tiles").replaceChildren();
+    $("download").hidden = true;
+    $("scrub-row").hidden = true;
+    setStatus("queued");
+    if (spec) setupJob({ job_id: jobId, steps: spec.steps, labels: spec.labels, n: spec.labels.length });
+    sendWatch();
+  }
+
+  function sendWatch() {
+    // (again after a reconnect or a reload: the server replays the steps; those already here are skipped)
+    const id = job.id;
+    socket.timeout(20000).emit("watch", { job_id: id }, (err, res) => {
+      if (!job || job.id !== id) return;
+      if (err) return showAlert($("job-error"), "unavailable", "the server did not answer within 20 s");
+      if (!res.ok) {
+        setStatus(res.kind === "not_found" ? "expired" : "failed");
+        showAlert($("job-error"), res.kind, res.error);
+      }
+    });
+  }
+
+  function setStatus(status) {
+    const badge = $("job-status");
+    badge.hidden = false;
+    badge.textContent = status;
+    badge.className = "badge badge-" + status;
+  }
+
+  function setupJob(info) {
+    if (info.steps && job.steps !== info.steps) job.steps = info.steps;
+    if (info.labels && info.labels.length) {
+      job.labels = info.labels;
+      job.n = info.labels.length;
+    }
+    if (!job.n && info.n) job.n = info.n;
+    const distinct = new Set(job.labels).size || 1;
+    job.cols = Math.max(1, Math.min(job.n || 1, distinct, 10));
+    if (job.canvases.length !== job.n && job.n) buildTiles();
+    buildStrip();
+    const title = "Job " + job.id.slice(0, 8);
+    $("job-title").textContent = title;
+    const bits = [];
+    if (job.n) bits.push(job.n + " image" + (job.n === 1 ? "" : "s") + " of " + digitsText(job.labels));
+    if (info.strategy) bits.push(info.strategy);
+    if (job.steps) bits.push(job.steps + " steps");
+    if (info.guidance !== undefined && info.guidance !== null) bits.push("guidance " + info.guidance);
+    if (info.seed !== undefined && info.seed !== null) bits.push("seed " + info.seed);
+    $("job-sub").textContent = bits.join(" · ");
+    updateProgress();
+  }
+
+  function tileLayout() {
+    // the largest whole-pixel upscale that fits the stage; several images per digit keep one column
+    // per digit, otherwise any column count may be used
+    const W = $("tiles").clientWidth || 600;
+    const H = 480;
+    const caption = 24;
+    const perDigit = job.labels.length > new Set(job.labels).size;
+    let best = { cols: job.cols, scale: 0, empty: Infinity };
+    for (let cols = perDigit ? job.cols : 1; cols <= (perDigit ? job.cols : job.n); cols++) {
+      const rows = Math.ceil(job.n / cols);
+      const gap = tileGap(cols);
+      const byW = Math.floor((W - gap * (cols - 1)) / cols / SIZE);
+      const byH = Math.floor((H - rows * (gap + caption)) / rows / SIZE);
+      const scale = Math.max(1, Math.min(8, byW, byH));
+      const empty = rows * cols - job.n; // prefer full rows (10 images: 5 x 2, not 6 + 4)
+      const better =
+        scale > best.scale ||
+        (scale === best.scale && (empty < best.empty || (empty === best.empty && cols > best.cols)));
+      if (better) best = { cols, scale, empty };
+    }
+    return best;
+  }
+
+  function tileGap(cols) {
+    return cols >= 8 ? 6 : 10;
+  }
+
+  function buildTiles() {
+    const tiles = $("tiles");
+    tiles.replaceChildren();
+    job.canvases = [];
+    job.bars = [];
+    const layout = tileLayout();
+    const scale = layout.scale;
+    tiles.style.gridTemplateColumns = "repeat(" + layout.cols + ", " + SIZE * scale + "px)";
+    tiles.style.gap = tileGap(layout.cols) + "px";
+    for (let i = 0; i < job.n; i++) {
+      const tile = el("figure", "tile");
+      const canvas = el("canvas", "tile-canvas");
+      canvas.width = SIZE * scale;
+      canvas.height = SIZE * scale;
+      const ctx = canvas.getContext("2d");
+      ctx.fillStyle = "#0b0e13";
+      ctx.fillRect(0, 0, canvas.width, canvas.height);
+      const bar = el("div", "tile-bar");
+      const cap = el("figcaption", "tile-cap", job.labels.length ? "digit " + job.labels[i] : "#" + (i + 1));
+      tile.append(canvas, bar, cap);
+      tiles.append(tile);
+      job.canvases.push(canvas);
+      job.bars.push(bar);
+    }
+    job.scratch = document.createElement("canvas");
+    job.scratch.width = SIZE;
+    job.scratch.height = SIZE;
+    job.shown = 0;
+  }
+
+  function buildStrip() {
+    const strip = $("strip");
+    if (Number(strip.dataset.steps) === job.steps && strip.dataset.jobId === job.id) return;
+    strip.replaceChildren();
+    strip.dataset.steps = String(job.steps || 0);
+    strip.dataset.frames = "0";
+    strip.dataset.jobId = job.id;
+    for (let s = 1; s <= job.steps; s++) {
+      const cell = el("div", "cell");
+      cell.dataset.step = String(s);
+      strip.append(cell);
+    }
+    for (const f of job.frames) if (f) fillCell(f);
+    $("strip-note").textContent = job.steps > 200 ? "one bar per step (" + job.steps + ")" : "";
+  }
+
+  function meanWeights(weights) {
+    const K = weights.length ? weights[0].length : 0;
+    const mean = new Array(K).fill(0);
+    for (const row of weights) for (let k = 0; k < K; k++) mean[k] += row[k] / weights.length;
+    return mean;
+  }
+
+  function fillCell(f) {
+    const cell = $("strip").children[f.step - 1];
+    if (!cell) return;
+    cell.replaceChildren();
+    cell.classList.add("filled");
+    const mean = meanWeights(f.weights);
+    for (let k = 0; k < mean.length; k++) {
+      if (mean[k] <= 0) continue;
+      const seg = el("div", "seg");
+      seg.style.height = (mean[k] * 100).toFixed(2) + "%";
+      seg.style.background = expertColor(k);
+      cell.append(seg);
+    }
+  }
+
+  function drawFrame(step) {
+    // the newest frame at or before `step` that carries pixels (a long replay thins them out)
+    let f = null;
+    for (let s = step; s >= 1; s--) {
+      if (job.frames[s] && job.frames[s].pixels) {
+        f = job.frames[s];
+        break;
+      }
+    }
+    if (!f || job.canvases.length !== f.pixels.length / PIXELS) return;
+    const sctx = job.scratch.getContext("2d");
+    const img = sctx.createImageData(SIZE, SIZE);
+    const meta = job.frames[step] || f;
+    for (let i = 0; i < job.canvases.length; i++) {
+      const px = f.pixels.subarray(i * PIXELS, (i + 1) * PIXELS);
+      for (let p = 0; p < PIXELS; p++) {
+        const v = px[p];
+        img.data[4 * p] = v;
+        img.data[4 * p + 1] = v;
+        img.data[4 * p + 2] = v;
+        img.data[4 * p + 3] = 255;
+      }
+      sctx.putImageData(img, 0, 0);
+      const canvas = job.canvases[i];
+      const ctx = canvas.getContext("2d");
+      ctx.imageSmoothingEnabled = false;
+      ctx.drawImage(job.scratch, 0, 0, canvas.width, canvas.height);
+      const w = meta.weights[i] || [];
+      let best = 0;
+      for (let k = 1; k < w.length; k++) if (w[k] > w[best]) best = k;
+      job.bars[i].style.background = expertColor(best);
+      job.bars[i].title = expertLabel(best) + " · weight " + (w[best] ?? 0).toFixed(2) + " at step " + meta.step;
+    }
+    job.shown = step;
+    $("scrub").value = String(step);
+    $("scrub-label").textContent = "step " + step + " / " + job.steps + " · t = " + meta.t.toFixed(3);
+  }
+
+  function scheduleDraw() {
+    if (drawPending) return;
+    drawPending = true;
+    requestAnimationFrame(() => {
+      drawPending = false;
+      if (job && job.follow && job.lastStep) drawFrame(job.lastStep);
+    });
+  }
+
+  function updateProgress() {
+    const pct = job && job.steps ? (100 * job.lastStep) / job.steps : 0;
+    $("progress-bar").style.width = pct.toFixed(1) + "%";
+    const scrub = $("scrub");
+    scrub.max = String(Math.max(1, job ? job.lastStep : 1));
+    $("scrub-row").hidden = !job || job.lastStep === 0;
+    $("strip").dataset.frames = String(job ? job.framesSeen : 0);
+  }
+
+  // ------------------------------------------------------------------ the socket
+
+  const socket = io({ transports: ["websocket", "polling"] });
+
+  socket.on("connect", () => {
+    const pill = $("conn");
+    pill.textContent = "live";
+    pill.className = "pill pill-ok";
+    if (job) sendWatch();
+  });
+  socket.on("disconnect", () => {
+    const pill = $("conn");
+    pill.textContent = "disconnected, retrying…";
+    pill.className = "pill pill-bad";
+  });
+  socket.on("connect_error", () => {
+    const pill = $("conn");
+    pill.textContent = "cannot reach the UI server, retrying…";
+    pill.className = "pill pill-bad";
+  });
+
+  socket.on("job", (info) => {
+    if (!job || info.job_id !== job.id) return;
+    job.status = info.status;
+    setStatus(info.status);
+    setupJob(info);
+    if (info.status === "done" && info.result_png) {
+      const a = $("download");
+      a.href = info.result_png + "?download=1";
+      a.setAttribute("download", "ddm-" + job.id + ".png");
+      a.hidden = false;
+      $("stage").dataset.done = "1";
+      if (job.lastStep) drawFrame(job.follow ? job.lastStep : job.shown || job.lastStep);
+    } else if (info.status === "failed" || info.status === "expired") {
+      showAlert($("job-error"), "failed", info.error || "the router gave no reason");
+    }
+    refreshRecentSoon();
+  });
+
+  socket.on("frame", (f) => {
+    if (!job || f.job_id !== job.id) return;
+    if (f.step <= job.lastStep) return; // already have it (a reconnect replays from the start)
+    if (!job.n) {
+      job.n = f.n;
+      setupJob({ n: f.n });
+    }
+    const rec = {
+      step: f.step,
+      t: f.t,
+      experts: f.experts,
+      weights: f.weights,
+      latency_ms: f.latency_ms,
+      pixels: f.pixels ? b64ToBytes(f.pixels) : null,
+    };
+    job.frames[f.step] = rec;
+    job.lastStep = f.step;
+    job.framesSeen += 1;
+    if (job.steps < f.step) {
+      job.steps = f.step;
+      buildStrip();
+    }
+    fillCell(rec);
+    updateProgress();
+    if (job.follow) scheduleDraw();
+  });
+
+  // ------------------------------------------------------------------ replay / scrub
+
+  function stopPlaying() {
+    if (playing !== null) clearInterval(playing);
+    playing = null;
+    $("play").textContent = "▶";
+  }
+
+  $("scrub").addEventListener("input", () => {
+    if (!job) return;
+    stopPlaying();
+    const step = Number($("scrub").value);
+    job.follow = step >= job.lastStep;
+    drawFrame(step);
+  });
+
+  $("play").addEventListener("click", () => {
+    if (!job || !job.lastStep) return;
+    if (playing !== null) return stopPlaying();
+    let step = 1;
+    job.follow = false;
+    $("play").textContent = "❚❚";
+    const every = Math.max(16, Math.min(120, 3000 / job.lastStep));
+    playing = setInterval(() => {
+      drawFrame(step);
+      step += 1;
+      if (step > job.lastStep) {
+        stopPlaying();
+        job.follow = true;
+      }
+    }, every);
+  });
+
+  window.addEventListener("resize", () => {
+    if (!job || !job.n) return;
+    const old = job.canvases.length ? job.canvases[0].width : 0;
+    if (old !== SIZE * tileLayout().scale) {
+      buildTiles();
+      if (job.lastStep) drawFrame(job.follow ? job.lastStep : job.shown || job.lastStep);
+    }
+  });
+
+  // ------------------------------------------------------------------ strip tooltip
+
+  const tooltip = $("tooltip");
+
+  $("strip").addEventListener("mousemove", (ev) => {
+    const cell = ev.target.closest(".cell");
+    if (!cell || !job) return (tooltip.hidden = true);
+    const step = Number(cell.dataset.step);
+    const f = job.frames[step];
+    tooltip.replaceChildren();
+    tooltip.append(el("div", "tt-title", "step " + step + " of " + job.steps + (f ? " · t = " + f.t.toFixed(3) : "")));
+    if (!f) {
+      tooltip.append(el("div", "muted", "not computed yet"));
+    } else {
+      tooltip.append(el("div", null, "router step latency " + f.latency_ms.toFixed(1) + " ms"));
+      const mean = meanWeights(f.weights);
+      for (let k = 0; k < mean.length; k++) {
+        const served = f.weights.filter((w) => w[k] > 0).length;
+        if (!served && !f.experts.includes(k)) continue;
+        const row = el("div", "tt-row");
+        const sw = el("span", "swatch");
+        sw.style.background = expertColor(k);
+        row.append(sw, el("span", null, expertLabel(k) + " — mean weight " + mean[k].toFixed(2) + ", " + served + "/" + f.weights.length + " images"));
+        tooltip.append(row);
+      }
+      // the router's weights per image, images with the same weights grouped: "digits 5 6 7 → e1 1.00"
+      const groups = new Map();
+      f.weights.forEach((w, i) => {
+        const key = w.map((x, k) => (x > 0 ? "e" + k + " " + x.toFixed(2) : null)).filter(Boolean).join(", ");
+        const label = job.labels.length ? String(job.labels[i]) : "#" + (i + 1);
+        if (!groups.has(key)) groups.set(key, []);
+        if (!groups.get(key).includes(label)) groups.get(key).push(label);
+      });
+      const lines = Array.from(groups.entries())
+        .slice(0, 12)
+        .map(([key, labels]) => (job.labels.length ? "digit " : "image ") + labels.join(" ") + " → " + key);
+      if (groups.size > 12) lines.push("… " + (groups.size - 12) + " more");
+      tooltip.append(el("div", "tt-weights mono", "router weights\n" + lines.join("\n")));
+    }
+    tooltip.hidden = false;
+    const pad = 14;
+    let x = ev.clientX + pad;
+    let y = ev.clientY + pad;
+    const r = tooltip.getBoundingClientRect();
+    if (x + r.width > window.innerWidth - 8) x = ev.clientX - r.width - pad;
+    if (y + r.height > window.innerHeight - 8) y = ev.clientY - r.height - pad;
+    tooltip.style.left = x + "px";
+    tooltip.style.top = y + "px";
+  });
+  $("strip").addEventListener("mouseleave", () => (tooltip.hidden = true));
+
+  // ------------------------------------------------------------------ cluster panel
+
+  const DEVICE_NAMES = { neuron: "AWS Trainium", cuda: "NVIDIA GPU", gpu: "GPU", cpu: "CPU", "cpu-traced": "CPU" };
+
+  function deviceName(device) {
+    if (!device) return "?";
+    return DEVICE_NAMES[device] || device;
+  }
+
+  function renderCluster(c) {
+    if (!c) return;
+    const errors = $("cluster-errors");
+    errors.replaceChildren();
+    for (const e of c.errors || []) errors.append(el("p", "cluster-error", e));
+
+    // experts: deployment entries plus any expert id a worker serves
+    liveDevices = {};
+    const byExpert = {};
+    for (const w of c.workers || []) {
+      if (w.role !== "expert") continue;
+      (byExpert[w.expert_id] = byExpert[w.expert_id] || []).push(w);
+      if (w.alive) (liveDevices[w.expert_id] = liveDevices[w.expert_id] || new Set()).add(w.device);
+      if (!experts[w.expert_id]) experts[w.expert_id] = { id: w.expert_id, framework: w.framework, device: w.device, classes: [] };
+    }
+    const ids = Object.keys(experts).map(Number).sort((a, b) => a - b);
+    const summary = $("experts-summary");
+    summary.replaceChildren();
+    for (const k of ids) {
+      const e = experts[k];
+      const live = (byExpert[k] || []).filter((w) => w.alive).length;
+      const q = c.queues ? c.queues[String(k)] : undefined;
+      const card = el("div", "expert-card" + (live ? "" : " expert-down"));
+      card.dataset.expert = String(k);
+      card.dataset.live = String(live);
+      const head = el("div", "expert-head");
+      const sw = el("span", "swatch swatch-lg");
+      sw.style.background = expertColor(k);
+      head.append(sw, el("b", null, "Expert " + k), el("span", "fw", e.framework || "?"));
+      const devices = liveDevices[k] ? Array.from(liveDevices[k]).map(deviceName).join(" + ") : deviceName(e.device);
+      head.append(el("span", "device-chip", devices));
+      const facts = el("div", "expert-facts");
+      facts.append(el("span", null, classesText(e.classes) || "digits ?"));
+      facts.append(el("span", live ? "ok" : "bad", live ? live + " live worker" + (live === 1 ? "" : "s") : "no live worker"));
+      const qtext = q === undefined ? "queue ?" : q === null ? "queue not declared" : "queue " + q.messages + " waiting · " + q.consumers + " consumer" + (q.consumers === 1 ? "" : "s");
+      facts.append(el("span", "muted", qtext));
+      card.append(head, facts);
+      summary.append(card);
+    }
+    renderLegend();
+
+    // nodes: one card per region/host with its workers
+    const nodes = $("nodes");
+    nodes.replaceChildren();
+    const groups = new Map();
+    for (const w of c.workers || []) {
+      const key = (w.region || "?") + "\u0000" + (w.host || "?");
+      if (!groups.has(key)) groups.set(key, { region: w.region || "?", host: w.host || "?", workers: [] });
+      groups.get(key).workers.push(w);
+    }
+    if (!groups.size) nodes.append(el("p", "muted", "No worker has a heartbeat. Start them with `ddm up`."));
+    for (const g of groups.values()) {
+      const card = el("div", "node");
+      const head = el("div", "node-head");
+      head.append(el("span", "region", g.region), el("span", "host mono", g.host));
+      const devs = new Set(g.workers.filter((w) => w.role === "expert" && w.alive).map((w) => deviceName(w.device)));
+      if (devs.size) head.append(el("span", "device-chip", Array.from(devs).join(" + ")));
+      card.append(head);
+      for (const w of g.workers) card.append(workerRow(w, c));
+      nodes.append(card);
+    }
+    const jobsQ = c.queues && c.queues.jobs;
+    $("cluster-updated").textContent =
+      (jobsQ ? "jobs waiting for a router: " + jobsQ.messages + " · " : "") + "updated " + new Date(c.time * 1000).toLocaleTimeString();
+  }
+
+  function workerRow(w, c) {
+    const row = el("div", "worker" + (w.alive ? "" : " gone"));
+    row.dataset.alive = w.alive ? "1" : "0";
+    row.dataset.role = w.role || "?";
+    if (w.role === "expert") row.dataset.expert = String(w.expert_id);
+    const top = el("div", "worker-top");
+    top.append(el("span", "dot " + (w.alive ? "dot-ok" : "dot-bad"), ""));
+    if (w.role === "expert") {
+      const sw = el("span", "swatch");
+      sw.style.background = expertColor(w.expert_id);
+      top.append(sw, el("b", null, "expert " + w.expert_id), el("span", null, (w.framework || "?") + " on " + deviceName(w.device)));
+    } else {
+      top.append(el("b", null, w.role || "worker"));
+    }
+    top.append(el("span", "wid mono", w.worker_id));
+    row.append(top);
+    const stats = el("div", "worker-stats");
+    if (!w.alive) {
+      stats.append(el("span", "bad", "gone — heartbeat expired" + (w.updated_at ? ", last seen " + fmtAgo(w.updated_at) : "")));
+    } else if (w.role === "expert") {
+      const q = c.queues ? c.queues[String(w.expert_id)] : null;
+      stats.append(
+        el("span", null, "queue " + (q ? q.messages : "?")),
+        el("span", null, (w.batches ?? 0) + " batches"),
+        el("span", null, "mean batch " + (w.mean_batch_size ?? 0).toFixed(1) + " rows"),
+        el("span", null, (w.mean_compute_ms ?? 0).toFixed(1) + " ms/batch"),
+        el("span", null, (w.requests ?? 0) + " requests")
+      );
+    } else if (w.role === "router") {
+      stats.append(
+        el("span", null, (w.jobs_running ?? 0) + " jobs running"),
+        el("span", null, (w.jobs_done ?? 0) + " done"),
+        el("span", null, (w.steps ?? 0) + " steps"),
+        el("span", null, (w.resends ?? 0) + " resends")
+      );
+    }
+    row.append(stats);
+    return row;
+  }
+
+  // ------------------------------------------------------------------ recent jobs
+
+  const recentRows = new Map(); // job_id -> {tr, status}
+
+  function renderRecent(jobs) {
+    if (!jobs) return;
+    const body = $("recent-body");
+    const seen = new Set();
+    jobs.forEach((j, index) => {
+      seen.add(j.job_id);
+      let entry = recentRows.get(j.job_id);
+      const key = j.status + "|" + (j.error || "") + "|" + (j.finished_at || "");
+      if (!entry || entry.key !== key) {
+        const tr = recentRow(j);
+        if (entry) entry.tr.replaceWith(tr);
+        entry = { tr: tr, key: key };
+        recentRows.set(j.job_id, entry);
+      }
+      const at = body.children[index];
+      if (at !== entry.tr) body.insertBefore(entry.tr, at || null);
+    });
+    for (const [id, entry] of recentRows) {
+      if (!seen.has(id)) {
+        entry.tr.remove();
+        recentRows.delete(id);
+      }
+    }
+    const empty = body.querySelector(".empty");
+    if (jobs.length && empty) empty.remove();
+  }
+
+  function recentRow(j) {
+    const tr = el("tr");
+    tr.dataset.jobId = j.job_id;
+    tr.dataset.status = j.status;
+    const thumb = el("td", "thumb");
+    if (j.status === "done" && j.result_png) {
+      const img = el("img");
+      img.alt = "result of job " + j.job_id.slice(0, 8);
+      img.loading = "lazy";
+      img.src = j.result_png + "?scale=1";
+      thumb.append(img);
+    }
+    const idCell = el("td");
+    const link = el("button", "linklike mono", j.job_id.slice(0, 8));
+    link.type = "button";
+    link.title = "watch job " + j.job_id;
+    link.addEventListener("click", () => watch(j.job_id, null));
+    idCell.append(link);
+    const st = el("td");
+    st.append(el("span", "badge badge-" + j.status, j.status));
+    if (j.error) st.append(el("div", "err-text", j.error));
+    const took = j.finished_at && j.started_at ? fmtDuration(j.finished_at - j.started_at) : j.status === "running" ? "…" : "";
+    tr.append(
+      thumb,
+      idCell,
+      st,
+      el("td", null, digitsText(j.labels)),
+      el("td", null, j.n ?? ""),
+      el("td", null, j.steps ?? ""),
+      el("td", "mono", j.strategy ?? ""),
+      el("td", "muted", fmtAgo(j.created_at)),
+      el("td", null, took)
+    );
+    const act = el("td");
+    if (j.status === "done" && j.result_png) {
+      const a = el("a", "btn-small", "PNG");
+      a.href = j.result_png + "?download=1";
+      a.setAttribute("download", "ddm-" + j.job_id + ".png");
+      act.append(a);
+    }
+    tr.append(act);
+    return tr;
+  }
+
+  let recentTimer = null;
+  function refreshRecentSoon() {
+    if (recentTimer) return;
+    recentTimer = setTimeout(() => {
+      recentTimer = null;
+      fetch("/api/jobs")
+        .then((r) => r.json())
+        .then((d) => renderRecent(d.jobs))
+        .catch(() => {});
+    }, 300);
+  }
+
+  socket.on("overview", (o) => {
+    renderCluster(o.cluster);
+    if (o.jobs) renderRecent(o.jobs);
+  });
+
+  // ------------------------------------------------------------------ start
+
+  const m = /^#job=([A-Za-z0-9_-]{1,64})$/.exec(location.hash);
+  if (m) {
+    // a reload: watch the job again once connected (the server replays its steps)
+    job = newJob(m[1], null);
+    $("stage").dataset.jobId = m[1];
+    $("job-title").textContent = "Job " + m[1].slice(0, 8);
+  }
+})();
