@@ -111,24 +111,22 @@ def test_every_built_service_runs_ddm(config):
     assert set(services) == DEFAULT_SERVICES - {"rabbitmq", "redis"} | set(PROFILE_SERVICES.values())
     for name, command in services.items():
         assert config["services"][name].get("entrypoint") is None, name  # the image's, or none
-        if name == "webui" and command[0] == "gunicorn":
-            continue  # the production command: test_webui_gunicorn_command
+        if name == "webui":
+            continue  # gunicorn, the production server: test_webui_gunicorn_command
         assert isinstance(command, list) and command[0] == "ddm", (name, command)
 
 
 @pytest.mark.parametrize(
     "service",
-    sorted(DEFAULT_SERVICES - {"rabbitmq", "redis"} | set(PROFILE_SERVICES.values())),
+    # webui runs under gunicorn: test_webui_gunicorn_command checks it
+    sorted(DEFAULT_SERVICES - {"rabbitmq", "redis", "webui"} | set(PROFILE_SERVICES.values())),
 )
 def test_service_command_parses(config, service):
     """The command's subcommand and every flag exist: build_parser + parse_args, as `ddm` runs it."""
     command = config["services"][service]["command"]
-    if command[0] == "gunicorn":
-        pytest.skip("a gunicorn command: test_webui_gunicorn_command")
+    assert command[0] == "ddm", (service, command)
     argv = command[1:]
     if argv[0] not in {name for name, _, _ in COMMANDS}:
-        if argv[0] == "ui":  # the web UI lands in its own change; this test covers it from then on
-            pytest.skip("`ddm ui` is not registered in ddm.ops.cli yet")
         pytest.fail(f"{service}: `ddm {argv[0]}` is not a ddm command")
     try:
         args = build_parser(argv).parse_args(argv)
@@ -142,10 +140,9 @@ def test_service_command_parses(config, service):
 
 
 def test_webui_gunicorn_command(config):
-    """If the web UI runs under gunicorn, its config module and app factory must exist."""
+    """The web UI runs under gunicorn: its config module and app factory must exist."""
     command = config["services"]["webui"]["command"]
-    if command[0] != "gunicorn":
-        pytest.skip("the web UI runs `ddm ui` (test_service_command_parses)")
+    assert command[0] == "gunicorn", command
     config_module = command[command.index("-c") + 1].removeprefix("python:")
     assert importlib.util.find_spec(config_module) is not None, config_module
     module, _, factory = command[-1].partition(":")
