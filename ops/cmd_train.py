@@ -102,7 +102,7 @@ def train_classifier_command(args: argparse.Namespace) -> int:
         "split": train.split,
         "eval_split": test.split,
         "data_sha256": train.sha256,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "created": utc_now(),
     }
     print(
         f"training the {args.dataset} classifier on {len(train)} images of {train.split}, "
@@ -126,6 +126,16 @@ def train_classifier_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def partition_meta(manifest) -> dict:
+    """What a checkpoint records about the partition it was trained on."""
+    keys = ("id", "dataset", "split", "data_sha256", "method", "num_clusters")
+    return {k: getattr(manifest, k) for k in keys}
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def heldout_split(split: str) -> str | None:
     """'test[:8000]' -> 'test[8000:]' (the rest of the same split), else None."""
     from ddm.ops.data import parse_split
@@ -147,15 +157,8 @@ def train_router_command(args: argparse.Namespace) -> int:
     cfg = RouterConfig(num_clusters=manifest.num_clusters, channels=args.channels)
     meta = {
         "format": 1,
-        "partition": {
-            "id": manifest.id,
-            "dataset": manifest.dataset,
-            "split": manifest.split,
-            "data_sha256": manifest.data_sha256,
-            "method": manifest.method,
-            "num_clusters": manifest.num_clusters,
-        },
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "partition": partition_meta(manifest),
+        "created": utc_now(),
     }
     print(
         f"training router for {manifest.num_clusters} clusters on {len(dataset)} samples of "
@@ -241,18 +244,11 @@ def train_expert_command(args: argparse.Namespace) -> int:
         "preset": args.preset,
         "config": ucfg.to_dict(),
         "expert": args.expert,
-        "partition": {
-            "id": manifest.id,
-            "dataset": manifest.dataset,
-            "split": manifest.split,
-            "data_sha256": manifest.data_sha256,
-            "method": manifest.method,
-            "num_clusters": manifest.num_clusters,
-        },
+        "partition": partition_meta(manifest),
         "classes": [c for c, n in enumerate(cluster.label_counts) if n > 0],
         "label_counts": list(cluster.label_counts),
         "device": args.device,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "created": utc_now(),
     }
     _check_resume(args, meta)
 
