@@ -52,6 +52,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--channels", type=int, default=32, help="router width (default 32: about 0.1M parameters)"
     )
+    r.add_argument(
+        "--label-dropout",
+        type=float,
+        default=0.5,
+        help="share of samples shown with the null label, so the router also learns from x_t alone "
+        "(with labels a label partition is trivial to route)",
+    )
     r.add_argument("--seed", type=int, default=0)
     r.add_argument(
         "--eval-split", default=None, help="held-out split (default: the rest of the manifest's split)"
@@ -175,6 +182,7 @@ def train_router_command(args: argparse.Namespace) -> int:
         batch=args.batch,
         lr=args.lr,
         seed=args.seed,
+        label_dropout=args.label_dropout,
         progress=not args.no_progress,
     )
     eval_split = args.eval_split or heldout_split(manifest.split)
