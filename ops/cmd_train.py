@@ -49,9 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--steps", type=int, default=1500)
     r.add_argument("--batch", type=int, default=128)
     r.add_argument("--lr", type=float, default=2e-3)
-    r.add_argument(
-        "--channels", type=int, default=32, help="router width (default 32: about 0.1M parameters)"
-    )
+    r.add_argument("--channels", type=int, default=32, help="router width (default 32)")
     r.add_argument(
         "--label-dropout",
         type=float,
