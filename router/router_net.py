@@ -1,7 +1,7 @@
 """The learned router's network (JAX/Flax): (x_t, t, y) -> K logits of p(cluster | x_t, t, y).
 
-Small on purpose (about 0.38M parameters at the default width, against 1.7M per small expert):
-4% of expert training compute, and it runs once per sample per step.
+Small on purpose (about 0.38M parameters at the default width, against 1.7M per small expert): the
+DDM paper's router costs about 4% of expert training compute, and it runs once per sample per step.
 """
 
 from __future__ import annotations
