@@ -178,6 +178,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.workers.redis_conn import connect_redis
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ddm up %(levelname)s %(message)s")
+    logging.getLogger("pika").setLevel(logging.WARNING)  # pika logs every socket step at INFO
     if not 1 <= args.routers <= 16:
         raise ConfigError(expected("--routers in 1..16", args.routers))
     deployment = Deployment.load(resolve_deployment(args.deployment))

@@ -60,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("pika").setLevel(logging.WARNING)  # pika logs every socket step at INFO
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "no TPU" is not news here
     if args.role == "expert":
         from ddm.workers.worker import run_from_args
     else:
