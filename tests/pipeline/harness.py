@@ -95,6 +95,16 @@ class Pipeline:
     def heartbeat(self, name: str) -> dict[str, str]:
         return {k.decode(): v.decode() for k, v in self.redis.hgetall(self.names.worker(name)).items()}
 
+    def counter(self, name: str, field: str, at_least: int, timeout: float = 10.0) -> int:
+        """A heartbeat counter once it reaches `at_least` (heartbeats lag the work by up to one period),
+        or its last value after `timeout` so the caller's assertion shows what was seen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = int(self.heartbeat(name).get(field, 0))
+            if value >= at_least or time.monotonic() > deadline:
+                return value
+            time.sleep(0.1)
+
     def kill9(self, name: str) -> None:
         proc = self.procs.pop(name)
         proc.send_signal(signal.SIGKILL)

@@ -128,7 +128,7 @@ def test_a_job_runs_with_the_documented_permissions(locked_down, label_split_dep
     client.submit(spec, deployment=label_split_deployment)
     images = client.result(spec.job_id, timeout=120)
     assert images.shape == (10, 1, 32, 32) and np.isfinite(images).all()
-    assert int(pipe.heartbeat("e0")["requests"]) >= 4 and int(pipe.heartbeat("e1")["requests"]) >= 4
+    assert pipe.counter("e0", "requests", 4) >= 4 and pipe.counter("e1", "requests", 4) >= 4
 
     cluster = pytest.importorskip("ddm.webui.cluster")  # the UI's queue gauges, with the client's user
     probe = cluster.QueueProbe(amqp["ddm-client"])
