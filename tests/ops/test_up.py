@@ -8,12 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 
 import numpy as np
-import pika
 import pytest
 import redis
 
@@ -22,6 +20,7 @@ from ddm.ops.cmd_up import build_children, parse_replicas, read_heartbeat
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError
 from ddm.schema.settings import Settings
+from tests.pipeline.harness import OutputWatcher, cleanup_prefix
 
 AMQP_URL = os.environ.get("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REDIS_URL = os.environ.get("DDM_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -113,20 +112,6 @@ def test_up_refuses_a_missing_checkpoint(tmp_path, capsys):
 # ---------------------------------------------------------------- the real thing
 
 
-def _cleanup(prefix: str, experts: int) -> None:
-    r = redis.Redis.from_url(REDIS_URL)
-    keys = list(r.scan_iter(match=f"{prefix}*", count=1000))
-    if keys:
-        r.delete(*keys)
-    names = Settings(prefix=prefix).names
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    ch = conn.channel()
-    for q in [names.jobs, names.dead_letter_queue] + [names.expert_queue(k) for k in range(experts)]:
-        ch.queue_delete(q)
-    ch.exchange_delete(names.dead_letter_exchange)
-    conn.close()
-
-
 @pytest.mark.slow
 def test_up_serves_restarts_and_stops(label_split_deployment):
     from ddm.client import Client
@@ -143,18 +128,8 @@ def test_up_serves_restarts_and_stops(label_split_deployment):
     argv = [sys.executable, "-m", "ddm.ops.cli", "up", "--deployment", str(label_split_deployment)]
     argv += ["--buckets", "1,2,4", "--grace", "10", "--no-ui"]  # tests/webui/test_browser.py runs the UI
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-    reader.start()
-
-    def wait_line(text: str, timeout: float = 240.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if hit := next((x for x in list(lines) if text in x), None):
-                return hit
-            assert proc.poll() is None, "ddm up exited:\n" + "".join(lines[-40:])
-            time.sleep(0.2)
-        raise AssertionError(f"no {text!r} from ddm up:\n" + "".join(lines[-40:]))
+    out = OutputWatcher(proc)
+    lines, wait_line, reader = out.lines, out.wait_line, out.reader
 
     names = Settings(prefix=prefix).names
     r = redis.Redis.from_url(REDIS_URL)
@@ -194,7 +169,7 @@ def test_up_serves_restarts_and_stops(label_split_deployment):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        _cleanup(prefix, experts=2)
+        cleanup_prefix(prefix, experts=2)
 
 
 def test_up_refuses_to_run_twice_under_one_prefix(tmp_path, monkeypatch, capsys):

@@ -126,17 +126,46 @@ class Pipeline:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.procs.clear()
-        try:
-            conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-            ch = conn.channel()
-            queues = [self.names.jobs, self.names.dead_letter_queue] + [
-                self.names.expert_queue(k) for k in range(8)
-            ]
-            for q in queues:
-                ch.queue_delete(q)
-            ch.exchange_delete(self.names.dead_letter_exchange)
-            conn.close()
-        except pika.exceptions.AMQPError:
-            pass
-        for key in self.redis.scan_iter(match=f"{self.prefix}*", count=500):
-            self.redis.delete(key)
+        cleanup_prefix(self.prefix)
+
+
+def cleanup_prefix(prefix: str, experts: int = 8) -> None:
+    """Delete every Redis key and every queue/exchange a test made under `prefix`."""
+    r = redis.Redis.from_url(REDIS_URL)
+    keys = list(r.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        r.delete(*keys)
+    r.close()
+    names = Names(prefix)
+    try:
+        conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    except pika.exceptions.AMQPError:
+        return  # broker gone (a restart test): its queues went with it or will be reused by nobody
+    ch = conn.channel()
+    for q in [names.jobs, names.dead_letter_queue] + [names.expert_queue(k) for k in range(experts)]:
+        ch.queue_delete(q)
+    ch.exchange_delete(names.dead_letter_exchange)
+    conn.close()
+
+
+class OutputWatcher:
+    """Collects a child's merged stdout/stderr lines on a thread; wait_line blocks for one."""
+
+    def __init__(self, proc: subprocess.Popen, name: str = "ddm up"):
+        import threading
+
+        self.proc, self.name, self.lines = proc, name, []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(proc.stdout), daemon=True)
+        self.reader.start()
+
+    def tail(self, n: int = 40) -> str:
+        return "".join(self.lines[-n:])
+
+    def wait_line(self, text: str, timeout: float = 240.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if hit := next((x for x in list(self.lines) if text in x), None):
+                return hit
+            assert self.proc.poll() is None, f"{self.name} exited:\n" + self.tail()
+            time.sleep(0.2)
+        raise AssertionError(f"no {text!r} from {self.name}:\n" + self.tail())

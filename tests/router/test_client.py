@@ -19,9 +19,9 @@ from ddm.client import Client, JobFailedError, JobNotFoundError, JobTimeoutError
 from ddm.schema.codec import packb
 from ddm.schema.errors import ConfigError, DDMError, SchemaError, ServiceUnavailableError
 from ddm.schema.messages import Frame, JobSpec, JobStatus
-from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.amqp import declare_topology
+from tests.pipeline.harness import cleanup_prefix
 
 AMQP_URL = os.environ.get("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REDIS_URL = os.environ.get("DDM_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -64,31 +64,13 @@ def shared_deployment(tmp_path) -> Path:
     return fake_deployment(tmp_path, [("a", "torch", range(7)), ("b", "torch", range(3, 10))], "label-prior")
 
 
-def cleanup(prefix: str) -> None:
-    """Delete every Redis key and broker object under `prefix`."""
-    import redis
-
-    r = redis.Redis.from_url(REDIS_URL)
-    keys = list(r.scan_iter(match=f"{prefix}*", count=1000))
-    if keys:
-        r.delete(*keys)
-    r.close()
-    names = Settings(prefix=prefix).names
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    ch = conn.channel()
-    for q in (names.jobs, names.dead_letter_queue):
-        ch.queue_delete(q)
-    ch.exchange_delete(names.dead_letter_exchange)
-    conn.close()
-
-
 @pytest.fixture
 def client():
     prefix = f"t{uuid.uuid4().hex[:10]}."
     c = Client(AMQP_URL, REDIS_URL, prefix)
     yield c
     c.close()
-    cleanup(prefix)
+    cleanup_prefix(prefix)
 
 
 def queued(client: Client) -> list[tuple[pika.BasicProperties, bytes]]:

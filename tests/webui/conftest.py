@@ -10,32 +10,16 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import pika
 import pytest
 import redis
 
 from ddm.router.store import JobStore
 from ddm.schema.messages import Frame, JobSpec
 from ddm.schema.settings import Settings
+from tests.pipeline.harness import cleanup_prefix
 
 AMQP_URL = os.environ.get("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REDIS_URL = os.environ.get("DDM_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-def cleanup(prefix: str, experts: int = 4) -> None:
-    """Delete every Redis key and RabbitMQ queue/exchange under `prefix`."""
-    r = redis.Redis.from_url(REDIS_URL)
-    keys = list(r.scan_iter(match=f"{prefix}*", count=1000))
-    if keys:
-        r.delete(*keys)
-    r.close()
-    names = Settings(prefix=prefix).names
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    ch = conn.channel()
-    for q in [names.jobs, names.dead_letter_queue] + [names.expert_queue(k) for k in range(experts)]:
-        ch.queue_delete(q)
-    ch.exchange_delete(names.dead_letter_exchange)
-    conn.close()
 
 
 def write_fake_deployment(root: Path, name: str = "fake") -> Path:
@@ -114,7 +98,7 @@ class FakeCluster:
 def prefix():
     p = f"t{uuid.uuid4().hex[:10]}."
     yield p
-    cleanup(p)
+    cleanup_prefix(p)
 
 
 @pytest.fixture

@@ -14,14 +14,13 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.webui.conftest import AMQP_URL, REDIS_URL, cleanup
+from tests.pipeline.harness import OutputWatcher, cleanup_prefix
+from tests.webui.conftest import AMQP_URL, REDIS_URL
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -71,17 +70,8 @@ def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment
     argv = [sys.executable, "-m", "ddm.ops.cli", "up", "--deployment", str(label_split_deployment)]
     argv += ["--buckets", "1,2,4,8", "--ui-port", str(port), "--grace", "10"]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
-
-    def wait_line(text: str, timeout: float = 240.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if hit := next((x for x in list(lines) if text in x), None):
-                return hit
-            assert proc.poll() is None, "ddm up exited:\n" + "".join(lines[-40:])
-            time.sleep(0.2)
-        raise AssertionError(f"no {text!r} from ddm up:\n" + "".join(lines[-40:]))
+    out = OutputWatcher(proc)
+    lines, wait_line = out.lines, out.wait_line
 
     url = f"http://127.0.0.1:{port}/"
     shot = tmp_path / "webui.png"
@@ -165,4 +155,4 @@ def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        cleanup(prefix, experts=2)
+        cleanup_prefix(prefix, experts=2)
