@@ -30,6 +30,7 @@ COMMANDS: list[tuple[str, str, str]] = [
         "queue a sampling job on the pipeline (optionally wait and save images)",
     ),
     ("status", "ddm.ops.cmd_status", "show a job's status from Redis, or the most recent jobs"),
+    ("bench", "ddm.ops.cmd_bench", "benchmark the pipeline against the in-process limit and HTTP per step"),
 ]
 
 EPILOG = """\

@@ -14,7 +14,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=1000, help="images to generate, labels cycling 0-9")
     parser.add_argument("--strategy", default="oracle", help="oracle | top1 | topk:K | full")
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--guidance", type=float, default=1.0)
+    parser.add_argument(
+        "--guidance", type=float, default=None, help="default: the deployment's `guidance`, else 1"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--classifier", type=Path, default=None, help="default: <deployment folder>/classifier"
@@ -33,9 +35,10 @@ def main(args: argparse.Namespace) -> int:
 
     deployment_path = resolve_deployment(args.deployment)
     deployment = Deployment.load(deployment_path)
+    guidance = deployment.guidance if args.guidance is None else args.guidance
     classifier = args.classifier or deployment.path.parent / "classifier"
     x, labels, cost = generate(
-        deployment_path, args.n, args.strategy, args.steps, args.guidance, args.seed, args.device
+        deployment_path, args.n, args.strategy, args.steps, guidance, args.seed, args.device
     )
     dataset = (
         json.loads((classifier / "meta.json").read_text()).get("dataset", "mnist")
@@ -44,10 +47,10 @@ def main(args: argparse.Namespace) -> int:
     )
     real = load_dataset(dataset, args.real_split, args.data_dir)
     metrics = {
-        "deployment": str(deployment.path),
+        "deployment": display_path(deployment.path),
         "strategy": args.strategy,
         "steps": args.steps,
-        "guidance": args.guidance,
+        "guidance": guidance,
         "n": args.n,
         "seed": args.seed,
         "real_split": real.split,
@@ -61,3 +64,11 @@ def main(args: argparse.Namespace) -> int:
         f"forward passes and {metrics['seconds_per_image'] * 1000:.1f} ms per image -> {args.out}"
     )
     return 0
+
+
+def display_path(path: Path) -> str:
+    """The deployment as the user would type it here: relative to the working folder where possible."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

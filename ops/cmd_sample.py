@@ -28,7 +28,10 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategy", default="oracle", help="oracle | top1 | topk:K | full (default: oracle)"
     )
     parser.add_argument(
-        "--guidance", type=float, default=1.0, help="classifier-free guidance scale (1 = none)"
+        "--guidance",
+        type=float,
+        default=None,
+        help="classifier-free guidance scale (1 = none; default: the deployment's `guidance`, else 1)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial noise")
 
@@ -97,10 +100,9 @@ def main(args: argparse.Namespace) -> int:
     from ddm.schema.messages import JobSpec
 
     labels, cols = job_labels(args)
-    spec = JobSpec.new(
-        labels, steps=args.steps, strategy=args.strategy, guidance=args.guidance, seed=args.seed
-    )
     deployment = Deployment.load(resolve_deployment(args.deployment))
+    guidance = deployment.guidance if args.guidance is None else args.guidance
+    spec = JobSpec.new(labels, steps=args.steps, strategy=args.strategy, guidance=guidance, seed=args.seed)
     policy = load_policy(deployment)
     t0 = time.perf_counter()
     experts = load_experts(deployment, device=args.device)

@@ -39,15 +39,30 @@ def main(args: argparse.Namespace) -> int:
     from ddm.schema.messages import JobSpec
 
     labels, cols = job_labels(args)
-    spec = JobSpec.new(
-        labels, steps=args.steps, strategy=args.strategy, guidance=args.guidance, seed=args.seed
-    )
+    guidance = default_guidance(args.deployment, args.no_check) if args.guidance is None else args.guidance
+    spec = JobSpec.new(labels, steps=args.steps, strategy=args.strategy, guidance=guidance, seed=args.seed)
     with Client() as client:
         job_id = client.submit(spec, deployment=args.deployment, check_deployment=not args.no_check)
         print(job_id, flush=True)  # stdout carries only the id: JOB=$(ddm submit ...)
         if not (args.wait or args.out or args.npy):
             return 0
         return _wait(client, spec, cols, args)
+
+
+def default_guidance(deployment: Path | None, no_check: bool) -> float:
+    """The deployment's `guidance` when this machine has the deployment file, else 1 (no guidance)."""
+    from ddm.ops.cmd_sample import resolve_deployment
+    from ddm.schema.deployment import Deployment
+    from ddm.schema.errors import ConfigError
+
+    if no_check and deployment is None:
+        return 1.0
+    try:
+        return Deployment.load(resolve_deployment(deployment)).guidance
+    except ConfigError:
+        if deployment is not None:
+            raise  # the user named it: a broken file is an error, not a reason to guess
+        return 1.0
 
 
 def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:

@@ -39,10 +39,26 @@ class StepPlan:
 
 def plan_step(policy: RoutingPolicy, strategy: str, x: np.ndarray, t: float, labels: np.ndarray) -> StepPlan:
     """Route every sample of a job at time t. x f32 [n,1,32,32], labels i64 [n]."""
-    n = len(x)
-    weights = policy.weights(x, np.full(n, t, np.float32), labels, strategy)
+    return _plan(policy.weights(x, np.full(len(x), t, np.float32), labels, strategy))
+
+
+def _plan(weights: np.ndarray) -> StepPlan:
     rows = {k: np.flatnonzero(weights[:, k] > 0) for k in range(weights.shape[1])}
     return StepPlan(weights=weights, rows={k: r for k, r in rows.items() if len(r)})
+
+
+def plan_steps(
+    policy: RoutingPolicy, strategy: str, xs: list[np.ndarray], ts: list[float], labels: list[np.ndarray]
+) -> list[StepPlan]:
+    """plan_step for several jobs at once, with ONE router call over all their samples (the router
+    worker plans every job whose step is due together; a learned router is a network, and one call on
+    64 rows costs about what one call on 1 row does)."""
+    if len(xs) == 1:
+        return [plan_step(policy, strategy, xs[0], ts[0], labels[0])]
+    sizes = [len(x) for x in xs]
+    t_rows = np.concatenate([np.full(n, t, np.float32) for n, t in zip(sizes, ts, strict=True)])
+    weights = policy.weights(np.concatenate(xs), t_rows, np.concatenate(labels), strategy)
+    return [_plan(w) for w in np.split(weights, np.cumsum(sizes)[:-1])]
 
 
 def combine(plan: StepPlan, velocities: Mapping[int, np.ndarray], n: int) -> np.ndarray:

@@ -2,31 +2,40 @@
 
 Each job is a small state machine advanced by events on one pika connection (no thread per job):
 
-    job message  -> load or resume state -> plan step -> publish one request per chosen expert
+    job message  -> load or resume state -> the job's step is due
     reply        -> when the step's last reply is in: combine, Euler, write frame + state to Redis,
-                    then publish the next step's requests (or finish: result, status, ack)
+                    then the next step is due (or finish: result, status, ack)
+    after every burst of events: plan every due step with ONE router call, then send each expert ONE
+                    request carrying the rows of all due jobs it serves (up to ROWS_PER_REQUEST)
     timer        -> resend requests older than the timeout (velocity is pure: duplicates are harmless)
 
-Concurrent jobs therefore reach the experts together and get batched there. The job message is acked
-only when the job is done or failed for good, so if this process dies the broker redelivers the job
-and whichever router gets it resumes from the last step stored in Redis. Routing, mixing and the
-Euler step are router/sampler.py's, the same code `ddm sample --local` runs.
+Concurrent jobs therefore reach the experts as one message and one forward pass, and a learned
+router runs once per burst instead of once per job. An expert has at most as many of our requests in
+flight as its queue has consumers (replicas); rows that fall due meanwhile are held and ride the next
+request. Jobs submitted a few milliseconds apart thus merge into one batch at the next step instead
+of alternating at the expert forever.
+
+The job message is acked only when the job is done or failed for good, so if this process dies the
+broker redelivers the job and whichever router gets it resumes from the last step stored in Redis.
+Routing, mixing and the Euler step are router/sampler.py's, the same code `ddm sample --local` runs.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 import pika
 
 from ddm.router.deployment_loader import load_policy
-from ddm.router.sampler import StepPlan, combine, initial_noise, plan_step
+from ddm.router.sampler import StepPlan, combine, initial_noise, plan_steps
 from ddm.router.store import JobStore
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import DDMError, SchemaError
@@ -42,13 +51,23 @@ log = logging.getLogger("ddm.router")
 
 SWEEP_S = 0.25  # how often pending requests are checked for timeouts
 MAX_ATTEMPTS = 5  # sends of one request before its job fails for good
+ROWS_PER_REQUEST = 64  # rows of several jobs share one request up to this (the experts' largest bucket)
+
+
+@dataclass(frozen=True)
+class Part:
+    """The rows of one job's step inside a request, in request order."""
+
+    job_id: str
+    step: int
+    rows: int
 
 
 @dataclass
 class Pending:
-    job_id: str
     expert: int
     body: bytes
+    parts: list[Part]
     sent_at: float
     attempts: int = 1
 
@@ -65,6 +84,7 @@ class JobRun:
     guidance: np.ndarray
     plan: StepPlan | None = None
     got: dict[int, np.ndarray] = field(default_factory=dict)
+    compute_ms: float = 0.0  # the slowest expert forward pass that served this step
     step_started: float = 0.0
     step_ms_total: float = 0.0
     steps_run: int = 0
@@ -90,6 +110,11 @@ class RouterWorker:
         )
         self.jobs: dict[str, JobRun] = {}
         self.pending: dict[str, Pending] = {}
+        self._due: list[JobRun] = []  # jobs whose next step waits for the end of this event burst
+        self._held: dict[int, list[JobRun]] = {}  # expert -> planned jobs waiting for a free slot
+        self._slots: dict[int, int] = {}  # expert -> requests in flight allowed (its queue's consumers)
+        self._request_prefix = ""
+        self._request_seq = 0
         self.stats = {"jobs_done": 0, "jobs_failed": 0, "steps": 0, "resends": 0, "reconnects": 0}
         self.started_at = time.time()
         self.metrics = RouterMetrics(self.worker_id)
@@ -150,10 +175,11 @@ class RouterWorker:
         declare_topology(ch, self.names, range(self.deployment.num_experts))
         ch.basic_qos(prefetch_count=self.max_jobs)
         self._reply_queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
+        self._request_prefix = uuid.uuid4().hex[:12]  # replies to an earlier connection match nothing
         ch.basic_consume(self._reply_queue, self._on_reply, auto_ack=True)
         ch.basic_consume(self.names.jobs, self._on_job)
         self._conn.call_later(SWEEP_S, self._sweep)
-        self._heartbeat()
+        self._heartbeat()  # also counts each expert's replicas
         self._consuming = True
         log.info(
             "router %s: %d experts, router %s, strategies %s, queue %s",
@@ -164,13 +190,18 @@ class RouterWorker:
             self.names.jobs,
         )
         while not self._stopping:
+            # process_data_events returns once it has dispatched a burst of deliveries and timers;
+            # every step those made due is then planned and sent together.
             self._conn.process_data_events(time_limit=0.5)
+            self._send_due_steps()
 
     def _drop_inflight(self) -> None:
         # Unacked job messages go back to the queue when the connection closes; whoever gets them
         # resumes from Redis. Nothing in memory is needed for that.
         self.jobs.clear()
         self.pending.clear()
+        self._due.clear()
+        self._held.clear()
 
     def _close(self) -> None:
         try:
@@ -228,19 +259,97 @@ class RouterWorker:
         self.policy.check_strategy(spec.strategy)
 
     def _start_step(self, job: JobRun) -> None:
-        spec, i = job.spec, job.step
-        t = float(job.grid[i])
-        job.plan = plan_step(self.policy, spec.strategy, job.x, t, job.labels)
-        job.got = {}
-        job.step_started = time.perf_counter()
-        t_rows = np.full(spec.n, job.grid[i], np.float32)
-        for k, rows in job.plan.rows.items():
-            request_id = f"{spec.job_id}.{i}.{k}"
-            body = VelocityRequest(
-                request_id, job.x[rows], t_rows[rows], job.labels[rows], job.guidance[rows]
-            ).encode()
-            self.pending[request_id] = Pending(spec.job_id, k, body, sent_at=time.monotonic())
-            self._publish_request(k, request_id, body)
+        self._due.append(job)
+
+    def _send_due_steps(self) -> None:
+        """Plan every due step (one router call per strategy) and send each expert the rows of all of
+        them, ROWS_PER_REQUEST at most per request."""
+        due = [job for job in self._due if self.jobs.get(job.spec.job_id) is job]
+        self._due.clear()
+        if not due:
+            return
+        by_strategy: dict[str, list[JobRun]] = {}
+        for job in due:
+            by_strategy.setdefault(job.spec.strategy, []).append(job)
+        planned = []
+        for strategy, jobs in by_strategy.items():
+            try:
+                plans = plan_steps(
+                    self.policy,
+                    strategy,
+                    [j.x for j in jobs],
+                    [float(j.grid[j.step]) for j in jobs],
+                    [j.labels for j in jobs],
+                )
+            except DDMError as exc:
+                for j in jobs:
+                    self._fail(j.spec.job_id, j.delivery_tag, f"routing step {j.step + 1}: {exc}")
+                continue
+            for job, plan in zip(jobs, plans, strict=True):
+                job.plan, job.got, job.compute_ms = plan, {}, 0.0
+                planned.append(job)
+        sent = time.perf_counter()  # a step's latency_ms runs from here: transport, queueing, compute
+        for job in planned:
+            job.step_started = sent
+            for k in job.plan.rows:
+                self._held.setdefault(k, []).append(job)
+        for k in list(self._held):
+            self._dispatch(k)
+
+    def _dispatch(self, expert: int) -> None:
+        """Send the rows held for `expert` in as many requests as it has free slots (at least one row
+        each, at most ROWS_PER_REQUEST); what does not fit waits for a reply to free a slot."""
+        held = [
+            job
+            for job in self._held.pop(expert, [])
+            if self.jobs.get(job.spec.job_id) is job and expert not in job.got
+        ]
+        free = self._slots.get(expert, 1) - sum(1 for p in self.pending.values() if p.expert == expert)
+        if not held or free <= 0:
+            if held:
+                self._held[expert] = held
+            return
+        total = sum(len(job.plan.rows[expert]) for job in held)
+        size = min(ROWS_PER_REQUEST, math.ceil(total / free))  # spread over the free replicas
+        chunk: list[JobRun] = []
+        rows = 0
+        while held and free > 0:
+            job = held[0]
+            n = len(job.plan.rows[expert])
+            if chunk and rows + n > size:
+                self._send_request(expert, chunk)
+                free -= 1
+                chunk, rows = [], 0
+                continue
+            chunk.append(held.pop(0))
+            rows += n
+        if chunk:  # the loop ends with a chunk only when every held job is in it
+            self._send_request(expert, chunk)
+        if held:
+            self._held[expert] = held
+
+    def _send_request(self, expert: int, jobs: list[JobRun]) -> None:
+        """One VelocityRequest to `expert` with the rows it serves of each job, at each job's own t."""
+        pairs = [(job, job.plan.rows[expert]) for job in jobs]
+        x = np.concatenate([job.x[rows] for job, rows in pairs])
+        t = np.concatenate([np.full(len(rows), job.grid[job.step], np.float32) for job, rows in pairs])
+        y = np.concatenate([job.labels[rows] for job, rows in pairs])
+        g = np.concatenate([job.guidance[rows] for job, rows in pairs])
+        self._request_seq += 1
+        request_id = f"{self._request_prefix}.{self._request_seq}"
+        body = VelocityRequest(request_id, x, t, y, g).encode()
+        parts = [Part(job.spec.job_id, job.step, len(rows)) for job, rows in pairs]
+        self.pending[request_id] = Pending(expert, body, parts, sent_at=time.monotonic())
+        self._publish_request(expert, request_id, body)
+
+    def _waiting_jobs(self, pending: Pending) -> list[JobRun]:
+        """The jobs that still wait for this request's rows (failed or finished ones do not)."""
+        jobs = []
+        for part in pending.parts:
+            job = self.jobs.get(part.job_id)
+            if job is not None and job.step == part.step and pending.expert not in job.got:
+                jobs.append(job)
+        return jobs
 
     def _publish_request(self, expert: int, request_id: str, body: bytes) -> None:
         props = pika.BasicProperties(
@@ -260,21 +369,29 @@ class RouterWorker:
             log.warning("dropping an undecodable reply: %s", exc)
             return
         pending = self.pending.pop(reply.request_id, None)
-        job = self.jobs.get(pending.job_id) if pending else None
-        if job is None:  # a duplicate after a resend, or a reply to a job that is gone: harmless
+        if pending is None:  # a duplicate after a resend, or a reply from an earlier connection: harmless
             return
-        rows = job.plan.rows[pending.expert]
-        if reply.v.shape[0] != len(rows) or reply.expert_id != pending.expert:
-            self._fail(
-                job.spec.job_id,
-                job.delivery_tag,
-                f"expert {pending.expert} answered {reply.v.shape[0]} rows "
-                f"as expert {reply.expert_id}; expected {len(rows)} rows from expert {pending.expert}",
+        want = sum(part.rows for part in pending.parts)
+        if reply.v.shape[0] != want or reply.expert_id != pending.expert:
+            error = (
+                f"expert {pending.expert} answered {reply.v.shape[0]} rows as expert {reply.expert_id}; "
+                f"expected {want} rows from expert {pending.expert}"
             )
+            for job in self._waiting_jobs(pending):
+                self._fail(job.spec.job_id, job.delivery_tag, error)
             return
-        job.got[pending.expert] = reply.v
-        if len(job.got) == len(job.plan.rows):
-            self._finish_step(job)
+        waiting = {job.spec.job_id: job for job in self._waiting_jobs(pending)}
+        offset = 0
+        for part in pending.parts:
+            v = reply.v[offset : offset + part.rows]
+            offset += part.rows
+            job = waiting.get(part.job_id)
+            if job is None:  # the job failed or moved on meanwhile
+                continue
+            job.got[pending.expert] = v
+            job.compute_ms = max(job.compute_ms, reply.compute_ms)
+            if len(job.got) == len(job.plan.rows):
+                self._finish_step(job)
 
     def _finish_step(self, job: JobRun) -> None:
         spec, i = job.spec, job.step
@@ -283,7 +400,14 @@ class RouterWorker:
         latency_ms = (time.perf_counter() - job.step_started) * 1000.0
         try:
             frame = Frame.from_latent(
-                spec.job_id, i + 1, float(job.grid[i + 1]), x, job.plan.experts, job.plan.weights, latency_ms
+                spec.job_id,
+                i + 1,
+                float(job.grid[i + 1]),
+                x,
+                job.plan.experts,
+                job.plan.weights,
+                latency_ms,
+                job.compute_ms,
             )
         except SchemaError as exc:  # the latent diverged (NaN or beyond float16): fail, do not store it
             self._fail(spec.job_id, job.delivery_tag, f"step {i + 1}: {exc}")
@@ -311,9 +435,7 @@ class RouterWorker:
         log.warning("job %s failed: %s", job_id, error)
         self.store.fail(job_id, error)
         self._channel.basic_ack(delivery_tag)
-        self.jobs.pop(job_id, None)
-        for rid in [rid for rid, p in self.pending.items() if p.job_id == job_id]:
-            del self.pending[rid]
+        self.jobs.pop(job_id, None)  # its rows in pending requests are skipped when they come back
         self.stats["jobs_failed"] += 1
         self.metrics.jobs.labels(JobStatus.FAILED.value).inc()
 
@@ -342,16 +464,18 @@ class RouterWorker:
         for request_id, p in list(self.pending.items()):
             if now - p.sent_at < timeout:
                 continue
-            job = self.jobs.get(p.job_id)
-            if job is None:
+            waiting = self._waiting_jobs(p)
+            if not waiting:  # every job in it finished or failed meanwhile
                 self.pending.pop(request_id, None)
             elif p.attempts >= MAX_ATTEMPTS:
-                self._fail(
-                    p.job_id,
-                    job.delivery_tag,
-                    f"expert {p.expert} did not answer {request_id} "
-                    f"after {p.attempts} sends of {timeout:g} s each (is a worker for it running?)",
-                )
+                self.pending.pop(request_id, None)
+                for job in waiting:
+                    self._fail(
+                        job.spec.job_id,
+                        job.delivery_tag,
+                        f"expert {p.expert} did not answer {request_id} "
+                        f"after {p.attempts} sends of {timeout:g} s each (is a worker for it running?)",
+                    )
             else:
                 p.attempts += 1
                 p.sent_at = now
@@ -362,7 +486,14 @@ class RouterWorker:
         if self._conn is not None and self._conn.is_open:
             self._conn.call_later(SWEEP_S, self._sweep)
 
+    def _count_replicas(self) -> None:
+        """Requests in flight allowed per expert = consumers on its queue (at least one)."""
+        for k in range(self.deployment.num_experts):
+            method = self._channel.queue_declare(self.names.expert_queue(k), passive=True).method
+            self._slots[k] = max(1, method.consumer_count)
+
     def _heartbeat(self) -> None:
+        self._count_replicas()  # replicas come and go; the heartbeat period is often enough
         record = {
             "worker_id": self.worker_id,
             "role": "router",

@@ -1,6 +1,7 @@
 """Deployment files (TOML): which experts serve, from which checkpoint, on which device, routed how.
 
     name = "mnist-label-split"
+    guidance = 2.0               # optional: the classifier-free guidance scale jobs get by default
 
     [[experts]]
     id = 0                       # ids are 0..K-1: the cluster ids of the partition
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddm.schema.errors import ConfigError, expected
+from ddm.schema.messages import MAX_GUIDANCE
 
 ROUTER_KINDS = ("oracle", "label-prior", "learned")
 # What `ddm sample --local`, `ddm up` and the client use when no deployment is given (the shipped demo).
@@ -50,6 +52,9 @@ class Deployment:
     path: Path
     experts: tuple[ExpertEntry, ...]
     router: RouterEntry
+    # The guidance `ddm sample`, `ddm eval`, `ddm submit` and the web UI use when none is given: the
+    # deployment's owner knows what its experts were trained for (label dropout) and evaluated at.
+    guidance: float = 1.0
 
     @property
     def num_experts(self) -> int:
@@ -74,9 +79,12 @@ class Deployment:
     @classmethod
     def from_dict(cls, data: dict, path: Path) -> Deployment:
         base = path.resolve().parent
-        unknown = set(data) - {"name", "experts", "router"}
+        unknown = set(data) - {"name", "guidance", "experts", "router"}
         if unknown:
-            raise ConfigError(f"{path}: {expected('keys name, experts, router', sorted(unknown))}")
+            raise ConfigError(f"{path}: {expected('keys name, guidance, experts, router', sorted(unknown))}")
+        guidance = data.get("guidance", 1.0)
+        if type(guidance) not in (int, float) or not 0.0 <= guidance <= MAX_GUIDANCE:
+            raise ConfigError(f"{path}: {expected(f'guidance, a number in [0, {MAX_GUIDANCE:g}]', guidance)}")
         raw_experts = data.get("experts")
         if not isinstance(raw_experts, list) or not raw_experts:
             raise ConfigError(f"{path}: {expected('at least one [[experts]] table', raw_experts)}")
@@ -109,5 +117,9 @@ class Deployment:
             )
         router = RouterEntry(kind=kind, checkpoint=(base / checkpoint) if checkpoint else None)
         return cls(
-            name=str(data.get("name", path.stem)), path=path.resolve(), experts=tuple(experts), router=router
+            name=str(data.get("name", path.stem)),
+            path=path.resolve(),
+            experts=tuple(experts),
+            router=router,
+            guidance=float(guidance),
         )

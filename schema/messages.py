@@ -303,6 +303,10 @@ class Frame(_Message):
 
     x float16 [n, 1, 32, 32] finite (compact latent); experts: ids used at this step by any sample;
     weights float32 [n, K] finite, >= 0 (routing weights over all K experts); t in [0, 1].
+    latency_ms: the step's wall time at the router from sending its requests to the last reply
+    (transport both ways, queueing, compute);
+    compute_ms: the slowest expert forward pass that served it, so latency_ms - compute_ms is what the
+    pipeline itself cost.
     """
 
     TYPE: ClassVar[str] = "frame"
@@ -315,6 +319,7 @@ class Frame(_Message):
     experts: tuple[int, ...]
     weights: np.ndarray
     latency_ms: float
+    compute_ms: float
 
     def __post_init__(self) -> None:
         check_job_id(self.job_id)
@@ -336,10 +341,19 @@ class Frame(_Message):
             raise SchemaError(expected("distinct expert ids", experts))
         object.__setattr__(self, "experts", experts)
         object.__setattr__(self, "latency_ms", _float("latency_ms", self.latency_ms, 0.0))
+        object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
 
     @classmethod
     def from_latent(
-        cls, job_id: str, step: int, t: float, x: np.ndarray, experts, weights: np.ndarray, latency_ms: float
+        cls,
+        job_id: str,
+        step: int,
+        t: float,
+        x: np.ndarray,
+        experts,
+        weights: np.ndarray,
+        latency_ms: float,
+        compute_ms: float = 0.0,
     ) -> Frame:
         """Build a Frame from the float32 latent x [n, 1, 32, 32], stored as float16."""
         _array("x", x, np.float32, (None, *IMAGE_SHAPE), dims="n")
@@ -348,4 +362,4 @@ class Frame(_Message):
             raise SchemaError(
                 expected(f"x finite and within float16 range +-{limit:g}", float(np.abs(x).max()))
             )
-        return cls(job_id, step, t, x.astype(np.float16), tuple(experts), weights, latency_ms)
+        return cls(job_id, step, t, x.astype(np.float16), tuple(experts), weights, latency_ms, compute_ms)

@@ -54,7 +54,10 @@ class Settings:
     prefix: str = ""
     request_timeout_s: float = 10.0  # router waits this long for an expert's reply
     max_batch: int = 32  # expert worker: most requests merged into one forward pass
-    max_wait_ms: float = 5.0  # expert worker: longest wait to fill a batch
+    # expert worker: longest wait to fill a batch. 0: a router already sends each expert one request
+    # with every row due, and requests that arrive during a forward pass still batch into the next one;
+    # waiting would only add latency at low load.
+    max_wait_ms: float = 0.0
     job_ttl_s: int = 86400  # Redis keys of a job expire after this
     heartbeat_s: float = 2.0
     heartbeat_ttl_s: int = 10  # a worker whose heartbeat is older is considered gone

@@ -59,6 +59,7 @@ class DeploymentInfo:
     experts: list[dict[str, Any]]  # [{"id", "framework", "device", "classes"}]
     strategies: tuple[str, ...]  # what the deployment can route
     oracle: dict[int, int] | None  # label -> expert, for label-split deployments
+    guidance: float = 1.0  # the deployment's default guidance (the form's initial value)
 
     @classmethod
     def load(cls, path: Path | None) -> DeploymentInfo:
@@ -90,7 +91,7 @@ class DeploymentInfo:
             oracle = {y: int(table[y].argmax()) for y in range(NUM_CLASSES)}
         strategies = (("oracle",) if oracle is not None else ()) + ("top1",)
         strategies += tuple(f"topk:{k}" for k in range(2, min(dep.num_experts, 4) + 1)) + ("full",)
-        return cls(dep.name, dep.path, experts, strategies, oracle)
+        return cls(dep.name, dep.path, experts, strategies, oracle, dep.guidance)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "experts": self.experts, "strategies": list(self.strategies)}
@@ -133,7 +134,7 @@ def _number(data: Mapping, key: str, default: Any, *, integer: bool) -> Any:
     return value
 
 
-def parse_form(data: object) -> JobSpec:
+def parse_form(data: object, default_guidance: float = 1.0) -> JobSpec:
     """The page's form (JSON) -> JobSpec, or SubmitError(bad_input) saying what is wrong.
 
     {"labels": [0..9, ...] or "all", "n_per_label": 1.., "steps": 1..1000, "strategy": "oracle" |
@@ -168,7 +169,7 @@ def parse_form(data: object) -> JobSpec:
             f"a job has at most {MAX_IMAGES}",
         )
     steps = _number(data, "steps", 50, integer=True)
-    guidance = _number(data, "guidance", 1.0, integer=False)
+    guidance = _number(data, "guidance", default_guidance, integer=False)
     seed = data.get("seed")
     seed = random.randint(0, MAX_SEED) if seed is None else _number(data, "seed", None, integer=True)
     strategy = data.get("strategy", "oracle")
@@ -248,7 +249,7 @@ class JobService:
                 f"try again in {math.ceil(wait)} s",
                 retry_after_s=wait,
             )
-        spec = parse_form(data)
+        spec = parse_form(data, self.info.guidance)
         self.check(spec)
         with self._lock:
             try:

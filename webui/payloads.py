@@ -20,7 +20,7 @@ WEIGHT_DECIMALS = 3
 
 def frame_payload(frame: Frame) -> dict[str, Any]:
     """Frame -> {"job_id", "step", "t", "n", "pixels" (base64 uint8 [n,32,32]), "experts", "weights"
-    ([n][K], rounded), "latency_ms"}."""
+    ([n][K], rounded), "latency_ms", "compute_ms"}."""
     pixels = np.ascontiguousarray(to_uint8(frame.x))  # [n, 32, 32]
     return {
         "job_id": frame.job_id,
@@ -31,6 +31,7 @@ def frame_payload(frame: Frame) -> dict[str, Any]:
         "experts": list(frame.experts),
         "weights": np.round(frame.weights.astype(np.float64), WEIGHT_DECIMALS).tolist(),
         "latency_ms": round(frame.latency_ms, 2),
+        "compute_ms": round(frame.compute_ms, 2),
     }
 
 

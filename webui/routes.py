@@ -56,6 +56,7 @@ def register_routes(app: Flask, state) -> None:
             "index.html",
             deployment=state.info.name,
             strategies=state.info.strategies,
+            guidance=state.info.guidance,
             max_images=MAX_IMAGES,
             jobs_per_minute=state.config.jobs_per_minute,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from ddm.ops.classifier import augment, frechet_distance
@@ -35,3 +37,15 @@ def test_counting_expert_counts_guided_rows_twice():
     x = np.zeros((4, 1, 32, 32), np.float32)
     counter(x, np.zeros(4, np.float32), np.zeros(4, np.int64), np.array([1, 1, 2, 3], np.float32))
     assert counter.forwards == 6
+
+
+def test_write_report_writes_metrics_grid_and_plot(tmp_path):
+    from ddm.ops.evaluate import write_report
+
+    x = np.random.default_rng(0).uniform(-1, 1, (20, 1, 32, 32)).astype(np.float32)
+    labels = np.repeat(np.arange(10), 2)
+    metrics = {"strategy": "top1", "accuracy": 0.5, "fd": 1.25, "per_class_accuracy": [0.5] * 10}
+    write_report(tmp_path, x, labels, metrics)
+    assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
+    for name in ("samples.png", "per_class_accuracy.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

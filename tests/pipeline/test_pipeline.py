@@ -77,21 +77,27 @@ def test_router_strategies_equal_local(shared_pipeline, shared_labels_deployment
     assert diff <= 1e-4
 
 
-def test_sixteen_concurrent_jobs_are_batched(shared_pipeline):
+def test_sixteen_concurrent_jobs_share_requests_and_batches(shared_pipeline, shared_labels_deployment):
+    """The router sends each expert one request with the rows of every due job; the rows come back to
+    the right jobs (each result equals the local sampler's)."""
     client = shared_pipeline.client()
     before = {n: shared_pipeline.heartbeat(n) for n in ("a0", "b0")}
-    specs = [JobSpec.new([i % 10], steps=12, strategy="top1", seed=i) for i in range(16)]
+    steps = 12
+    specs = [JobSpec.new([i % 10], steps=steps, strategy="top1", seed=i) for i in range(16)]
     for spec in specs:
         client.submit(spec)
-    for spec in specs:
-        client.result(spec.job_id, timeout=180)
+    results = [client.result(spec.job_id, timeout=180) for spec in specs]
     time.sleep(1.2)  # one more heartbeat with the final counters
-    sizes = []
+    sizes, requests = [], 0
     for name in ("a0", "b0"):
         hb = shared_pipeline.heartbeat(name)
         rows = int(hb["rows"]) - int(before[name]["rows"])
         batches = int(hb["batches"]) - int(before[name]["batches"])
+        requests += int(hb["requests"]) - int(before[name]["requests"])
         if batches:
             sizes.append(rows / batches)
-    print(f"mean batch size over 16 concurrent jobs: {sizes}")
-    assert max(sizes) > 4
+    print(f"16 concurrent jobs: {requests} requests for {16 * steps} job-steps, mean batch sizes {sizes}")
+    assert requests <= 16 * steps / 4  # one request per expert per step serves many jobs
+    assert max(sizes) > 6
+    for i in (0, 7, 15):
+        assert np.abs(results[i] - local_reference(shared_labels_deployment, specs[i])).max() < 1e-4

@@ -193,6 +193,7 @@ def frame_map(**override) -> dict:
         "experts": [0, 1],
         "weights": wire(np.full((2, 2), 0.5, np.float32)),
         "latency_ms": 3.0,
+        "compute_ms": 2.0,
     }
     m.update(override)
     return m
@@ -363,6 +364,7 @@ def malformed_messages():
         "job_id dot": "a.b",
         "job_id long": "j" * 65,
         "latency_ms inf": float("inf"),
+        "compute_ms -1": -1.0,
     }
     for label, value in frame_bad.items():
         yield f"frame {label}", Frame, raw(frame_map(**{label.split()[0]: value}))

@@ -43,7 +43,7 @@ def test_paths_are_relative_to_the_file(tmp_path):
         ('[[experts]]\nid = 0\ncheckpoint = "a"\ncolour = 1\n', "id, checkpoint, device"),
         ('[[experts]]\nid = 0\ncheckpoint = "a"\n[router]\nkind = "magic"\n', "kind in"),
         ('[[experts]]\nid = 0\ncheckpoint = "a"\n[router]\nkind = "learned"\n', "checkpoint exactly when"),
-        ('port = 1\n[[experts]]\nid = 0\ncheckpoint = "a"\n', "keys name, experts, router"),
+        ('port = 1\n[[experts]]\nid = 0\ncheckpoint = "a"\n', "keys name, guidance, experts, router"),
         ("[[experts]\n", "invalid TOML"),
     ],
 )
@@ -57,3 +57,15 @@ def test_malformed_files_say_what_was_expected(tmp_path, text, message):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         Deployment.load(tmp_path / "nope.toml")
+
+
+def test_guidance_defaults_to_none_and_is_checked(tmp_path):
+    path = tmp_path / "d.toml"
+    path.write_text(GOOD)
+    assert Deployment.load(path).guidance == 1.0
+    path.write_text("guidance = 2\n" + GOOD)
+    assert Deployment.load(path).guidance == 2.0
+    for bad in ("-1", "21", '"2"', "true"):
+        path.write_text(f"guidance = {bad}\n" + GOOD)
+        with pytest.raises(ConfigError, match=r"guidance, a number in \[0, 20\]"):
+            Deployment.load(path)

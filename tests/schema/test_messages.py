@@ -47,6 +47,7 @@ def make_frame(n=4, K=2, **kw) -> Frame:
         experts=[0, 1],
         weights=w / w.sum(1, keepdims=True),
         latency_ms=12.5,
+        compute_ms=9.75,
     )
     fields.update(kw)
     return Frame.from_latent(**fields)

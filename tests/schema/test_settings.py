@@ -12,7 +12,7 @@ def test_defaults():
     assert s.amqp_url == "amqp://guest:guest@127.0.0.1:5672/%2F"
     assert s.redis_url == "redis://127.0.0.1:6379/0"
     assert (s.prefix, s.region, s.data_dir) == ("", "local", "data")
-    assert (s.request_timeout_s, s.max_batch, s.max_wait_ms) == (10.0, 32, 5.0)
+    assert (s.request_timeout_s, s.max_batch, s.max_wait_ms) == (10.0, 32, 0.0)
     assert (s.job_ttl_s, s.heartbeat_s, s.heartbeat_ttl_s) == (86400, 2.0, 10)
     assert s.max_message_bytes == 16 * 1024 * 1024
     assert (s.deployment, s.metrics_port) == ("", 0)
@@ -26,7 +26,7 @@ def test_from_dict_environment():
         "DDM_PREFIX": "ci-7.",
         "DDM_REQUEST_TIMEOUT_S": "2.5",
         "DDM_MAX_BATCH": "128",
-        "DDM_MAX_WAIT_MS": "0",
+        "DDM_MAX_WAIT_MS": "7.5",
         "DDM_JOB_TTL_S": "60",
         "DDM_HEARTBEAT_S": "0.5",
         "DDM_HEARTBEAT_TTL_S": "3",
@@ -39,7 +39,7 @@ def test_from_dict_environment():
     }
     s = Settings.from_env(env)
     assert s.amqp_url == env["DDM_AMQP_URL"] and s.redis_url == env["DDM_REDIS_URL"]
-    assert (s.request_timeout_s, s.max_batch, s.max_wait_ms, s.job_ttl_s) == (2.5, 128, 0.0, 60)
+    assert (s.request_timeout_s, s.max_batch, s.max_wait_ms, s.job_ttl_s) == (2.5, 128, 7.5, 60)
     assert (s.heartbeat_s, s.heartbeat_ttl_s, s.region, s.data_dir) == (0.5, 3, "eu-west-1", "/srv/ddm data")
     assert s.max_message_bytes == 1 << 20
     assert (s.deployment, s.metrics_port) == ("/app/checkpoints/mnist/deployment.toml", 9100)

@@ -477,6 +477,7 @@
       experts: f.experts,
       weights: f.weights,
       latency_ms: f.latency_ms,
+      compute_ms: f.compute_ms,
       pixels: f.pixels ? b64ToBytes(f.pixels) : null,
     };
     job.frames[f.step] = rec;
@@ -547,7 +548,10 @@
     if (!f) {
       tooltip.append(el("div", "muted", "not computed yet"));
     } else {
-      tooltip.append(el("div", null, "router step latency " + f.latency_ms.toFixed(1) + " ms"));
+      tooltip.append(
+        el("div", null, "step " + f.latency_ms.toFixed(1) + " ms, of which expert compute " +
+          f.compute_ms.toFixed(1) + " ms")
+      );
       const mean = meanWeights(f.weights);
       for (let k = 0; k < mean.length; k++) {
         const served = f.weights.filter((w) => w[k] > 0).length;

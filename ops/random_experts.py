@@ -1,0 +1,66 @@
+"""Random-weight experts and deployments: real checkpoint folders (weights, meta.json) that need no
+training. Tests use them, and `ddm bench --preset P` times a preset the repo ships no checkpoint of
+(the cost of a forward pass does not depend on the values of the weights)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def make_random_expert(folder: Path, framework: str, classes, preset: str = "tiny", seed: int = 0) -> Path:
+    """A checkpoint folder with random (not trained) weights, O(1) outputs, and a real meta.json."""
+    import torch
+
+    from ddm.workers.config import get_preset
+    from ddm.workers.torch_expert.checkpoint import save_weights as save_torch
+    from ddm.workers.torch_expert.unet import UNet
+
+    cfg = get_preset(preset)
+    torch.manual_seed(seed)
+    model = UNet(cfg)
+    for p in model.parameters():  # out_conv is zero-initialised; give every weight a real value
+        torch.nn.init.normal_(p, std=0.04)
+    canonical = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    if framework == "torch":
+        save_torch(folder, canonical)
+    else:
+        from ddm.workers.jax_expert.checkpoint import save_weights as save_jax
+        from ddm.workers.jax_expert.train import init_params
+        from ddm.workers.jax_expert.unet import UNet as FlaxUNet
+
+        save_jax(folder, canonical, init_params(FlaxUNet(cfg), 0))
+    counts = [100 if c in classes else 0 for c in range(10)]
+    meta = {
+        "format": 1,
+        "framework": framework,
+        "preset": preset,
+        "config": cfg.to_dict(),
+        "expert": 0,
+        "partition": {"id": "test", "dataset": "synthetic", "split": "none"},
+        "classes": sorted(classes),
+        "label_counts": counts,
+        "steps": 0,
+    }
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return folder
+
+
+def write_deployment(folder: Path, experts: list[tuple[str, str]], router: str = "oracle") -> Path:
+    """experts: [(checkpoint folder relative to `folder`, device)] -> folder/deployment.toml."""
+    lines = ['name = "test"']
+    for i, (ckpt, device) in enumerate(experts):
+        lines += ["[[experts]]", f"id = {i}", f'checkpoint = "{ckpt}"', f'device = "{device}"']
+    lines += ["[router]", f'kind = "{router}"']
+    path = folder / "deployment.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_label_split(folder: Path, preset: str, device: str = "cpu") -> Path:
+    """The shipped demo's shape with random weights: expert 0 (digits 0-4) in PyTorch, expert 1 (5-9)
+    in JAX/Flax, oracle routing. Returns the deployment.toml path."""
+    make_random_expert(folder / "expert0_torch", "torch", range(0, 5), preset=preset, seed=0)
+    make_random_expert(folder / "expert1_jax", "jax", range(5, 10), preset=preset, seed=1)
+    return write_deployment(folder, [("expert0_torch", device), ("expert1_jax", device)], router="oracle")
