@@ -62,7 +62,8 @@ def card(folder: Path, metrics: list[dict]) -> str:
     for m in metrics:
         lines += [
             "",
-            f"Deployment evaluation, strategy `{m['strategy']}`, {m['n']} images, {m['steps']} Euler steps "
+            f"Deployment evaluation, strategy `{m['strategy']}`, guidance {m.get('guidance', 1.0):g}, "
+            f"{m['n']} images, {m['steps']} Euler steps "
             f"(`ddm eval`): class accuracy {m['accuracy']:.4f}, FD {m['fd']:.3f} "
             f"(real vs real {m['fd_real_vs_real']:.3f}), {m['forward_passes_per_image']:.1f} expert forward "
             f"passes and {m['seconds_per_image'] * 1000:.0f} ms per image.",

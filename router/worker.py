@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pika
+import redis
 
 from ddm.router.deployment_loader import load_policy
 from ddm.router.sampler import StepPlan, combine, initial_noise, plan_steps
@@ -111,6 +112,7 @@ class RouterWorker:
         self.jobs: dict[str, JobRun] = {}
         self.pending: dict[str, Pending] = {}
         self._due: list[JobRun] = []  # jobs whose next step waits for the end of this event burst
+        self._writes: list[tuple[Frame, np.ndarray, float]] = []  # finished steps not yet in Redis
         self._held: dict[int, list[JobRun]] = {}  # expert -> planned jobs waiting for a free slot
         self._slots: dict[int, int] = {}  # expert -> requests in flight allowed (its queue's consumers)
         self._request_prefix = ""
@@ -193,11 +195,17 @@ class RouterWorker:
             # process_data_events returns once it has dispatched a burst of deliveries and timers;
             # every step those made due is then planned and sent together.
             self._conn.process_data_events(time_limit=0.5)
+            self._write_steps()
             self._send_due_steps()
 
     def _drop_inflight(self) -> None:
         # Unacked job messages go back to the queue when the connection closes; whoever gets them
         # resumes from Redis. Nothing in memory is needed for that.
+        try:
+            self._write_steps()  # computed steps are valid whatever happened to the broker
+        except redis.RedisError as exc:  # then the jobs resume from their previous stored step
+            log.warning("could not store %d finished step(s): %r", len(self._writes), exc)
+            self._writes.clear()
         self.jobs.clear()
         self.pending.clear()
         self._due.clear()
@@ -418,13 +426,21 @@ class RouterWorker:
         self.stats["steps"] += 1
         self.metrics.steps.inc()
         self.metrics.step.observe(latency_ms / 1e3)
-        self.store.write_step(frame, x, job.step_ms_total / job.steps_run)
+        self._writes.append((frame, x, job.step_ms_total / job.steps_run))
         if job.step >= spec.steps:
             self._complete(job)
         else:
             self._start_step(job)
 
+    def _write_steps(self) -> None:
+        """Every step finished in this burst, to Redis in one transaction (before its next step is sent
+        or its job is marked done, so a resumed job never skips a step)."""
+        if self._writes:
+            self.store.write_steps(self._writes)
+            self._writes = []
+
     def _complete(self, job: JobRun) -> None:
+        self._write_steps()  # the last frame lands before the status says done
         self.store.finish(job.spec.job_id, job.x)
         self._channel.basic_ack(job.delivery_tag)
         self.jobs.pop(job.spec.job_id, None)

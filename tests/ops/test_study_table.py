@@ -1,0 +1,28 @@
+"""The study's tables come from the eval folders; missing cases say "not run" instead of vanishing."""
+
+from __future__ import annotations
+
+import json
+
+from ddm.ops.study_table import table, training_table
+
+
+def test_tables_read_metrics_router_accuracy_and_training_meta(tmp_path):
+    metrics = {"accuracy": 0.9123, "fd": 12.34, "fd_real_vs_real": 5.6, "forward_passes_per_image": 50.0}
+    metrics["seconds_per_image"] = 0.0421
+    (tmp_path / "eval" / "fashion_kmeans2_top1").mkdir(parents=True)
+    (tmp_path / "eval" / "fashion_kmeans2_top1" / "metrics.json").write_text(json.dumps(metrics))
+    (tmp_path / "fashion_kmeans2" / "router").mkdir(parents=True)
+    by_t = {"t_mid": [0.05, 0.45, 0.55], "accuracy": [0.5, 0.8, 0.9]}
+    router = {
+        "accuracy_by_t": {"unconditional (y = null)": by_t, "with label y": {**by_t, "accuracy": [1, 1, 1]}}
+    }
+    (tmp_path / "fashion_kmeans2" / "router" / "meta.json").write_text(json.dumps(router))
+    (tmp_path / "fashion_kmeans2" / "expert1").mkdir()
+    meta = {"expert": 1, "label_counts": [10, 20], "batch": 32, "final_loss": 0.18, "wall_time_s": 380.4}
+    (tmp_path / "fashion_kmeans2" / "expert1" / "meta.json").write_text(json.dumps(meta))
+
+    text = table(tmp_path)
+    assert "| Fashion-MNIST k-means K=2 | top1 | 0.912 | 12.3 (5.6) | 50 | 0.042 | 0.90 / 1.00 |" in text
+    assert "| Fashion-MNIST k-means K=2 | full | not run |" in text
+    assert "| Fashion-MNIST k-means K=2 | 1 | 30 | 32 | 0.1800 | 380 |" in training_table(tmp_path)
