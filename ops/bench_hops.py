@@ -1,0 +1,169 @@
+"""Where the per-step transport time goes at one job: a diagnostic for docs/BENCHMARKS.md.
+
+    python -m ddm.ops.bench_hops [--preset tiny] [--n 200]
+
+1. a bare pika round trip: publish, an echo consumer in another process, reply;
+2. a real expert worker (random weights of the preset, own process) answering one-row requests from a
+   bare client, with the worker's callbacks timed: publish -> worker callback, hand-off to the compute
+   thread, compute thread -> connection thread, publish + ack; the rest is the broker back.
+
+Times are medians in ms; CLOCK_MONOTONIC (time.perf_counter) is shared by processes on one host.
+Needs RabbitMQ at DDM_AMQP_URL (default local guest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import signal
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pika
+
+from ddm.schema.settings import Settings
+
+
+def _echo_server(url: str, queue: str) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.queue_declare(queue, auto_delete=True)
+
+    def on_message(channel, method, props, body):
+        channel.basic_publish(
+            "", props.reply_to, body, pika.BasicProperties(correlation_id=props.correlation_id)
+        )
+        channel.basic_ack(method.delivery_tag)
+
+    ch.basic_consume(queue, on_message)
+    ch.start_consuming()
+
+
+def _round_trips(url: str, queue: str, bodies: list[bytes]) -> list[tuple[float, float, bytes]]:
+    """(sent, received, reply body) per request, one request in flight at a time."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    reply_queue = ch.queue_declare("", exclusive=True).method.queue
+    got: list[tuple[float, bytes]] = []
+    ch.basic_consume(reply_queue, lambda c, m, p, b: got.append((time.perf_counter(), b)), auto_ack=True)
+    out = []
+    for i, body in enumerate(bodies):
+        got.clear()
+        sent = time.perf_counter()
+        ch.basic_publish("", queue, body, pika.BasicProperties(reply_to=reply_queue, correlation_id=str(i)))
+        while not got:
+            conn.process_data_events(time_limit=1)
+        out.append((sent, got[0][0], got[0][1]))
+    conn.close()
+    return out
+
+
+def echo_rtt_ms(url: str, n: int) -> float:
+    queue = f"ddm-hops-echo-{uuid.uuid4().hex[:8]}"
+    server = mp.get_context("spawn").Process(target=_echo_server, args=(url, queue), daemon=True)
+    server.start()
+    time.sleep(1.0)
+    trips = _round_trips(url, queue, [b"x" * 4500] * n)  # the size of a one-row request
+    server.terminate()
+    return statistics.median((r - s) * 1e3 for s, r, _ in trips)
+
+
+def _timed_worker(prefix: str, deployment: str, marks_path: str) -> None:
+    """An ExpertWorker whose callbacks record (event, time); the marks are written on SIGTERM."""
+    os.environ["DDM_PREFIX"] = prefix
+    import ddm.workers.worker as W
+
+    marks: list[tuple[str, float]] = []
+
+    def wrap(name: str, event: str, after: str | None = None):
+        original = getattr(W.ExpertWorker, name)
+
+        def timed(self, *args, **kwargs):
+            marks.append((event, time.perf_counter()))
+            result = original(self, *args, **kwargs)
+            if after:
+                marks.append((after, time.perf_counter()))
+            return result
+
+        setattr(W.ExpertWorker, name, timed)
+
+    wrap("_on_message", "received")
+    wrap("_compute", "compute_thread")
+    wrap("_on_batch_done", "connection_thread", after="published")
+
+    def dump(*_):
+        Path(marks_path).write_text(json.dumps(marks))
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, dump)
+    W.ExpertWorker(Settings.from_env(), deployment, 0).run()
+
+
+def worker_hops_ms(url: str, preset: str, n: int) -> dict[str, float]:
+    from ddm.ops.random_experts import write_label_split
+    from ddm.schema.messages import VelocityReply, VelocityRequest
+    from ddm.schema.names import Names
+
+    with tempfile.TemporaryDirectory(prefix="ddm-hops-") as tmp:
+        deployment = write_label_split(Path(tmp) / "experts", preset)
+        prefix, marks_path = f"hops{uuid.uuid4().hex[:6]}.", str(Path(tmp) / "marks.json")
+        worker = mp.get_context("spawn").Process(
+            target=_timed_worker, args=(prefix, str(deployment), marks_path)
+        )
+        worker.start()
+        time.sleep(10.0)  # load and compile
+        x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
+        one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
+        bodies = [VelocityRequest(f"hops.{i}", x, *one).encode() for i in range(n)]
+        trips = _round_trips(url, Names(prefix).expert_queue(0), bodies)
+        worker.terminate()
+        worker.join()
+        marks = json.loads(Path(marks_path).read_text())
+    by_event = {e: [t for name, t in marks if name == e][-n:] for e in ("received", "compute_thread")}
+    by_event.update(
+        {e: [t for name, t in marks if name == e][-n:] for e in ("connection_thread", "published")}
+    )
+    compute = [VelocityReply.decode(body).compute_ms for _, _, body in trips]
+    sent, back = [s for s, _, _ in trips], [r for _, r, _ in trips]
+
+    def median_gap(a, b, minus=None):
+        gaps = [
+            (y - x) * 1e3 - (minus[i] if minus else 0.0) for i, (x, y) in enumerate(zip(a, b, strict=True))
+        ]
+        return statistics.median(gaps)
+
+    return {
+        "round trip minus compute": median_gap(sent, back, compute),
+        "publish -> worker callback": median_gap(sent, by_event["received"]),
+        "callback -> compute thread": median_gap(by_event["received"], by_event["compute_thread"]),
+        "compute thread -> connection thread, minus compute": median_gap(
+            by_event["compute_thread"], by_event["connection_thread"], compute
+        ),
+        "publish reply + ack": median_gap(by_event["connection_thread"], by_event["published"]),
+        "broker back to the client": median_gap(by_event["published"], back),
+        "compute (for scale)": statistics.median(compute),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--preset", default="tiny", choices=("tiny", "small", "base"))
+    parser.add_argument("--n", type=int, default=200, help="requests per measurement")
+    args = parser.parse_args(argv)
+    url = Settings.from_env().amqp_url
+    print(f"bare pika round trip (echo consumer): {echo_rtt_ms(url, args.n):.2f} ms")
+    for name, ms in worker_hops_ms(url, args.preset, args.n).items():
+        print(f"expert worker, {name}: {ms:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
