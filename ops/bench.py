@@ -106,11 +106,13 @@ def free_port() -> int:
 def bench_http(cfg: BenchConfig, log_dir: Path, progress=print) -> list[dict]:
     """One Flask expert server process per expert (as the seed ran them); the jobs' loops run here."""
     from ddm.ops.bench_http import run_http_jobs, wait_healthy
+    from ddm.ops.cmd_up import expert_thread_env
     from ddm.router.deployment_loader import load_policy
 
     deployment = Deployment.load(cfg.deployment)
     policy = load_policy(deployment)
     servers, urls = [], {}
+    env = {**os.environ, **expert_thread_env(deployment.num_experts)}  # the pipeline's workers get the same
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         for entry in deployment.experts:
@@ -122,6 +124,7 @@ def bench_http(cfg: BenchConfig, log_dir: Path, progress=print) -> list[dict]:
                     + ["--expert", str(entry.id), "--port", str(port)],
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    env=env,
                 )
             )
             urls[entry.id] = f"http://127.0.0.1:{port}"

@@ -43,6 +43,10 @@ REQUEST_ARRAYS = {
 EXPECTED_BODY = (
     "an np.savez body with arrays x float32 [b,1,32,32], t float32 [b], y int64 [b], g float32 [b]"
 )
+# numpy parses .npy headers with ast.literal_eval, which CPython 3.11 before 3.11.8 cannot run on two
+# threads at once (SystemError "AST constructor recursion depth mismatch", cpython gh-106905); the
+# threaded server and the client's job threads both read npz, so reads take turns.
+_NPZ_READ_LOCK = threading.Lock()
 MAX_BODY_BYTES = 64 * 1024 * 1024  # far above any real step (64 rows are ~260 KB); refuses runaway bodies
 
 
@@ -63,6 +67,11 @@ def decode_arrays(body: bytes) -> dict[str, np.ndarray]:
     """All arrays of an .npz body. allow_pickle=False: network data is never unpickled."""
     if not body.startswith(b"PK"):  # npz = zip; anything else would reach numpy's pickle/npy paths
         raise BadRequestError(f"expected {EXPECTED_BODY}, got {len(body)} bytes that are not an .npz (zip)")
+    with _NPZ_READ_LOCK:
+        return _read_npz(body)
+
+
+def _read_npz(body: bytes) -> dict[str, np.ndarray]:
     try:
         loaded = np.load(io.BytesIO(body), allow_pickle=False)
     except Exception as exc:  # whatever np.load raises on bad bytes is the client's fault
@@ -229,7 +238,7 @@ def post_velocity(conn: http.client.HTTPConnection, x, t, y, g) -> np.ndarray:
     if response.status != 200:
         text = payload.decode("utf-8", "replace").strip()
         raise RuntimeError(f"POST {conn.host}:{conn.port}/velocity -> {response.status}: {text}")
-    with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+    with _NPZ_READ_LOCK, np.load(io.BytesIO(payload), allow_pickle=False) as npz:
         return npz["v"]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pika
 import redis
 
+from ddm.ops.cmd_up import expert_thread_env
 from ddm.router.client import Client
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import DDMError
@@ -47,8 +48,9 @@ class PipelineProcesses:
 
     def __enter__(self) -> PipelineProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        threads = expert_thread_env(self.deployment.num_experts)  # as `ddm up` runs them
         for entry in self.deployment.experts:
-            self._spawn(f"bench-expert{entry.id}", ["expert", "--expert", str(entry.id)])
+            self._spawn(f"bench-expert{entry.id}", ["expert", "--expert", str(entry.id)], threads)
         self._spawn("bench-router", ["router"])
         self._wait_ready()
         return self
@@ -68,12 +70,12 @@ class PipelineProcesses:
     def expert_ids(self) -> list[str]:
         return [name for name in self.procs if name.startswith("bench-expert")]
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", "ddm.ops.cli", "worker", *args, "--deployment", str(self.deployment.path)]
             + ["--worker-id", name],
-            env=self.env,
+            env={**self.env, **(env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
         )

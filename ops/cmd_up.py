@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -124,6 +125,18 @@ def read_heartbeat(r, key: str) -> dict | None:
     return None
 
 
+def expert_thread_env(expert_workers: int, environ=None, cpus: int | None = None) -> dict[str, str]:
+    """OMP_NUM_THREADS for each expert worker: the cores shared out among them (at least 1), unless the
+    user set it. With the default (all cores per process) every worker's OpenMP threads spin against
+    the others, the router and the broker: on 2 cores one job ran at 0.68 images/s with default threads
+    and 1.08 with one thread per worker (docs/BENCHMARKS.md)."""
+    environ = os.environ if environ is None else environ
+    if "OMP_NUM_THREADS" in environ:
+        return {}
+    cpus = cpus or os.cpu_count() or 1
+    return {"OMP_NUM_THREADS": str(max(1, cpus // max(1, expert_workers)))}
+
+
 def build_children(deployment, replicas: dict[int, int], args: argparse.Namespace) -> list:
     """ChildSpecs and their roles: [(ChildSpec, role, expert id or None)]."""
     from ddm.ops.supervisor import ChildSpec
@@ -138,11 +151,12 @@ def build_children(deployment, replicas: dict[int, int], args: argparse.Namespac
     if args.buckets is not None:
         expert_flags += ("--buckets", args.buckets)
     out = []
+    threads = expert_thread_env(sum(replicas.values())) or None
     for k, n in sorted(replicas.items()):
         for i in range(n):
             name = f"up-e{k}-{i}"
             argv = (*base, "expert", *dep, "--expert", str(k), "--worker-id", name, *expert_flags)
-            out.append((ChildSpec(name, argv), "expert", k))
+            out.append((ChildSpec(name, argv, env=threads), "expert", k))
     router_flags = ("--max-jobs", str(args.max_jobs)) if args.max_jobs is not None else ()
     for i in range(args.routers):
         name = "up-router" if args.routers == 1 else f"up-router-{i}"

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from ddm.ops.cli import main
-from ddm.ops.cmd_up import build_children, parse_replicas, read_heartbeat
+from ddm.ops.cmd_up import build_children, expert_thread_env, parse_replicas, read_heartbeat
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError
 from ddm.schema.settings import Settings
@@ -69,6 +69,13 @@ def test_build_children(tmp_path):
     assert children[3][0].argv[4:] == (
         "router", "--deployment", str(dep.path), "--worker-id", "up-router", "--max-jobs", "8"
     )  # fmt: skip
+
+
+def test_expert_workers_share_the_cores_unless_the_user_set_threads():
+    assert expert_thread_env(2, environ={}, cpus=2) == {"OMP_NUM_THREADS": "1"}
+    assert expert_thread_env(2, environ={}, cpus=16) == {"OMP_NUM_THREADS": "8"}
+    assert expert_thread_env(5, environ={}, cpus=2) == {"OMP_NUM_THREADS": "1"}
+    assert expert_thread_env(2, environ={"OMP_NUM_THREADS": "4"}, cpus=2) == {}
 
 
 def test_read_heartbeat():
