@@ -271,11 +271,10 @@ class RouterWorker:
 
     def _send_due_steps(self) -> None:
         """Plan every due step (one router call per strategy) and send each expert the rows of all of
-        them, ROWS_PER_REQUEST at most per request."""
+        them, ROWS_PER_REQUEST at most per request. Also sends rows held earlier whose expert has a free
+        slot again: a reply or a dropped request frees one without making any step due."""
         due = [job for job in self._due if self.jobs.get(job.spec.job_id) is job]
         self._due.clear()
-        if not due:
-            return
         by_strategy: dict[str, list[JobRun]] = {}
         for job in due:
             by_strategy.setdefault(job.spec.strategy, []).append(job)
