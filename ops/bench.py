@@ -107,6 +107,7 @@ def bench_http(cfg: BenchConfig, log_dir: Path, progress=print) -> list[dict]:
     """One Flask expert server process per expert (as the seed ran them); the jobs' loops run here."""
     from ddm.ops.bench_http import run_http_jobs, wait_healthy
     from ddm.ops.cmd_up import expert_thread_env
+    from ddm.ops.supervisor import stop_processes
     from ddm.router.deployment_loader import load_policy
 
     deployment = Deployment.load(cfg.deployment)
@@ -148,10 +149,7 @@ def bench_http(cfg: BenchConfig, log_dir: Path, progress=print) -> list[dict]:
             progress(f"http     {jobs:>3} jobs: {jobs / wall:7.2f} images/s, p50 {p50:.2f} s")
         return rows
     finally:
-        for proc in servers:
-            proc.terminate()
-        for proc in servers:
-            proc.wait(10)
+        stop_processes(servers, grace_s=10)
 
 
 # ---------------------------------------------------------------- report

@@ -4,7 +4,6 @@ prefix of their own, and the measurement of one concurrency level through the cl
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,10 +11,11 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import pika
 import redis
 
+from ddm.ops.cleanup import delete_prefix
 from ddm.ops.cmd_up import expert_thread_env
+from ddm.ops.supervisor import stop_processes
 from ddm.router.client import Client
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import DDMError
@@ -56,16 +56,9 @@ class PipelineProcesses:
         return self
 
     def __exit__(self, *exc) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self._delete_prefix()
+        stop_processes(self.procs.values(), grace_s=10)
+        expert_ids = [e.id for e in self.deployment.experts]
+        delete_prefix(self.settings.amqp_url, self.settings.redis_url, self.prefix, expert_ids)
 
     def expert_ids(self) -> list[str]:
         return [name for name in self.procs if name.startswith("bench-expert")]
@@ -102,20 +95,6 @@ class PipelineProcesses:
             rows += int(beat.get("rows", 0))
         r.close()
         return batches, rows
-
-    def _delete_prefix(self) -> None:
-        r = redis.Redis.from_url(self.settings.redis_url)
-        keys = list(r.scan_iter(match=f"{self.prefix}*", count=1000))
-        if keys:
-            r.delete(*keys)
-        r.close()
-        conn = pika.BlockingConnection(pika.URLParameters(self.settings.amqp_url))
-        ch = conn.channel()
-        queues = [self.names.jobs, self.names.dead_letter_queue]
-        for q in queues + [self.names.expert_queue(e.id) for e in self.deployment.experts]:
-            ch.queue_delete(q)
-        ch.exchange_delete(self.names.dead_letter_exchange)
-        conn.close()
 
 
 def run_level(procs: PipelineProcesses, specs: list[JobSpec], heartbeat_s: float = 0.25) -> dict:

@@ -73,6 +73,22 @@ class Child:
         return max(0, self.starts - 1)
 
 
+def stop_processes(procs, grace_s: float) -> None:
+    """SIGTERM every process still running, wait up to grace_s for all of them, SIGKILL the rest."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def describe_exit(rc: int) -> str:
     if rc < 0:
         try:

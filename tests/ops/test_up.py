@@ -17,6 +17,7 @@ import redis
 
 from ddm.ops.cli import main
 from ddm.ops.cmd_up import build_children, expert_thread_env, parse_replicas, read_heartbeat
+from ddm.ops.supervisor import stop_processes
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError
 from ddm.schema.settings import Settings
@@ -169,13 +170,7 @@ def test_up_serves_restarts_and_stops(label_split_deployment):
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
     finally:
-        if proc.poll() is None:  # SIGTERM first: ddm up then stops its children
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes([proc], grace_s=30)  # SIGTERM first: ddm up then stops its children
         cleanup_prefix(prefix, experts=2)
 
 

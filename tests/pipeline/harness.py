@@ -11,9 +11,10 @@ import time
 import uuid
 from pathlib import Path
 
-import pika
 import redis
 
+from ddm.ops.cleanup import delete_prefix
+from ddm.ops.supervisor import stop_processes
 from ddm.schema.names import Names
 from ddm.schema.settings import Settings
 
@@ -118,34 +119,14 @@ class Pipeline:
     # -- teardown --------------------------------------------------------------------------------
 
     def close(self) -> None:
-        for proc in self.procs.values():
-            proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(self.procs.values(), grace_s=10)
         self.procs.clear()
         cleanup_prefix(self.prefix)
 
 
 def cleanup_prefix(prefix: str, experts: int = 8) -> None:
     """Delete every Redis key and every queue/exchange a test made under `prefix`."""
-    r = redis.Redis.from_url(REDIS_URL)
-    keys = list(r.scan_iter(match=f"{prefix}*", count=1000))
-    if keys:
-        r.delete(*keys)
-    r.close()
-    names = Names(prefix)
-    try:
-        conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    except pika.exceptions.AMQPError:
-        return  # broker gone (a restart test): its queues went with it or will be reused by nobody
-    ch = conn.channel()
-    for q in [names.jobs, names.dead_letter_queue] + [names.expert_queue(k) for k in range(experts)]:
-        ch.queue_delete(q)
-    ch.exchange_delete(names.dead_letter_exchange)
-    conn.close()
+    delete_prefix(AMQP_URL, REDIS_URL, prefix, range(experts))
 
 
 class OutputWatcher:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ddm.ops.supervisor import stop_processes
 from tests.pipeline.harness import OutputWatcher, cleanup_prefix
 from tests.webui.conftest import AMQP_URL, REDIS_URL
 
@@ -148,11 +148,5 @@ def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment
             out = Path(os.environ["DDM_SCREENSHOT_DIR"])
             out.mkdir(parents=True, exist_ok=True)
             shutil.copy(shot, out / "webui.png")
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes([proc], grace_s=60)
         cleanup_prefix(prefix, experts=2)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from ddm.ops.cmd_ui import PRODUCTION_COMMAND
+from ddm.ops.supervisor import stop_processes
 from tests.webui.conftest import AMQP_URL, REDIS_URL
 
 CLIENTS = 50
@@ -168,10 +168,5 @@ def test_fifty_clients_watch_twenty_jobs(fake, fake_deployment, tmp_path):
         for c in clients:
             with contextlib.suppress(Exception):
                 c.sio.disconnect()
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_processes([server], grace_s=20)
         log.close()

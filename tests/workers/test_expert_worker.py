@@ -22,6 +22,7 @@ import pika
 import pytest
 import redis
 
+from ddm.ops.supervisor import stop_processes
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import PROTOCOL_VERSION, VelocityReply, VelocityRequest
 from ddm.schema.settings import Settings
@@ -439,14 +440,7 @@ def test_competing_replicas_survive_kill9(
         )
         assert pending_after_kill > 0, "the kill came after the stream ended"
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(procs.values(), grace_s=20)
 
 
 def _close_broker_connection(name: str) -> None:
