@@ -7,11 +7,14 @@ in one run, on one machine, with the same experts, router and steps.
 
 Images are labelled 0, 1, ..., 9, 0, ... in every mode, so each mode asks the experts for the same
 rows. Throughput is images per second of wall time; the ratios compare a pipeline level with the limit
-at the batch of the same size and with the HTTP baseline at the same concurrency.
+at the batch of the same size and with the HTTP baseline at the same concurrency. Every level runs
+`repeat` times, the three designs back to back each time (measure_all); tables show medians, the
+JSON keeps every run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -36,6 +39,7 @@ class BenchConfig:
     limit_batches: tuple[int, ...] = (1, 4, 16, 64)
     concurrency: tuple[int, ...] = (1, 4, 16, 64)
     http: bool = True
+    repeat: int = 3  # every level this many times; tables report the median
 
 
 def job_specs(count: int, cfg: BenchConfig, steps: int | None = None) -> list[JobSpec]:
@@ -54,44 +58,26 @@ def batch_spec(batch: int, cfg: BenchConfig, steps: int | None = None) -> JobSpe
 # ---------------------------------------------------------------- the limit
 
 
-def bench_limit(cfg: BenchConfig, progress=print) -> list[dict]:
-    from ddm.router.deployment_loader import load_experts, load_policy
-    from ddm.router.sampler import sample_local
+class LimitSampler:
+    """The experts and the policy loaded in this process: sample_local on one batch of B images."""
 
-    deployment = Deployment.load(cfg.deployment)
-    policy = load_policy(deployment)
-    experts = load_experts(deployment)
-    velocity = {k: e.velocity for k, e in experts.items()}
-    for batch in cfg.limit_batches:  # warm every batch size once (first calls allocate and plan)
-        sample_local(velocity, policy, batch_spec(batch, cfg, steps=2))
-    rows = []
-    for batch in cfg.limit_batches:
+    def __init__(self, cfg: BenchConfig):
+        from ddm.router.deployment_loader import load_experts, load_policy
+
+        deployment = Deployment.load(cfg.deployment)
+        self.cfg = cfg
+        self.policy = load_policy(deployment)
+        self.velocity = {k: e.velocity for k, e in load_experts(deployment).items()}
+        for batch in cfg.limit_batches:  # warm every batch size once (first calls allocate and plan)
+            self.measure(batch, steps=2)
+
+    def measure(self, batch: int, steps: int | None = None) -> dict:
+        from ddm.router.sampler import sample_local
+
         started = time.perf_counter()
-        sample_local(velocity, policy, batch_spec(batch, cfg))
+        sample_local(self.velocity, self.policy, batch_spec(batch, self.cfg, steps))
         wall = time.perf_counter() - started
-        rows.append({"batch": batch, "images_per_s": batch / wall, "wall_s": wall})
-        progress(f"limit    batch {batch:>3}: {batch / wall:7.2f} images/s")
-    return rows
-
-
-# ---------------------------------------------------------------- the pipeline
-
-
-def bench_pipeline(cfg: BenchConfig, log_dir: Path, progress=print) -> list[dict]:
-    from ddm.ops.bench_pipeline import PipelineProcesses, run_level
-
-    with PipelineProcesses(cfg.deployment, log_dir) as procs:
-        run_level(procs, job_specs(max(cfg.concurrency), cfg, steps=2))  # warm-up
-        rows = []
-        for jobs in cfg.concurrency:
-            row = run_level(procs, job_specs(jobs, cfg))
-            rows.append(row)
-            progress(
-                f"pipeline {jobs:>3} jobs: {row['images_per_s']:7.2f} images/s, "
-                f"p50 {row['latency_p50_s']:.2f} s, overhead {row['overhead_ms_p50']:.2f} ms/step, "
-                f"batch {row['mean_batch_size']:.1f}"
-            )
-    return rows
+        return {"batch": batch, "images_per_s": batch / wall, "wall_s": wall}
 
 
 # ---------------------------------------------------------------- the seed's design
@@ -103,53 +89,118 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_http(cfg: BenchConfig, log_dir: Path, progress=print) -> list[dict]:
+class HttpServers:
     """One Flask expert server process per expert (as the seed ran them); the jobs' loops run here."""
-    from ddm.ops.bench_http import run_http_jobs, wait_healthy
-    from ddm.ops.cmd_up import expert_thread_env
-    from ddm.ops.supervisor import stop_processes
-    from ddm.router.deployment_loader import load_policy
 
-    deployment = Deployment.load(cfg.deployment)
-    policy = load_policy(deployment)
-    servers, urls = [], {}
-    env = {**os.environ, **expert_thread_env(deployment.num_experts)}  # the pipeline's workers get the same
-    log_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        for entry in deployment.experts:
-            port = free_port()
-            log = open(log_dir / f"http-expert{entry.id}.log", "wb")  # noqa: SIM115 - owned by the child
-            servers.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "ddm.ops.bench_http", "--deployment", str(deployment.path)]
-                    + ["--expert", str(entry.id), "--port", str(port)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
+    def __init__(self, cfg: BenchConfig, log_dir: Path):
+        self.cfg = cfg
+        self.log_dir = log_dir
+        self.deployment = Deployment.load(cfg.deployment)
+        self.servers: list[subprocess.Popen] = []
+        self.urls: dict[int, str] = {}
+
+    def __enter__(self) -> HttpServers:
+        from ddm.ops.bench_http import wait_healthy
+        from ddm.ops.cmd_up import expert_thread_env
+        from ddm.router.deployment_loader import load_policy
+
+        self.policy = load_policy(self.deployment)
+        env = {**os.environ, **expert_thread_env(self.deployment.num_experts)}  # as the pipeline's workers
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for entry in self.deployment.experts:
+                port = free_port()
+                log = open(self.log_dir / f"http-expert{entry.id}.log", "wb")  # noqa: SIM115 - the child's
+                self.servers.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "ddm.ops.bench_http"]
+                        + ["--deployment", str(self.deployment.path), "--expert", str(entry.id)]
+                        + ["--port", str(port)],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                    )
                 )
-            )
-            urls[entry.id] = f"http://127.0.0.1:{port}"
-        for url in urls.values():
-            wait_healthy(url, timeout=300)
-        run_http_jobs(policy, urls, job_specs(max(cfg.concurrency), cfg, steps=2), max(cfg.concurrency))
-        rows = []
-        for jobs in cfg.concurrency:
-            started = time.perf_counter()
-            latency = run_http_jobs(policy, urls, job_specs(jobs, cfg), jobs)
-            wall = time.perf_counter() - started
-            rows.append(
-                {
-                    "jobs": jobs,
-                    "images_per_s": jobs / wall,
-                    "latency_p50_s": float(np.percentile(latency, 50)),
-                    "latency_p95_s": float(np.percentile(latency, 95)),
-                }
-            )
-            p50 = rows[-1]["latency_p50_s"]
-            progress(f"http     {jobs:>3} jobs: {jobs / wall:7.2f} images/s, p50 {p50:.2f} s")
-        return rows
-    finally:
-        stop_processes(servers, grace_s=10)
+                self.urls[entry.id] = f"http://127.0.0.1:{port}"
+            for url in self.urls.values():
+                wait_healthy(url, timeout=300)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from ddm.ops.supervisor import stop_processes
+
+        stop_processes(self.servers, grace_s=10)
+
+    def measure(self, jobs: int, steps: int | None = None) -> dict:
+        from ddm.ops.bench_http import run_http_jobs
+
+        started = time.perf_counter()
+        latency = run_http_jobs(self.policy, self.urls, job_specs(jobs, self.cfg, steps), jobs)
+        wall = time.perf_counter() - started
+        return {
+            "jobs": jobs,
+            "images_per_s": jobs / wall,
+            "latency_p50_s": float(np.percentile(latency, 50)),
+            "latency_p95_s": float(np.percentile(latency, 95)),
+        }
+
+
+# ---------------------------------------------------------------- one run, levels interleaved
+
+
+def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> tuple[dict, dict, dict]:
+    """Every level `cfg.repeat` times. Each repeat measures every level of the three designs back to
+    back (limit batch B, pipeline at C jobs, HTTP at C jobs) while all their processes stay up, so slow
+    drift of a shared machine hits the three alike instead of whichever design ran last.
+    Returns {level: [row per repeat]} for the limit, the pipeline and HTTP."""
+    from ddm.ops.bench_pipeline import PipelineProcesses, run_level
+
+    limit_runs: dict[int, list] = {b: [] for b in cfg.limit_batches}
+    pipeline_runs: dict[int, list] = {c: [] for c in cfg.concurrency}
+    http_runs: dict[int, list] = {c: [] for c in cfg.concurrency} if cfg.http else {}
+    limit = LimitSampler(cfg)
+    with contextlib.ExitStack() as stack:
+        procs = stack.enter_context(PipelineProcesses(cfg.deployment, log_dir))
+        http = stack.enter_context(HttpServers(cfg, log_dir)) if cfg.http else None
+        run_level(procs, job_specs(max(cfg.concurrency), cfg, steps=2))  # warm-up
+        if http is not None:
+            http.measure(max(cfg.concurrency), steps=2)
+        for repeat in range(1, cfg.repeat + 1):
+            for level in sorted({*cfg.limit_batches, *cfg.concurrency}):
+                tag = f"[{repeat}/{cfg.repeat}]"
+                if level in limit_runs:
+                    row = limit.measure(level)
+                    limit_runs[level].append(row)
+                    progress(f"{tag} limit    batch {level:>3}: {row['images_per_s']:7.2f} images/s")
+                if level in pipeline_runs:
+                    row = run_level(procs, job_specs(level, cfg))
+                    pipeline_runs[level].append(row)
+                    progress(
+                        f"{tag} pipeline {level:>3} jobs: {row['images_per_s']:7.2f} images/s, "
+                        f"p50 {row['latency_p50_s']:.2f} s, overhead {row['overhead_ms_p50']:.2f} ms/step, "
+                        f"batch {row['mean_batch_size']:.1f}"
+                    )
+                if http is not None and level in http_runs:
+                    row = http.measure(level)
+                    http_runs[level].append(row)
+                    progress(
+                        f"{tag} http     {level:>3} jobs: {row['images_per_s']:7.2f} images/s, "
+                        f"p50 {row['latency_p50_s']:.2f} s"
+                    )
+    return limit_runs, pipeline_runs, http_runs
+
+
+def median_row(runs: list[dict]) -> dict:
+    """One row per level: the median of each number over the repeats, the repeats' throughputs kept."""
+    row = {key: float(np.median([r[key] for r in runs])) for key in runs[0]}
+    for key in ("batch", "jobs"):
+        if key in row:
+            row[key] = int(row[key])
+    row["images_per_s_runs"] = [r["images_per_s"] for r in runs]
+    return row
 
 
 # ---------------------------------------------------------------- report
@@ -207,13 +258,21 @@ def table(result: dict) -> str:
     def fmt(value, spec=".2f"):
         return "-" if value is None else format(value, spec)
 
+    def rate(row):
+        """Median images/s, and the range over the repeats when there were several."""
+        if not row:
+            return "-"
+        runs = row.get("images_per_s_runs", [])
+        spread = f" ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else ""
+        return f"{row['images_per_s']:.2f}{spread}"
+
     for row in result["pipeline"]:
         jobs = row["jobs"]
         lim, base, r = limit.get(jobs, {}), http.get(jobs, {}), ratio[jobs]
         lines.append(
-            f"| {jobs} | {fmt(lim.get('images_per_s'))} | {row['images_per_s']:.2f} | "
+            f"| {jobs} | {rate(lim)} | {rate(row)} | "
             f"{row['latency_p50_s']:.2f} / {row['latency_p95_s']:.2f} | {row['overhead_ms_p50']:.2f} | "
-            f"{row['mean_batch_size']:.1f} | {fmt(base.get('images_per_s'))} | "
+            f"{row['mean_batch_size']:.1f} | {rate(base)} | "
             f"{fmt(base.get('latency_p50_s'))} | {fmt(r['pipeline_over_limit'])}x | "
             f"{fmt(r['pipeline_over_http'])}x |"
         )
@@ -222,21 +281,24 @@ def table(result: dict) -> str:
 
 def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
     started = time.time()
-    limit = bench_limit(cfg, progress)
-    pipeline = bench_pipeline(cfg, work_dir / "logs", progress)
-    http = bench_http(cfg, work_dir / "logs", progress) if cfg.http else []
+    limit_runs, pipeline_runs, http_runs = measure_all(cfg, work_dir / "logs", progress)
+    limit = [median_row(runs) for runs in limit_runs.values()]
+    pipeline = [median_row(runs) for runs in pipeline_runs.values()]
+    http = [median_row(runs) for runs in http_runs.values()]
     result = {
-        "format": 1,
+        "format": 2,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
         "deployment": describe(cfg.deployment),
         "steps": cfg.steps,
         "strategy": cfg.strategy,
         "guidance": cfg.guidance,
+        "repeat": cfg.repeat,
         "limit": limit,
         "pipeline": pipeline,
         "http": http,
         "ratios": ratios(limit, pipeline, http),
+        "runs": {"limit": limit_runs, "pipeline": pipeline_runs, "http": http_runs},
         "wall_s": time.time() - started,
     }
     result["median_overhead_ms_1_job"] = next(

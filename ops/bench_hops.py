@@ -4,8 +4,9 @@
 
 1. a bare pika round trip: publish, an echo consumer in another process, reply;
 2. a real expert worker (random weights of the preset, own process) answering one-row requests from a
-   bare client, with the worker's callbacks timed: publish -> worker callback, hand-off to the compute
-   thread, compute thread -> connection thread, publish + ack; the rest is the broker back.
+   bare client, with the worker's steps timed: publish -> worker callback, callback -> forward pass
+   (decode, batcher, the loop), forward pass -> replying (reply encoding), publish + ack; the rest is
+   the broker back.
 
 Times are medians in ms; CLOCK_MONOTONIC (time.perf_counter) is shared by processes on one host.
 Needs RabbitMQ at DDM_AMQP_URL (default local guest).
@@ -94,8 +95,14 @@ def _timed_worker(prefix: str, deployment: str, marks_path: str) -> None:
         setattr(W.ExpertWorker, name, timed)
 
     wrap("_on_message", "received")
-    wrap("_compute", "compute_thread")
-    wrap("_on_batch_done", "connection_thread", after="published")
+    wrap("_reply", "replying", after="published")
+    serve_batch = W.serve_batch
+
+    def timed_serve_batch(*args, **kwargs):
+        marks.append(("computing", time.perf_counter()))
+        return serve_batch(*args, **kwargs)
+
+    W.serve_batch = timed_serve_batch
 
     def dump(*_):
         Path(marks_path).write_text(json.dumps(marks))
@@ -125,10 +132,10 @@ def worker_hops_ms(url: str, preset: str, n: int) -> dict[str, float]:
         worker.terminate()
         worker.join()
         marks = json.loads(Path(marks_path).read_text())
-    by_event = {e: [t for name, t in marks if name == e][-n:] for e in ("received", "compute_thread")}
-    by_event.update(
-        {e: [t for name, t in marks if name == e][-n:] for e in ("connection_thread", "published")}
-    )
+    by_event = {
+        e: [t for name, t in marks if name == e][-n:]
+        for e in ("received", "computing", "replying", "published")
+    }
     compute = [VelocityReply.decode(body).compute_ms for _, _, body in trips]
     sent, back = [s for s, _, _ in trips], [r for _, r, _ in trips]
 
@@ -141,11 +148,11 @@ def worker_hops_ms(url: str, preset: str, n: int) -> dict[str, float]:
     return {
         "round trip minus compute": median_gap(sent, back, compute),
         "publish -> worker callback": median_gap(sent, by_event["received"]),
-        "callback -> compute thread": median_gap(by_event["received"], by_event["compute_thread"]),
-        "compute thread -> connection thread, minus compute": median_gap(
-            by_event["compute_thread"], by_event["connection_thread"], compute
+        "callback -> forward pass": median_gap(by_event["received"], by_event["computing"]),
+        "forward pass -> replying, minus compute": median_gap(
+            by_event["computing"], by_event["replying"], compute
         ),
-        "publish reply + ack": median_gap(by_event["connection_thread"], by_event["published"]),
+        "publish reply + ack": median_gap(by_event["replying"], by_event["published"]),
         "broker back to the client": median_gap(by_event["published"], back),
         "compute (for scale)": statistics.median(compute),
     }

@@ -38,6 +38,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=_levels, default=(1, 4, 16, 64), help="default 1,4,16,64")
     parser.add_argument("--limit-batches", type=_levels, default=(1, 4, 16, 64), help="default 1,4,16,64")
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP-per-step baseline")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of every level; the table shows medians (default 3)"
+    )
     parser.add_argument("--json", type=Path, required=True, help="write every number here (JSON)")
 
 
@@ -47,6 +50,8 @@ def main(args: argparse.Namespace) -> int:
 
     if not 1 <= args.steps <= 1000:
         raise ConfigError(expected("--steps in 1..1000", args.steps))
+    if not 1 <= args.repeat <= 20:
+        raise ConfigError(expected("--repeat in 1..20", args.repeat))
     with tempfile.TemporaryDirectory(prefix="ddm-bench-") as tmp:
         work = Path(tmp)
         if args.preset:
@@ -66,8 +71,9 @@ def main(args: argparse.Namespace) -> int:
             limit_batches=args.limit_batches,
             concurrency=args.concurrency,
             http=not args.no_http,
+            repeat=args.repeat,
         )
-        print(f"ddm bench: {deployment}, {cfg.steps} steps, strategy {cfg.strategy}")
+        print(f"ddm bench: {deployment}, {cfg.steps} steps, strategy {cfg.strategy}, {cfg.repeat} repeats")
         result = run(cfg, work)
         if args.preset:
             result["deployment"]["path"] = f"random weights, preset {args.preset}"

@@ -16,9 +16,12 @@ from flax import serialization
 
 from ddm.router.router_net import RouterConfig, RouterNet
 from ddm.schema.errors import ConfigError, expected
-from ddm.workers.expert import DEFAULT_BUCKETS, bucket_for, pad_rows
+from ddm.workers.expert import bucket_for, pad_rows
 
 WEIGHTS = "model.msgpack"
+# Larger batches run in chunks of 16: XLA:CPU ran this net on 64 rows 2.5x slower than four calls of 16
+# rows (25.6 ms against 10 ms on the 2-core VM; `python -m ddm.ops.bench_router`).
+ROUTER_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16)
 
 
 def init_router_params(model: RouterNet, seed: int = 0) -> dict:
@@ -40,7 +43,7 @@ def read_router_meta(path: Path) -> dict:
 
 
 class LearnedRouter:
-    def __init__(self, cfg: RouterConfig, params: dict, meta: dict, buckets=DEFAULT_BUCKETS):
+    def __init__(self, cfg: RouterConfig, params: dict, meta: dict, buckets=ROUTER_BUCKETS):
         self.cfg = cfg
         self.meta = meta
         self.buckets = tuple(sorted(buckets))
@@ -77,7 +80,7 @@ class LearnedRouter:
         return np.concatenate(out)
 
 
-def load_router(path: str | Path, buckets=DEFAULT_BUCKETS) -> LearnedRouter:
+def load_router(path: str | Path, buckets=ROUTER_BUCKETS) -> LearnedRouter:
     from ddm.workers.jax_expert.expert import enable_compilation_cache
 
     path = Path(path)

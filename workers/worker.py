@@ -1,11 +1,16 @@
 """`ddm worker expert`: serve one expert from its RabbitMQ queue, with dynamic batching.
 
-Threads: the thread that calls `ExpertWorker.run()` owns the pika BlockingConnection and is the only
-one that touches it (pika is not thread-safe). It consumes, decodes, batches, publishes replies,
-acks, dead-letters and beats the Redis heartbeat (connection.call_later). The model runs on ONE
-compute thread, so a long forward pass never starves pika's AMQP heartbeats; the compute thread
-hands each result back with connection.add_callback_threadsafe. While a batch computes, the next one
-is already being collected.
+One thread does everything: it owns the pika BlockingConnection (pika is not thread-safe), consumes,
+decodes, batches, runs the forward pass, publishes the replies, acks, dead-letters and beats the
+Redis heartbeat (connection.call_later). Deliveries that arrive during a forward pass wait in the
+socket and pika's buffers and form the next batch.
+
+Why no compute thread: the router keeps one request in flight per expert replica, so there is no next
+batch to collect while one computes, and the two thread hand-offs (to the compute thread and back
+through add_callback_threadsafe) cost 0.5 ms per request here - a third of the per-step transport
+budget (docs/BENCHMARKS.md). A forward pass blocks AMQP heartbeats while it runs; the broker allows two
+missed heartbeats (2 x 30 s), and a batch takes milliseconds to a few seconds, so a worker logs a
+warning if one ever takes longer than SLOW_BATCH_S.
 
 Delivery: a request is acked only after its reply was published, so a worker that dies mid-batch
 leaves its requests unacked and the broker redelivers them to another replica (velocity is a pure
@@ -15,7 +20,6 @@ function: serving a request twice is harmless).
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import random
@@ -24,7 +28,6 @@ import signal
 import socket
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pika
@@ -47,7 +50,7 @@ log = logging.getLogger(__name__)
 
 MAX_TICK_S = 0.25  # longest process_data_events wait: bounds how late a stop request is noticed
 STATS_LOG_S = 10.0  # at most one stats line per this many seconds
-SHUTDOWN_GRACE_S = 5.0  # on stop, wait this long for the batch in flight before closing
+SLOW_BATCH_S = 10.0  # a forward pass this long delays AMQP and Redis heartbeats noticeably: warn
 
 
 class ConsumerCancelledError(ConnectionError):
@@ -98,7 +101,7 @@ class ExpertWorker:
             raise ConfigError(expected("bucket sizes >= 1", self.buckets))
         self.worker_id = check_worker_id(worker_id or default_worker_id(expert_id))
         self.queue = self.names.expert_queue(expert_id)
-        self.prefetch = 2 * self.max_batch  # the next batch can fill while the current one computes
+        self.prefetch = 2 * self.max_batch  # the next batch is already here when one finishes
         self.expert = expert
         self.stats = WorkerStats()
         self.metrics = ExpertMetrics(self.expert_id, self.worker_id)
@@ -110,8 +113,6 @@ class ExpertWorker:
         self._conn: pika.BlockingConnection | None = None
         self._channel = None
         self._dlx = None  # second channel, in confirm mode, for dead letters
-        self._inflight: Future | None = None
-        self._executor: ThreadPoolExecutor | None = None
         self._heartbeat: Heartbeat | None = None
         self._run_thread: threading.Thread | None = None
         self._logged = (0.0, 0)  # (monotonic time, batches) of the last stats line
@@ -119,7 +120,7 @@ class ExpertWorker:
     # ------------------------------------------------------------ lifecycle
 
     def stop(self) -> None:
-        """Ask run() to stop: no new requests, finish the batch in flight if quick, close cleanly."""
+        """Ask run() to stop: no new requests, finish the batch being computed, close cleanly."""
         self._stop.set()
         conn = self._conn
         # From another thread, wake process_data_events at once. Not from the run thread itself (a
@@ -190,9 +191,6 @@ class ExpertWorker:
             self.prefetch,
         )
         self._logged = (time.monotonic(), 0)
-        self._executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"expert{self.expert_id}-compute"
-        )
         delay = 0.25
         try:
             while not self._stop.is_set():
@@ -207,7 +205,7 @@ class ExpertWorker:
                     self.metrics.reconnects.inc()
                     log.warning(
                         "lost the broker (%r); reconnecting. %d waiting request(s) dropped, the broker "
-                        "redelivers them and any batch in flight",
+                        "redelivers them",
                         exc,
                         dropped,
                     )
@@ -216,7 +214,6 @@ class ExpertWorker:
                     self._stop.wait(delay * (0.5 + random.random()))
         finally:
             self.ready.clear()
-            self._executor.shutdown(wait=True, cancel_futures=True)
             self._heartbeat.remove()
             self._heartbeat.close()
             log.info("expert worker %s stopped; %s", self.worker_id, self.stats.summary())
@@ -245,22 +242,18 @@ class ExpertWorker:
         self.ready.set()
         log.info("consuming %s (%s)", self.queue, self.worker_id)
         while not self._stop.is_set():
-            self._maybe_dispatch()
+            self._serve_due_batch()
             conn.process_data_events(time_limit=self._tick())
             if tag not in ch.consumer_tags:
                 raise ConsumerCancelledError(f"the broker cancelled our consumer on {self.queue}")
         self._close(conn, ch, tag)
 
     def _close(self, conn, ch, tag) -> None:
-        """Clean stop: cancel the consumer, hand back what waits, finish the batch in flight if quick."""
+        """Clean stop: cancel the consumer and hand back what waits (the last batch was answered)."""
         self.ready.clear()
         ch.basic_cancel(tag)  # pika nacks (requeues) deliveries it had not dispatched to us yet
         for item in self._batcher.drain():
             ch.basic_nack(item.delivery_tag, requeue=True)
-        deadline = time.monotonic() + SHUTDOWN_GRACE_S
-        while self._computing() and time.monotonic() < deadline:
-            conn.process_data_events(time_limit=0.05)
-        conn.process_data_events(time_limit=0)  # the finished batch's callback: publish, ack
         self._conn = self._channel = self._dlx = None
         conn.close()
 
@@ -276,48 +269,34 @@ class ExpertWorker:
             pass
         return dropped
 
-    # ------------------------------------------------------------ batching (connection thread)
-
-    def _computing(self) -> bool:
-        return self._inflight is not None and not self._inflight.done()
+    # ------------------------------------------------------------ batching
 
     def _tick(self) -> float:
         """How long process_data_events may block: until the pending batch is due, at most MAX_TICK_S."""
-        if self._computing():
-            return MAX_TICK_S  # the compute thread's callback wakes us when it is done
         wait = self._batcher.wait_s(time.monotonic())
         return MAX_TICK_S if wait is None else min(wait, MAX_TICK_S)
 
-    def _maybe_dispatch(self) -> None:
-        if self._computing():
-            return
+    def _serve_due_batch(self) -> None:
+        """If a batch is due: one forward pass, then its replies, dead letters and acks."""
         wait = self._batcher.wait_s(time.monotonic())
         if wait is None or wait > 0:
             return
         items = self._batcher.take()
-        self._inflight = self._executor.submit(self._compute, self._conn, self._channel, items)
-
-    def _compute(self, conn, ch, items: list[Pending]) -> None:
-        """Compute thread: one forward pass for the batch, then hand the result to the connection thread."""
         try:
             result = serve_batch(self.expert, items, self.expert_id, self.worker_id)
         except Exception as exc:  # a bug, not a bad request: still answer every delivery
             log.exception("serving a batch of %d request(s) failed", len(items))
             result = BatchResult([Outcome(it, None, f"internal error: {exc!r}") for it in items], 0, 0.0)
-        try:
-            conn.add_callback_threadsafe(functools.partial(self._on_batch_done, ch, result))
-        except Exception as exc:  # connection closed meanwhile
-            log.info(
-                "dropping %d computed replies: connection gone (%r); requests are redelivered",
-                len(items),
-                exc,
+        if result.compute_ms > SLOW_BATCH_S * 1e3:
+            log.warning(
+                "a batch of %d rows took %.1f s: AMQP and Redis heartbeats wait for it; lower --max-batch",
+                result.rows,
+                result.compute_ms / 1e3,
             )
+        self._reply(self._channel, result)
 
-    def _on_batch_done(self, ch, result: BatchResult) -> None:
-        """Connection thread: publish one reply per request, dead-letter failures, then ack."""
-        if ch is not self._channel or not ch.is_open:
-            log.info("dropping %d replies computed for a closed channel", len(result.outcomes))
-            return
+    def _reply(self, ch, result: BatchResult) -> None:
+        """Publish one reply per request, dead-letter failures, then ack."""
         served, now, latencies = 0, time.monotonic(), []
         for o in result.outcomes:
             if o.reply is None:
@@ -337,7 +316,7 @@ class ExpertWorker:
             self.stats.record_batch(result.rows, served, result.compute_ms)
             self.metrics.record_batch(result.rows, result.compute_ms, latencies)
 
-    # ------------------------------------------------------------ consuming (connection thread)
+    # ------------------------------------------------------------ consuming
 
     def _on_message(self, ch, method, props, body: bytes) -> None:
         try:

@@ -6,12 +6,25 @@ import json
 import subprocess
 import sys
 
+from ddm.ops.bench import median_row
+
+
+def test_median_row_takes_each_numbers_median_and_keeps_the_runs():
+    runs = [
+        {"jobs": 4, "images_per_s": 2.0, "overhead_ms_p50": 3.0},
+        {"jobs": 4, "images_per_s": 5.0, "overhead_ms_p50": 1.0},
+        {"jobs": 4, "images_per_s": 3.0, "overhead_ms_p50": 2.0},
+    ]
+    row = median_row(runs)
+    assert row == {"jobs": 4, "images_per_s": 3.0, "overhead_ms_p50": 2.0, "images_per_s_runs": [2, 5, 3]}
+    assert isinstance(row["jobs"], int)
+
 
 def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "ddm.ops.cli", "bench", "--preset", "tiny", "--steps", "20"]
-        + ["--concurrency", "1,3", "--limit-batches", "1,3", "--json", str(out)],
+        + ["--concurrency", "1,3", "--limit-batches", "1,3", "--repeat", "2", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -29,6 +42,11 @@ def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
     # 3 jobs (labels 0, 1, 2: all expert 0) submitted together share requests: far fewer forward
     # passes than the 60 job-steps (a job may run a step or two alone before the others arrive)
     assert three["forward_passes"] < 30 and three["mean_batch_size"] > 2
+    for design in ("limit", "pipeline", "http"):  # two runs per level, the row holds their median
+        for row in result[design]:
+            runs = row["images_per_s_runs"]
+            assert len(runs) == 2 and row["images_per_s"] == sum(runs) / 2
+        assert [len(runs) for runs in result["runs"][design].values()] == [2, 2]
     for row in result["ratios"]:
         assert row["pipeline_over_limit"] > 0 and row["pipeline_over_http"] > 0
     assert result["deployment"]["path"] == "random weights, preset tiny"
