@@ -113,6 +113,7 @@ def _timed_worker(prefix: str, deployment: str, marks_path: str) -> None:
 
 
 def worker_hops_ms(url: str, preset: str, n: int) -> dict[str, float]:
+    from ddm.ops.cleanup import delete_prefix
     from ddm.ops.random_experts import write_label_split
     from ddm.schema.messages import VelocityReply, VelocityRequest
     from ddm.schema.names import Names
@@ -128,9 +129,12 @@ def worker_hops_ms(url: str, preset: str, n: int) -> dict[str, float]:
         x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
         one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
         bodies = [VelocityRequest(f"hops.{i}", x, *one).encode() for i in range(n)]
-        trips = _round_trips(url, Names(prefix).expert_queue(0), bodies)
-        worker.terminate()
-        worker.join()
+        try:
+            trips = _round_trips(url, Names(prefix).expert_queue(0), bodies)
+        finally:
+            worker.terminate()
+            worker.join()
+            delete_prefix(url, Settings.from_env().redis_url, prefix, [0])  # its queues are durable
         marks = json.loads(Path(marks_path).read_text())
     by_event = {
         e: [t for name, t in marks if name == e][-n:]

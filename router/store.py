@@ -7,7 +7,7 @@
     names.state(id)   hash   {"step": str, "x": float32 [n,1,32,32] raw bytes} - what a redelivered
                              job resumes from (x at full precision, unlike the float16 frame)
     names.result(id)  string codec.packb(float32 [n,1,32,32]) - the final latents
-    names.jobs_index  zset   job id -> created_at (recent jobs)
+    names.jobs_index  zset   job id -> created_at (recent jobs; trimmed to the job TTL on every add)
 
 Every step is ONE pipelined MULTI/EXEC (frame + state + hash), so the stored state never runs ahead
 of or behind the trajectory, and a crash between steps loses at most the step in flight.
@@ -80,6 +80,7 @@ class JobStore:
         pipe.hset(self.names.job(job_id), mapping=fields)
         pipe.hincrby(self.names.job(job_id), "attempts", 1)
         pipe.zadd(self.names.jobs_index, {job_id: time.time()}, nx=True)
+        pipe.zremrangebyscore(self.names.jobs_index, "-inf", time.time() - self.job_ttl_s)  # as submit
         pipe.execute()
 
     def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> None:

@@ -134,6 +134,15 @@ def test_submit_creates_the_hash_and_a_decodable_persistent_message(client, spli
     assert props.type == "job_spec"
 
 
+def test_submit_trims_index_entries_older_than_the_job_ttl(client, split_deployment):
+    ttl = client.settings.job_ttl_s
+    client.redis.zadd(client.names.jobs_index, {"old": time.time() - ttl - 60, "recent": time.time() - 60})
+    spec = JobSpec.new([0], steps=4, strategy="oracle")
+    client.submit(spec, deployment=split_deployment)
+    listed = {job_id.decode() for job_id in client.redis.zrange(client.names.jobs_index, 0, -1)}
+    assert listed == {"recent", spec.job_id}
+
+
 def test_submit_twice_is_refused(client):
     spec = JobSpec.new([1], steps=3)
     client.submit(spec, check_deployment=False)
