@@ -7,7 +7,7 @@ socket and pika's buffers and form the next batch.
 
 Why no compute thread: the router keeps one request in flight per expert replica, so there is no next
 batch to collect while one computes, and the two thread hand-offs (to the compute thread and back
-through add_callback_threadsafe) cost 0.5 ms per request here - a third of the per-step transport
+through add_callback_threadsafe) cost 0.3-0.9 ms per request here - up to half the per-step transport
 budget (docs/BENCHMARKS.md). A forward pass blocks AMQP heartbeats while it runs; the broker allows two
 missed heartbeats (2 x 30 s), and a batch takes milliseconds to a few seconds, so a worker logs a
 warning if one ever takes longer than SLOW_BATCH_S.
