@@ -2,7 +2,9 @@
 
     python -m ddm.ops.bench_hops [--preset tiny] [--n 200]
 
-1. a bare pika round trip: publish, an echo consumer in another process, reply;
+1. a bare pika round trip: publish, an echo consumer in another process, reply; once with pika's
+   BlockingConnection on both sides (what the workers use) and once with its asynchronous
+   SelectConnection on both sides;
 2. a real expert worker (random weights of the preset, own process) answering one-row requests from a
    bare client, with the worker's steps timed: publish -> worker callback, callback -> forward pass
    (decode, batcher, the loop), forward pass -> replying (reply encoding), publish + ack; the rest is
@@ -22,6 +24,7 @@ import signal
 import statistics
 import tempfile
 import time
+import timeit
 import uuid
 from pathlib import Path
 
@@ -46,6 +49,61 @@ def _echo_server(url: str, queue: str) -> None:
     ch.start_consuming()
 
 
+def _select_echo_server(url: str, queue: str) -> None:
+    """The echo consumer on pika's asynchronous SelectConnection (callbacks straight from the ioloop)."""
+
+    def on_message(channel, method, props, body):
+        channel.basic_publish(
+            "", props.reply_to, body, pika.BasicProperties(correlation_id=props.correlation_id)
+        )
+        channel.basic_ack(method.delivery_tag)
+
+    def on_channel(channel):
+        channel.queue_declare(
+            queue, auto_delete=True, callback=lambda _: channel.basic_consume(queue, on_message)
+        )
+
+    conn = pika.SelectConnection(
+        pika.URLParameters(url), on_open_callback=lambda c: c.channel(on_open_callback=on_channel)
+    )
+    conn.ioloop.start()
+
+
+def _select_round_trips(url: str, queue: str, body: bytes, n: int) -> list[float]:
+    """Round-trip seconds of n requests, one in flight at a time, from a SelectConnection client."""
+    out: list[float] = []
+    state: dict = {}
+
+    def send():
+        state["sent"] = time.perf_counter()
+        props = pika.BasicProperties(reply_to=state["reply_queue"], correlation_id=str(len(out)))
+        state["channel"].basic_publish("", queue, body, props)
+
+    def on_reply(channel, method, props, reply):
+        out.append(time.perf_counter() - state["sent"])
+        if len(out) >= n:
+            conn.close()
+        else:
+            send()
+
+    def on_reply_queue(frame):
+        state["reply_queue"] = frame.method.queue
+        state["channel"].basic_consume(frame.method.queue, on_reply, auto_ack=True)
+        send()
+
+    def on_channel(channel):
+        state["channel"] = channel
+        channel.queue_declare("", exclusive=True, callback=on_reply_queue)
+
+    conn = pika.SelectConnection(
+        pika.URLParameters(url),
+        on_open_callback=lambda c: c.channel(on_open_callback=on_channel),
+        on_close_callback=lambda *_: conn.ioloop.stop(),
+    )
+    conn.ioloop.start()
+    return out
+
+
 def _round_trips(url: str, queue: str, bodies: list[bytes]) -> list[tuple[float, float, bytes]]:
     """(sent, received, reply body) per request, one request in flight at a time."""
     conn = pika.BlockingConnection(pika.URLParameters(url))
@@ -65,14 +123,35 @@ def _round_trips(url: str, queue: str, bodies: list[bytes]) -> list[tuple[float,
     return out
 
 
-def echo_rtt_ms(url: str, n: int) -> float:
+def echo_rtt_ms(url: str, n: int, asynchronous: bool = False) -> float:
+    """Median round trip of a one-row-request-sized body through an echo consumer in another process."""
     queue = f"ddm-hops-echo-{uuid.uuid4().hex[:8]}"
-    server = mp.get_context("spawn").Process(target=_echo_server, args=(url, queue), daemon=True)
+    target = _select_echo_server if asynchronous else _echo_server
+    server = mp.get_context("spawn").Process(target=target, args=(url, queue), daemon=True)
     server.start()
     time.sleep(1.0)
-    trips = _round_trips(url, queue, [b"x" * 4500] * n)  # the size of a one-row request
-    server.terminate()
-    return statistics.median((r - s) * 1e3 for s, r, _ in trips)
+    body = b"x" * 4500  # the size of a one-row request
+    try:
+        if asynchronous:
+            return statistics.median(rtt * 1e3 for rtt in _select_round_trips(url, queue, body, n))
+        trips = _round_trips(url, queue, [body] * n)
+        return statistics.median((r - s) * 1e3 for s, r, _ in trips)
+    finally:
+        server.terminate()
+
+
+def serialisation_ms() -> float:
+    """Encode + decode of a one-row VelocityRequest and its VelocityReply, in ms (best of 3 x 2000)."""
+    from ddm.schema.messages import VelocityReply, VelocityRequest
+
+    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
+    one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
+
+    def both():
+        VelocityRequest.decode(VelocityRequest("r.1", x, *one).encode())
+        VelocityReply.decode(VelocityReply("r.1", x, 0, "w", 3.0, 1).encode())
+
+    return min(timeit.repeat(both, number=2000, repeat=3)) / 2000 * 1e3
 
 
 def _timed_worker(prefix: str, deployment: str, marks_path: str) -> None:
@@ -170,7 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=200, help="requests per measurement")
     args = parser.parse_args(argv)
     url = Settings.from_env().amqp_url
-    print(f"bare pika round trip (echo consumer): {echo_rtt_ms(url, args.n):.2f} ms")
+    print(f"serialisation, one-row request and reply, encode + decode: {serialisation_ms():.3f} ms")
+    print(f"bare pika round trip (echo consumer, BlockingConnection): {echo_rtt_ms(url, args.n):.2f} ms")
+    print(f"bare pika round trip (echo consumer, SelectConnection): {echo_rtt_ms(url, args.n, True):.2f} ms")
     for name, ms in worker_hops_ms(url, args.preset, args.n).items():
         print(f"expert worker, {name}: {ms:.2f} ms")
     return 0

@@ -27,6 +27,16 @@ from collections import defaultdict
 from pathlib import Path
 
 MARKS: list[list] = []  # [event, time, correlation id or expert id] in a traced child
+CPU_KEY = "cpu"  # run_traced's extra entry: process name -> % of one core used during the runs
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux /proc; None elsewhere or once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _mark(event: str, key=None) -> None:
@@ -135,16 +145,24 @@ def run_traced(deployment: Path, jobs: int, runs: int, strategy: str, tmp: Path)
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs.values()):
                 raise RuntimeError(f"traced workers did not start; logs in {tmp}")
             time.sleep(0.2)
+        cpu_before = {name: cpu_seconds(p.pid) for name, p in procs.items()}
+        started = time.monotonic()
         with Client(settings=settings) as client:
             for _ in range(runs):
                 specs = [JobSpec.new([i % 10], strategy=strategy, seed=i) for i in range(jobs)]
                 ids = [client.submit(spec, deployment) for spec in specs]
                 for job_id in ids:
                     client.wait(job_id, timeout=600)
+        wall = time.monotonic() - started
+        cpu = {}
+        for name, p in procs.items():
+            now = cpu_seconds(p.pid)
+            if now is not None and cpu_before[name] is not None:
+                cpu[name] = 100.0 * (now - cpu_before[name]) / wall
     finally:
         stop_processes(procs.values(), grace_s=10)
         delete_prefix(settings.amqp_url, settings.redis_url, prefix, [e.id for e in dep.experts])
-    return {name: json.loads((tmp / f"{name}.json").read_text()) for name in procs}
+    return {name: json.loads((tmp / f"{name}.json").read_text()) for name in procs} | {CPU_KEY: cpu}
 
 
 def hops(marks: dict[str, list]) -> dict[str, float]:
@@ -221,8 +239,11 @@ def main(argv: list[str] | None = None) -> int:
             resolve_deployment(args.deployment), args.jobs, args.runs, args.strategy, Path(tmp)
         )
     print(f"| {args.jobs} job(s), {args.runs} runs: median per request | ms |\n|---|---:|")
+    cpu = marks.pop(CPU_KEY)
     for name, ms in {**hops(marks), **idle_gaps(marks)}.items():
         print(f"| {name} | {ms:.2f} |")
+    if cpu:
+        print("\nCPU during the runs, % of one core: " + ", ".join(f"{k} {v:.0f}%" for k, v in cpu.items()))
     return 0
 
 
