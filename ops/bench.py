@@ -153,8 +153,9 @@ class HttpServers:
 
 def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> tuple[dict, dict, dict]:
     """Every level `cfg.repeat` times. Each repeat measures every level of the three designs back to
-    back (limit batch B, pipeline at C jobs, HTTP at C jobs) while all their processes stay up, so slow
-    drift of a shared machine hits the three alike instead of whichever design ran last.
+    back (limit batch B, pipeline at C jobs, HTTP at C jobs; the order reversed every other repeat)
+    while all their processes stay up, so slow drift of a shared machine hits the three alike instead
+    of whichever design ran last.
     Returns {level: [row per repeat]} for the limit, the pipeline and HTTP."""
     from ddm.ops.bench_pipeline import PipelineProcesses, run_level
 
@@ -168,34 +169,50 @@ def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> tuple[dict, 
         run_level(procs, job_specs(max(cfg.concurrency), cfg, steps=2))  # warm-up
         if http is not None:
             http.measure(max(cfg.concurrency), steps=2)
+        designs = [(_limit_step, limit, limit_runs), (_pipeline_step, procs, pipeline_runs)]
+        designs.append((_http_step, http, http_runs))
         for repeat in range(1, cfg.repeat + 1):
+            tag = f"[{repeat}/{cfg.repeat}]"
+            order = designs if repeat % 2 else designs[::-1]  # alternate which design goes first
             for level in sorted({*cfg.limit_batches, *cfg.concurrency}):
-                tag = f"[{repeat}/{cfg.repeat}]"
-                if level in limit_runs:
-                    row = limit.measure(level)
-                    limit_runs[level].append(row)
-                    progress(f"{tag} limit    batch {level:>3}: {row['images_per_s']:7.2f} images/s")
-                if level in pipeline_runs:
-                    row = run_level(procs, job_specs(level, cfg))
-                    pipeline_runs[level].append(row)
-                    progress(
-                        f"{tag} pipeline {level:>3} jobs: {row['images_per_s']:7.2f} images/s, "
-                        f"p50 {row['latency_p50_s']:.2f} s, overhead {row['overhead_ms_p50']:.2f} ms/step, "
-                        f"batch {row['mean_batch_size']:.1f}"
-                    )
-                if http is not None and level in http_runs:
-                    row = http.measure(level)
-                    http_runs[level].append(row)
-                    progress(
-                        f"{tag} http     {level:>3} jobs: {row['images_per_s']:7.2f} images/s, "
-                        f"p50 {row['latency_p50_s']:.2f} s"
-                    )
+                for step, runner, runs in order:
+                    if runner is not None and level in runs:
+                        runs[level].append(step(runner, cfg, level, tag, progress))
     return limit_runs, pipeline_runs, http_runs
 
 
+def _limit_step(limit: LimitSampler, cfg: BenchConfig, level: int, tag: str, progress) -> dict:
+    row = limit.measure(level)
+    progress(f"{tag} limit    batch {level:>3}: {row['images_per_s']:7.2f} images/s")
+    return row
+
+
+def _pipeline_step(procs, cfg: BenchConfig, level: int, tag: str, progress) -> dict:
+    from ddm.ops.bench_pipeline import run_level
+
+    row = run_level(procs, job_specs(level, cfg))
+    progress(
+        f"{tag} pipeline {level:>3} jobs: {row['images_per_s']:7.2f} images/s, "
+        f"p50 {row['latency_p50_s']:.2f} s, overhead {row['overhead_ms_p50']:.2f} ms/step, "
+        f"batch {row['mean_batch_size']:.1f}"
+    )
+    return row
+
+
+def _http_step(http: HttpServers, cfg: BenchConfig, level: int, tag: str, progress) -> dict:
+    row = http.measure(level)
+    rate, p50 = row["images_per_s"], row["latency_p50_s"]
+    progress(f"{tag} http     {level:>3} jobs: {rate:7.2f} images/s, p50 {p50:.2f} s")
+    return row
+
+
 def median_row(runs: list[dict]) -> dict:
-    """One row per level: the median of each number over the repeats, the repeats' throughputs kept."""
-    row = {key: float(np.median([r[key] for r in runs])) for key in runs[0]}
+    """One row per level: the median of each number over the repeats (the level itself stays an int),
+    and the repeats' throughputs. Values that are not numbers are taken from the first run."""
+    row = {}
+    for key, first in runs[0].items():
+        numeric = isinstance(first, int | float) and not isinstance(first, bool)
+        row[key] = float(np.median([r[key] for r in runs])) if numeric else first
     for key in ("batch", "jobs"):
         if key in row:
             row[key] = int(row[key])
@@ -206,20 +223,25 @@ def median_row(runs: list[dict]) -> dict:
 # ---------------------------------------------------------------- report
 
 
-def ratios(limit: list[dict], pipeline: list[dict], http: list[dict]) -> list[dict]:
-    by_batch = {row["batch"]: row["images_per_s"] for row in limit}
-    by_jobs = {row["jobs"]: row["images_per_s"] for row in http}
-    out = []
-    for row in pipeline:
-        jobs = row["jobs"]
-        out.append(
-            {
-                "jobs": jobs,
-                "pipeline_over_limit": row["images_per_s"] / by_batch[jobs] if jobs in by_batch else None,
-                "pipeline_over_http": row["images_per_s"] / by_jobs[jobs] if jobs in by_jobs else None,
-            }
-        )
-    return out
+def paired_ratio(numerator: list[dict], denominator: list[dict] | None) -> float | None:
+    """Median over the repeats of numerator / denominator images/s, each repeat with its own pair (the
+    two were measured minutes apart at most, so drift cancels); None without a denominator."""
+    if not denominator:
+        return None
+    pairs = zip(numerator, denominator, strict=True)
+    return float(np.median([a["images_per_s"] / b["images_per_s"] for a, b in pairs]))
+
+
+def ratios(limit_runs: dict, pipeline_runs: dict, http_runs: dict) -> list[dict]:
+    """Per concurrency: pipeline / limit (batch of the same size) and pipeline / HTTP, paired by repeat."""
+    return [
+        {
+            "jobs": jobs,
+            "pipeline_over_limit": paired_ratio(runs, limit_runs.get(jobs)),
+            "pipeline_over_http": paired_ratio(runs, http_runs.get(jobs)),
+        }
+        for jobs, runs in pipeline_runs.items()
+    ]
 
 
 def machine() -> dict:
@@ -286,7 +308,7 @@ def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
     pipeline = [median_row(runs) for runs in pipeline_runs.values()]
     http = [median_row(runs) for runs in http_runs.values()]
     result = {
-        "format": 2,
+        "format": 3,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
         "deployment": describe(cfg.deployment),
@@ -297,8 +319,13 @@ def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
         "limit": limit,
         "pipeline": pipeline,
         "http": http,
-        "ratios": ratios(limit, pipeline, http),
-        "runs": {"limit": limit_runs, "pipeline": pipeline_runs, "http": http_runs},
+        "ratios": ratios(limit_runs, pipeline_runs, http_runs),
+        # every run, in the order measured per level
+        "runs": {
+            "limit": [row for rows in limit_runs.values() for row in rows],
+            "pipeline": [row for rows in pipeline_runs.values() for row in rows],
+            "http": [row for rows in http_runs.values() for row in rows],
+        },
         "wall_s": time.time() - started,
     }
     result["median_overhead_ms_1_job"] = next(

@@ -51,7 +51,8 @@ def package_of(checkout: Path, root: Path) -> Path:
     """A `ddm` package at root/ddm whose subpackages are the checkout's top-level folders."""
     pkg = root / "ddm"
     pkg.mkdir(parents=True)
-    shutil.copy(checkout / "ddm" / "__init__.py", pkg / "__init__.py")
+    for module in (checkout / "ddm").glob("*.py"):  # ddm/__init__.py, ddm/client.py
+        shutil.copy(module, pkg / module.name)
     for name in PACKAGES:
         (pkg / name).symlink_to(checkout / name, target_is_directory=True)
     return root
@@ -70,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     deployment = resolve_deployment(args.deployment).resolve()
     cfg = BenchConfig(deployment=deployment)
-    repo = Path(subprocess.check_output(["git", "rev-parse", "--show-toplevel"], text=True).strip())
+    here = Path(__file__).resolve().parent  # ops/ of this checkout, wherever the command runs from
+    repo = Path(
+        subprocess.check_output(["git", "-C", str(here), "rev-parse", "--show-toplevel"], text=True).strip()
+    )
     results: dict[tuple[str, int], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="ddm-ab-") as tmp:
         tree = Path(tmp) / "tree"
@@ -99,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                             )
         finally:
             subprocess.run([*git, "remove", "--force", str(tree)], check=False)
+            subprocess.run([*git, "prune"], check=False)  # in case the remove failed
     print("\n| side | jobs | images/s (median) | overhead ms/step (median) |\n|---|---:|---:|---:|")
     for (name, jobs), rows in results.items():
         rate = statistics.median(r["images_per_s"] for r in rows)

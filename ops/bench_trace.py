@@ -61,8 +61,13 @@ def _instrument() -> None:
     import ddm.router.worker as R
     import ddm.workers.worker as W
 
-    def each_item(event):
-        return lambda _expert, items, *rest: [_mark(event, it.correlation_id) for it in items]
+    def each_item(event, batch_event):
+        def marks(_expert, items, *rest):
+            _mark(batch_event)  # once per forward pass, for idle_gaps
+            for it in items:
+                _mark(event, it.correlation_id)
+
+        return marks
 
     def each_outcome(event):
         return lambda self, ch, result: [_mark(event, o.item.correlation_id) for o in result.outcomes]
@@ -72,7 +77,7 @@ def _instrument() -> None:
         "_on_message",
         lambda self, ch, method, props, body: _mark("w_recv", props.correlation_id),
     )
-    _wrap(W, "serve_batch", each_item("w_forward"), each_item("w_forwarded"))
+    _wrap(W, "serve_batch", each_item("w_forward", "w_batch"), each_item("w_forwarded", "w_batched"))
     _wrap(W.ExpertWorker, "_reply", each_outcome("w_reply"), each_outcome("w_replied"))
     _wrap(R, "plan_steps", lambda *a: _mark("r_plan"), lambda *a: _mark("r_planned"))
     _wrap(
@@ -162,6 +167,9 @@ def run_traced(deployment: Path, jobs: int, runs: int, strategy: str, tmp: Path)
     finally:
         stop_processes(procs.values(), grace_s=10)
         delete_prefix(settings.amqp_url, settings.redis_url, prefix, [e.id for e in dep.experts])
+    missing = [name for name in procs if not (tmp / f"{name}.json").is_file()]
+    if missing:  # killed before its SIGTERM handler ran
+        raise RuntimeError(f"{', '.join(missing)} wrote no marks; see their logs in {tmp}")
     return {name: json.loads((tmp / f"{name}.json").read_text()) for name in procs} | {CPU_KEY: cpu}
 
 
@@ -172,29 +180,41 @@ def hops(marks: dict[str, list]) -> dict[str, float]:
         for event, t, key in events:
             if key is not None:
                 at[key].setdefault(event, t)
-    plans = sorted((t, e) for e, t, _ in marks["router"] if e in ("r_plan", "r_planned"))
-    starts = [t for t, e in plans if e == "r_plan"]
-    ends = [t for t, e in plans if e == "r_planned"]
+    plans: list[tuple[float, float]] = []  # (start, end); a call that raised has no end and is skipped
+    opened = None
+    for event, t, _ in sorted(
+        (m for m in marks["router"] if m[0] in ("r_plan", "r_planned")), key=lambda m: m[1]
+    ):
+        if event == "r_plan":
+            opened = t
+        elif opened is not None:
+            plans.append((opened, t))
+            opened = None
     seams = ("r_publish", "r_published", "w_recv", "w_forward", "w_forwarded", "w_reply", "r_reply")
     done = [ev for ev in at.values() if all(s in ev for s in (*seams, "r_replied"))]
     if not done:
         raise RuntimeError("no request was traced end to end")
 
     def median_ms(f) -> float:
-        return statistics.median(f(ev) for ev in done) * 1e3
+        values = [v for v in map(f, done) if v is not None]
+        return statistics.median(values) * 1e3 if values else float("nan")
 
     def gap(a: str, b: str) -> float:
         return median_ms(lambda ev: ev[b] - ev[a])
 
-    def plan_before(ev) -> float:
-        i = max(k for k, t in enumerate(starts) if t <= ev["r_publish"])
-        return ends[i] - starts[i]
+    def plan_before(ev) -> float | None:
+        """The plan that this publish followed within 5 ms; None for a resend or a held request sent
+        when a slot freed up (no plan of its own)."""
+        done = [(end, end - start) for start, end in plans if end <= ev["r_publish"]]
+        if not done or ev["r_publish"] - done[-1][0] > 0.005:
+            return None
+        return done[-1][1]
 
     def transport(ev) -> float:
         return (ev["r_reply"] - ev["r_published"]) - (ev["w_forwarded"] - ev["w_forward"])
 
     return {
-        "router: plan (learned router call)": median_ms(plan_before),
+        "router: plan (the routing policy, one call per burst)": median_ms(plan_before),
         "router: publish the request (pika)": gap("r_publish", "r_published"),
         "broker -> worker callback": gap("r_published", "w_recv"),
         "worker: callback -> forward pass (decode, batcher, loop)": gap("w_recv", "w_forward"),
@@ -211,9 +231,9 @@ def idle_gaps(marks: dict[str, list]) -> dict[str, float]:
     for name, events in marks.items():
         if not name.startswith("expert"):
             continue
-        starts = sorted({t for e, t, _ in events if e == "w_forward"})
-        ends = sorted({t for e, t, _ in events if e == "w_forwarded"})
-        gaps = [s - e for e, s in zip(ends, starts[1:], strict=False) if 0 < s - e < 0.2]  # within a job
+        starts = [t for e, t, _ in events if e == "w_batch"]
+        ends = [t for e, t, _ in events if e == "w_batched"]
+        gaps = [s - e for e, s in zip(ends, starts[1:], strict=False) if s - e < 0.2]  # not between runs
         if gaps:
             out[f"{name}: idle between forward passes"] = statistics.median(gaps) * 1e3
     return out

@@ -259,8 +259,6 @@ class Client:
             },
         )
         pipe.zadd(self.names.jobs_index, {spec.job_id: float(now)})
-        # the index lists recent jobs; entries older than the job TTL point at expired hashes
-        pipe.zremrangebyscore(self.names.jobs_index, "-inf", float(now) - self.settings.job_ttl_s)
         pipe.execute()
         try:
             self._publish(spec.job_id, body)

@@ -7,10 +7,12 @@
     names.state(id)   hash   {"step": str, "x": float32 [n,1,32,32] raw bytes} - what a redelivered
                              job resumes from (x at full precision, unlike the float16 frame)
     names.result(id)  string codec.packb(float32 [n,1,32,32]) - the final latents
-    names.jobs_index  zset   job id -> created_at (recent jobs; trimmed to the job TTL on every add)
+    names.jobs_index  zset   job id -> created_at (recent jobs; expired ones trimmed by trim_index)
 
 Every step is ONE pipelined MULTI/EXEC (frame + state + hash), so the stored state never runs ahead
-of or behind the trajectory, and a crash between steps loses at most the step in flight.
+of or behind the trajectory. The router stores a burst's finished steps right after sending their next
+steps, so a crash loses at most the steps in flight and the ones finished just before (recomputed on
+resume; velocity is a pure function).
 """
 
 from __future__ import annotations
@@ -80,8 +82,23 @@ class JobStore:
         pipe.hset(self.names.job(job_id), mapping=fields)
         pipe.hincrby(self.names.job(job_id), "attempts", 1)
         pipe.zadd(self.names.jobs_index, {job_id: time.time()}, nx=True)
-        pipe.zremrangebyscore(self.names.jobs_index, "-inf", time.time() - self.job_ttl_s)  # as submit
         pipe.execute()
+
+    def trim_index(self, batch: int = 200) -> int:
+        """Drop up to `batch` index entries older than the job TTL whose job hash has expired (the router
+        calls this every heartbeat, so the index does not grow forever). A job older than that which
+        still exists (queued for long, or finished less than a TTL ago) keeps its entry. Returns the
+        number dropped."""
+        old = self.r.zrangebyscore(self.names.jobs_index, "-inf", time.time() - self.job_ttl_s, 0, batch)
+        if not old:
+            return 0
+        pipe = self.r.pipeline(transaction=False)
+        for job_id in old:
+            pipe.exists(self.names.job(job_id.decode()))
+        gone = [job_id for job_id, alive in zip(old, pipe.execute(), strict=True) if not alive]
+        if gone:
+            self.r.zrem(self.names.jobs_index, *gone)
+        return len(gone)
 
     def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> None:
         """Frame to the stream, full-precision state and progress to Redis, in one transaction."""

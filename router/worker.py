@@ -531,6 +531,7 @@ class RouterWorker:
         pipe.expire(key, int(self.settings.heartbeat_ttl_s))
         pipe.sadd(self.names.workers_index, self.worker_id)
         pipe.execute()
+        self.store.trim_index()
         self._last_beat = time.monotonic()
         if self._conn is not None and self._conn.is_open:
             self._conn.call_later(self.settings.heartbeat_s, self._heartbeat)

@@ -1,7 +1,7 @@
 """RabbitMQ plumbing shared by the expert worker, the router worker and the client (pika).
 
-pika's BlockingConnection is not thread-safe: one connection per thread, and results computed on
-another thread come back through connection.add_callback_threadsafe.
+pika's BlockingConnection is not thread-safe: one connection per thread, and only that thread touches
+it (another thread may only wake it, with connection.add_callback_threadsafe).
 """
 
 from __future__ import annotations

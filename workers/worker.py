@@ -5,12 +5,14 @@ decodes, batches, runs the forward pass, publishes the replies, acks, dead-lette
 Redis heartbeat (connection.call_later). Deliveries that arrive during a forward pass wait in the
 socket and pika's buffers and form the next batch.
 
-Why no compute thread: the router keeps one request in flight per expert replica, so there is no next
-batch to collect while one computes, and the two thread hand-offs (to the compute thread and back
-through add_callback_threadsafe) cost 0.3-0.9 ms per request here - up to half the per-step transport
-budget (docs/BENCHMARKS.md). A forward pass blocks AMQP heartbeats while it runs; the broker allows two
-missed heartbeats (2 x 30 s), and a batch takes milliseconds to a few seconds, so a worker logs a
-warning if one ever takes longer than SLOW_BATCH_S.
+Why no compute thread: a router keeps one request in flight per expert replica, so with one router
+there is no next batch to collect while one computes (with several, what arrives meanwhile simply forms
+the next batch), and the two thread hand-offs (to a compute thread and back through
+add_callback_threadsafe) cost 0.3-0.9 ms per request here, up to 60% of the per-step transport budget
+(docs/BENCHMARKS.md). The price: AMQP and Redis heartbeats wait while a forward pass runs. A batch
+takes milliseconds to a few seconds; one longer than the Redis heartbeat allowance
+(DDM_HEARTBEAT_TTL_S - DDM_HEARTBEAT_S) hides the worker from `ddm status` meanwhile and is logged, and
+one beyond the broker's 60 s would cost the connection and be redelivered: lower --max-batch.
 
 Delivery: a request is acked only after its reply was published, so a worker that dies mid-batch
 leaves its requests unacked and the broker redelivers them to another replica (velocity is a pure
@@ -50,7 +52,6 @@ log = logging.getLogger(__name__)
 
 MAX_TICK_S = 0.25  # longest process_data_events wait: bounds how late a stop request is noticed
 STATS_LOG_S = 10.0  # at most one stats line per this many seconds
-SLOW_BATCH_S = 10.0  # a forward pass this long delays AMQP and Redis heartbeats noticeably: warn
 
 
 class ConsumerCancelledError(ConnectionError):
@@ -101,7 +102,7 @@ class ExpertWorker:
             raise ConfigError(expected("bucket sizes >= 1", self.buckets))
         self.worker_id = check_worker_id(worker_id or default_worker_id(expert_id))
         self.queue = self.names.expert_queue(expert_id)
-        self.prefetch = 2 * self.max_batch  # the next batch is already here when one finishes
+        self.prefetch = 2 * self.max_batch  # several routers: the next batch is here when one finishes
         self.expert = expert
         self.stats = WorkerStats()
         self.metrics = ExpertMetrics(self.expert_id, self.worker_id)
@@ -287,11 +288,14 @@ class ExpertWorker:
         except Exception as exc:  # a bug, not a bad request: still answer every delivery
             log.exception("serving a batch of %d request(s) failed", len(items))
             result = BatchResult([Outcome(it, None, f"internal error: {exc!r}") for it in items], 0, 0.0)
-        if result.compute_ms > SLOW_BATCH_S * 1e3:
+        allowance_s = self.settings.heartbeat_ttl_s - self.settings.heartbeat_s
+        if result.compute_ms > allowance_s * 1e3:
             log.warning(
-                "a batch of %d rows took %.1f s: AMQP and Redis heartbeats wait for it; lower --max-batch",
+                "a batch of %d rows took %.1f s, longer than the heartbeat allows (%.1f s): this worker "
+                "looked gone meanwhile, and beyond 60 s the broker drops it; lower --max-batch",
                 result.rows,
                 result.compute_ms / 1e3,
+                allowance_s,
             )
         self._reply(self._channel, result)
 

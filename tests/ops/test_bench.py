@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from ddm.ops.bench import median_row
+from ddm.ops.bench import median_row, paired_ratio
 
 
 def test_median_row_takes_each_numbers_median_and_keeps_the_runs():
@@ -18,6 +18,14 @@ def test_median_row_takes_each_numbers_median_and_keeps_the_runs():
     row = median_row(runs)
     assert row == {"jobs": 4, "images_per_s": 3.0, "overhead_ms_p50": 2.0, "images_per_s_runs": [2, 5, 3]}
     assert isinstance(row["jobs"], int)
+    assert median_row([{"jobs": 1, "images_per_s": 1.0, "note": "a"}])["note"] == "a"
+
+
+def test_ratios_pair_each_repeat_with_its_own_baseline():
+    pipeline = [{"images_per_s": v} for v in (4.0, 6.0, 5.0)]
+    http = [{"images_per_s": v} for v in (2.0, 2.0, 5.0)]  # the machine got faster for the third pair
+    assert paired_ratio(pipeline, http) == 2.0  # median of 2.0, 3.0, 1.0
+    assert paired_ratio(pipeline, None) is None
 
 
 def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
@@ -46,7 +54,8 @@ def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
         for row in result[design]:
             runs = row["images_per_s_runs"]
             assert len(runs) == 2 and row["images_per_s"] == sum(runs) / 2
-        assert [len(runs) for runs in result["runs"][design].values()] == [2, 2]
+        level = "batch" if design == "limit" else "jobs"
+        assert [row[level] for row in result["runs"][design]] == [1, 1, 3, 3]
     for row in result["ratios"]:
         assert row["pipeline_over_limit"] > 0 and row["pipeline_over_http"] > 0
     assert result["deployment"]["path"] == "random weights, preset tiny"

@@ -21,8 +21,10 @@ def _request(rid: str, t0: float, forward_ms: float) -> tuple[list, list]:
     ]
     worker = [
         ["w_recv", t0 + 4 * ms, rid],
+        ["w_batch", t0 + 5 * ms, None],
         ["w_forward", t0 + 5 * ms, rid],
         ["w_forwarded", t0 + 5 * ms + fwd, rid],
+        ["w_batched", t0 + 5 * ms + fwd, None],
         ["w_reply", t0 + 6 * ms + fwd, rid],
         ["w_replied", t0 + 6.5 * ms + fwd, rid],
     ]
@@ -34,7 +36,7 @@ def test_hops_follow_each_request_by_its_correlation_id():
     r2, w2 = _request("a.2", 10.1, forward_ms=7)
     marks = {"router": r1 + r2, "expert0": w1 + w2}
     got = hops(marks)
-    assert got["router: plan (learned router call)"] == pytest.approx(1.0)
+    assert got["router: plan (the routing policy, one call per burst)"] == pytest.approx(1.0)
     assert got["broker -> worker callback"] == pytest.approx(1.0)
     assert got["worker: forward pass and reply encoding (serve_batch)"] == pytest.approx(6.0)
     # published -> reply read is 4 ms + the forward pass in both requests
@@ -42,6 +44,14 @@ def test_hops_follow_each_request_by_its_correlation_id():
     gaps = idle_gaps(marks)
     # first forward ends at 10.010, the next starts at 10.105
     assert gaps == {"expert0: idle between forward passes": pytest.approx(95.0)}
+
+
+def test_a_publish_without_a_plan_of_its_own_gets_none():
+    router, worker = _request("a.1", 10.0, forward_ms=5)
+    resent, resent_worker = _request("a.1r", 10.5, forward_ms=5)
+    resent = [m for m in resent if m[0] not in ("r_plan", "r_planned")]  # a resend: no plan before it
+    got = hops({"router": router + resent, "expert0": worker + resent_worker})
+    assert got["router: plan (the routing policy, one call per burst)"] == pytest.approx(1.0)
 
 
 def test_hops_refuse_a_trace_without_a_complete_request():

@@ -16,6 +16,7 @@ import pika
 import pytest
 
 from ddm.client import Client, JobFailedError, JobNotFoundError, JobTimeoutError
+from ddm.router.store import JobStore
 from ddm.schema.codec import packb
 from ddm.schema.errors import ConfigError, DDMError, SchemaError, ServiceUnavailableError
 from ddm.schema.messages import Frame, JobSpec, JobStatus
@@ -134,13 +135,16 @@ def test_submit_creates_the_hash_and_a_decodable_persistent_message(client, spli
     assert props.type == "job_spec"
 
 
-def test_submit_trims_index_entries_older_than_the_job_ttl(client, split_deployment):
+def test_trim_index_drops_only_old_entries_whose_job_expired(client):
     ttl = client.settings.job_ttl_s
-    client.redis.zadd(client.names.jobs_index, {"old": time.time() - ttl - 60, "recent": time.time() - 60})
-    spec = JobSpec.new([0], steps=4, strategy="oracle")
-    client.submit(spec, deployment=split_deployment)
+    old = time.time() - ttl - 60
+    client.redis.zadd(client.names.jobs_index, {"gone": old, "alive": old, "recent": time.time() - 60})
+    put_job(client, "alive", "queued", steps=4)  # queued for longer than the TTL: still listed
+    store = JobStore(client.redis, client.names, ttl)
+    assert store.trim_index() == 1
     listed = {job_id.decode() for job_id in client.redis.zrange(client.names.jobs_index, 0, -1)}
-    assert listed == {"recent", spec.job_id}
+    assert listed == {"alive", "recent"}
+    assert store.trim_index() == 0
 
 
 def test_submit_twice_is_refused(client):
