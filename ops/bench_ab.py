@@ -15,7 +15,6 @@ import argparse
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -31,20 +30,10 @@ class RevisionProcesses(PipelineProcesses):
 
     def __init__(self, deployment: Path, log_dir: Path, package_root: Path):
         super().__init__(deployment, log_dir)
-        self.package_root = package_root
-
-    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
-        argv = ["worker", *args, "--deployment", str(self.deployment.path), "--worker-id", name]
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "ddm.ops.cli", *argv],
-            # PYTHONPATH comes before the editable install's finder; the working directory must not
-            # hold a ddm/ of its own
-            env={**self.env, **(env or {}), "PYTHONPATH": str(self.package_root)},
-            cwd=self.package_root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        # PYTHONPATH comes before the editable install's finder; the working directory must not hold a
+        # ddm/ of its own
+        self.env["PYTHONPATH"] = str(package_root)
+        self.cwd = package_root
 
 
 def package_of(checkout: Path, root: Path) -> Path:

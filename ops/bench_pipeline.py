@@ -44,6 +44,7 @@ class PipelineProcesses:
         }
         self.settings = Settings.from_env(self.env)
         self.log_dir = log_dir
+        self.cwd: Path | None = None  # the children's working directory (default: ours)
         self.procs: dict[str, subprocess.Popen] = {}
 
     def __enter__(self) -> PipelineProcesses:
@@ -63,12 +64,17 @@ class PipelineProcesses:
     def expert_ids(self) -> list[str]:
         return [name for name in self.procs if name.startswith("bench-expert")]
 
+    def command(self, name: str, argv: list[str]) -> list[str]:
+        """The command line of child `name` running `ddm <argv>` (subclasses wrap it)."""
+        return [sys.executable, "-m", "ddm.ops.cli", *argv]
+
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
+        argv = ["worker", *args, "--deployment", str(self.deployment.path), "--worker-id", name]
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "ddm.ops.cli", "worker", *args, "--deployment", str(self.deployment.path)]
-            + ["--worker-id", name],
+            self.command(name, argv),
             env={**self.env, **(env or {})},
+            cwd=self.cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
         )

@@ -18,13 +18,13 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
+
+from ddm.ops.bench_pipeline import PipelineProcesses
 
 MARKS: list[list] = []  # [event, time, correlation id or expert id] in a traced child
 CPU_KEY = "cpu"  # run_traced's extra entry: process name -> % of one core used during the runs
@@ -114,45 +114,28 @@ def child(out: str, argv: list[str]) -> None:
 # ---------------------------------------------------------------- driver
 
 
+class TracedProcesses(PipelineProcesses):
+    """PipelineProcesses whose children run instrumented; each writes its marks to out_dir on SIGTERM."""
+
+    def __init__(self, deployment: Path, out_dir: Path):
+        super().__init__(deployment, out_dir)
+        self.out_dir = out_dir
+
+    def command(self, name: str, argv: list[str]) -> list[str]:
+        marks = self.out_dir / f"{name}.json"
+        return [sys.executable, "-m", "ddm.ops.bench_trace", "--child", str(marks), "--", *argv]
+
+
 def run_traced(deployment: Path, jobs: int, runs: int, strategy: str, tmp: Path) -> dict[str, list]:
-    """Start the traced processes, run the jobs, stop them; every child's marks by name."""
-    import redis
-
-    from ddm.ops.cleanup import delete_prefix
-    from ddm.ops.cmd_up import expert_thread_env
-    from ddm.ops.supervisor import stop_processes
+    """Start the traced processes, run the jobs, stop them; every child's marks by name ("router",
+    "expert0", ...), and CPU_KEY: each child's share of one core during the runs."""
     from ddm.router.client import Client
-    from ddm.schema.deployment import Deployment
     from ddm.schema.messages import JobSpec
-    from ddm.schema.names import Names
-    from ddm.schema.settings import Settings
 
-    dep = Deployment.load(deployment)
-    prefix = f"trace{uuid.uuid4().hex[:6]}."
-    env = {**os.environ, "DDM_PREFIX": prefix, "PYTHONUNBUFFERED": "1"}
-    settings = Settings.from_env(env)
-    children = {f"expert{e.id}": ["expert", "--expert", str(e.id)] for e in dep.experts}
-    children["router"] = ["router"]
-    procs = {}
-    for name, args in children.items():
-        threads = expert_thread_env(dep.num_experts) if name != "router" else {}
-        argv = ["worker", *args, "--deployment", str(deployment), "--worker-id", name]
-        procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "ddm.ops.bench_trace", "--child", str(tmp / f"{name}.json"), "--", *argv],
-            env={**env, **threads},
-            stdout=open(tmp / f"{name}.log", "wb"),  # noqa: SIM115 - the child's
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        r = redis.Redis.from_url(settings.redis_url)
-        deadline = time.monotonic() + 300
-        while not all(r.exists(Names(prefix).worker(name)) for name in procs):
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs.values()):
-                raise RuntimeError(f"traced workers did not start; logs in {tmp}")
-            time.sleep(0.2)
-        cpu_before = {name: cpu_seconds(p.pid) for name, p in procs.items()}
+    with TracedProcesses(deployment, tmp) as procs:
+        cpu_before = {name: cpu_seconds(p.pid) for name, p in procs.procs.items()}
         started = time.monotonic()
-        with Client(settings=settings) as client:
+        with Client(settings=procs.settings) as client:
             for _ in range(runs):
                 specs = [JobSpec.new([i % 10], strategy=strategy, seed=i) for i in range(jobs)]
                 ids = [client.submit(spec, deployment) for spec in specs]
@@ -160,17 +143,16 @@ def run_traced(deployment: Path, jobs: int, runs: int, strategy: str, tmp: Path)
                     client.wait(job_id, timeout=600)
         wall = time.monotonic() - started
         cpu = {}
-        for name, p in procs.items():
+        for name, p in procs.procs.items():
             now = cpu_seconds(p.pid)
             if now is not None and cpu_before[name] is not None:
-                cpu[name] = 100.0 * (now - cpu_before[name]) / wall
-    finally:
-        stop_processes(procs.values(), grace_s=10)
-        delete_prefix(settings.amqp_url, settings.redis_url, prefix, [e.id for e in dep.experts])
-    missing = [name for name in procs if not (tmp / f"{name}.json").is_file()]
+                cpu[name.removeprefix("bench-")] = 100.0 * (now - cpu_before[name]) / wall
+        names = list(procs.procs)
+    missing = [name for name in names if not (tmp / f"{name}.json").is_file()]
     if missing:  # killed before its SIGTERM handler ran
         raise RuntimeError(f"{', '.join(missing)} wrote no marks; see their logs in {tmp}")
-    return {name: json.loads((tmp / f"{name}.json").read_text()) for name in procs} | {CPU_KEY: cpu}
+    marks = {name.removeprefix("bench-"): json.loads((tmp / f"{name}.json").read_text()) for name in names}
+    return marks | {CPU_KEY: cpu}
 
 
 def hops(marks: dict[str, list]) -> dict[str, float]:
