@@ -9,7 +9,8 @@ Images are labelled 0, 1, ..., 9, 0, ... in every mode, so each mode asks the ex
 rows. Throughput is images per second of wall time; the ratios compare a pipeline level with the limit
 at the batch of the same size and with the HTTP baseline at the same concurrency. Every level runs
 `repeat` times, the three designs back to back each time (measure_all); tables show medians, the
-JSON keeps every run.
+JSON keeps every run. Every repeat also measures the transport floor (ops/broker_floor.py: a bare
+RabbitMQ round trip of a one-row request), to read the pipeline's per-step overhead against.
 """
 
 from __future__ import annotations
@@ -151,34 +152,51 @@ class HttpServers:
 # ---------------------------------------------------------------- one run, levels interleaved
 
 
-def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> tuple[dict, dict, dict]:
+@dataclass
+class Runs:
+    """Every measurement of one `ddm bench` run: {level: [row per repeat]} per design, and the
+    transport floor in ms per repeat."""
+
+    limit: dict[int, list]
+    pipeline: dict[int, list]
+    http: dict[int, list]
+    floor_ms: list[float]
+
+
+def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> Runs:
     """Every level `cfg.repeat` times. Each repeat measures every level of the three designs back to
     back (limit batch B, pipeline at C jobs, HTTP at C jobs; the order reversed every other repeat)
     while all their processes stay up, so slow drift of a shared machine hits the three alike instead
-    of whichever design ran last.
-    Returns {level: [row per repeat]} for the limit, the pipeline and HTTP."""
+    of whichever design ran last. Each repeat starts with the transport floor."""
     from ddm.ops.bench_pipeline import PipelineProcesses, run_level
+    from ddm.ops.broker_floor import EchoFloor
 
-    limit_runs: dict[int, list] = {b: [] for b in cfg.limit_batches}
-    pipeline_runs: dict[int, list] = {c: [] for c in cfg.concurrency}
-    http_runs: dict[int, list] = {c: [] for c in cfg.concurrency} if cfg.http else {}
+    runs = Runs(
+        limit={b: [] for b in cfg.limit_batches},
+        pipeline={c: [] for c in cfg.concurrency},
+        http={c: [] for c in cfg.concurrency} if cfg.http else {},
+        floor_ms=[],
+    )
     limit = LimitSampler(cfg)
     with contextlib.ExitStack() as stack:
         procs = stack.enter_context(PipelineProcesses(cfg.deployment, log_dir))
         http = stack.enter_context(HttpServers(cfg, log_dir)) if cfg.http else None
+        floor = stack.enter_context(EchoFloor(procs.settings.amqp_url))
         run_level(procs, job_specs(max(cfg.concurrency), cfg, steps=2))  # warm-up
         if http is not None:
             http.measure(max(cfg.concurrency), steps=2)
-        designs = [(_limit_step, limit, limit_runs), (_pipeline_step, procs, pipeline_runs)]
-        designs.append((_http_step, http, http_runs))
+        designs = [(_limit_step, limit, runs.limit), (_pipeline_step, procs, runs.pipeline)]
+        designs.append((_http_step, http, runs.http))
         for repeat in range(1, cfg.repeat + 1):
             tag = f"[{repeat}/{cfg.repeat}]"
+            runs.floor_ms.append(floor.measure())
+            progress(f"{tag} floor    bare broker round trip: {runs.floor_ms[-1]:.2f} ms")
             order = designs if repeat % 2 else designs[::-1]  # alternate which design goes first
             for level in sorted({*cfg.limit_batches, *cfg.concurrency}):
-                for step, runner, runs in order:
-                    if runner is not None and level in runs:
-                        runs[level].append(step(runner, cfg, level, tag, progress))
-    return limit_runs, pipeline_runs, http_runs
+                for step, runner, results in order:
+                    if runner is not None and level in results:
+                        results[level].append(step(runner, cfg, level, tag, progress))
+    return runs
 
 
 def _limit_step(limit: LimitSampler, cfg: BenchConfig, level: int, tag: str, progress) -> dict:
@@ -301,14 +319,24 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def floor_line(result: dict) -> str:
+    """The transport floor of the run, to print under the table."""
+    runs = result["runs"]["transport_floor_ms"]
+    spread = f" ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else ""
+    return (
+        f"transport floor: a bare RabbitMQ round trip of a one-row request through an echo consumer, "
+        f"{result['transport_floor_ms']:.2f} ms{spread}; the per-step overhead includes one such round trip"
+    )
+
+
 def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
     started = time.time()
-    limit_runs, pipeline_runs, http_runs = measure_all(cfg, work_dir / "logs", progress)
-    limit = [median_row(runs) for runs in limit_runs.values()]
-    pipeline = [median_row(runs) for runs in pipeline_runs.values()]
-    http = [median_row(runs) for runs in http_runs.values()]
+    runs = measure_all(cfg, work_dir / "logs", progress)
+    limit = [median_row(rows) for rows in runs.limit.values()]
+    pipeline = [median_row(rows) for rows in runs.pipeline.values()]
+    http = [median_row(rows) for rows in runs.http.values()]
     result = {
-        "format": 3,
+        "format": 4,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
         "deployment": describe(cfg.deployment),
@@ -319,12 +347,15 @@ def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
         "limit": limit,
         "pipeline": pipeline,
         "http": http,
-        "ratios": ratios(limit_runs, pipeline_runs, http_runs),
+        "ratios": ratios(runs.limit, runs.pipeline, runs.http),
+        # a bare RabbitMQ round trip of a one-row request, ms: the floor under the per-step overhead
+        "transport_floor_ms": float(np.median(runs.floor_ms)),
         # every run, in the order measured per level
         "runs": {
-            "limit": [row for rows in limit_runs.values() for row in rows],
-            "pipeline": [row for rows in pipeline_runs.values() for row in rows],
-            "http": [row for rows in http_runs.values() for row in rows],
+            "limit": [row for rows in runs.limit.values() for row in rows],
+            "pipeline": [row for rows in runs.pipeline.values() for row in rows],
+            "http": [row for rows in runs.http.values() for row in rows],
+            "transport_floor_ms": runs.floor_ms,
         },
         "wall_s": time.time() - started,
     }

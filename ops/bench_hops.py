@@ -8,7 +8,10 @@
 2. a real expert worker (random weights of the preset, own process) answering one-row requests from a
    bare client, with the worker's steps timed: publish -> worker callback, callback -> forward pass
    (decode, batcher, the loop), forward pass -> replying (reply encoding), publish + ack; the rest is
-   the broker back.
+   the broker back;
+3. the idle penalty: the same bit of Python (encoding a one-row request) timed right after the process
+   slept 0, 1, 3 and 10 ms. On this 2-vCPU VM code that runs after a few ms of idle is several times
+   slower, and at one job every process in the chain wakes from such an idle at every step.
 
 Times are medians in ms; CLOCK_MONOTONIC (time.perf_counter) is shared by processes on one host.
 Needs RabbitMQ at DDM_AMQP_URL (default local guest).
@@ -31,22 +34,8 @@ from pathlib import Path
 import numpy as np
 import pika
 
+from ddm.ops.broker_floor import EchoFloor, one_row_request, round_trips
 from ddm.schema.settings import Settings
-
-
-def _echo_server(url: str, queue: str) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    ch = conn.channel()
-    ch.queue_declare(queue, auto_delete=True)
-
-    def on_message(channel, method, props, body):
-        channel.basic_publish(
-            "", props.reply_to, body, pika.BasicProperties(correlation_id=props.correlation_id)
-        )
-        channel.basic_ack(method.delivery_tag)
-
-    ch.basic_consume(queue, on_message)
-    ch.start_consuming()
 
 
 def _select_echo_server(url: str, queue: str) -> None:
@@ -104,38 +93,17 @@ def _select_round_trips(url: str, queue: str, body: bytes, n: int) -> list[float
     return out
 
 
-def _round_trips(url: str, queue: str, bodies: list[bytes]) -> list[tuple[float, float, bytes]]:
-    """(sent, received, reply body) per request, one request in flight at a time."""
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    ch = conn.channel()
-    reply_queue = ch.queue_declare("", exclusive=True).method.queue
-    got: list[tuple[float, bytes]] = []
-    ch.basic_consume(reply_queue, lambda c, m, p, b: got.append((time.perf_counter(), b)), auto_ack=True)
-    out = []
-    for i, body in enumerate(bodies):
-        got.clear()
-        sent = time.perf_counter()
-        ch.basic_publish("", queue, body, pika.BasicProperties(reply_to=reply_queue, correlation_id=str(i)))
-        while not got:
-            conn.process_data_events(time_limit=1)
-        out.append((sent, got[0][0], got[0][1]))
-    conn.close()
-    return out
-
-
 def echo_rtt_ms(url: str, n: int, asynchronous: bool = False) -> float:
-    """Median round trip of a one-row-request-sized body through an echo consumer in another process."""
+    """Median round trip of a one-row request through an echo consumer in another process."""
+    if not asynchronous:
+        with EchoFloor(url) as floor:
+            return floor.measure(n)
     queue = f"ddm-hops-echo-{uuid.uuid4().hex[:8]}"
-    target = _select_echo_server if asynchronous else _echo_server
-    server = mp.get_context("spawn").Process(target=target, args=(url, queue), daemon=True)
+    server = mp.get_context("spawn").Process(target=_select_echo_server, args=(url, queue), daemon=True)
     server.start()
     time.sleep(1.0)
-    body = b"x" * 4500  # the size of a one-row request
     try:
-        if asynchronous:
-            return statistics.median(rtt * 1e3 for rtt in _select_round_trips(url, queue, body, n))
-        trips = _round_trips(url, queue, [body] * n)
-        return statistics.median((r - s) * 1e3 for s, r, _ in trips)
+        return statistics.median(rtt * 1e3 for rtt in _select_round_trips(url, queue, one_row_request(), n))
     finally:
         server.terminate()
 
@@ -152,6 +120,28 @@ def serialisation_ms() -> float:
         VelocityReply.decode(VelocityReply("r.1", x, 0, "w", 3.0, 1).encode())
 
     return min(timeit.repeat(both, number=2000, repeat=3)) / 2000 * 1e3
+
+
+def idle_penalty_us(idles_ms: tuple[float, ...] = (0, 1, 3, 10), n: int = 300) -> dict[float, float]:
+    """Median microseconds to encode a one-row VelocityRequest right after sleeping idle_ms (0: back
+    to back), per idle."""
+    from ddm.schema.messages import VelocityRequest
+
+    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
+    one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
+    for _ in range(n):  # first calls allocate
+        VelocityRequest("r.1", x, *one).encode()
+    out = {}
+    for idle in idles_ms:
+        times = []
+        for _ in range(n):
+            if idle:
+                time.sleep(idle / 1e3)
+            start = time.perf_counter()
+            VelocityRequest("r.1", x, *one).encode()
+            times.append(time.perf_counter() - start)
+        out[idle] = statistics.median(times) * 1e6
+    return out
 
 
 def _timed_worker(prefix: str, deployment: str, marks_path: str) -> None:
@@ -209,7 +199,7 @@ def worker_hops_ms(url: str, preset: str, n: int) -> dict[str, float]:
         one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
         bodies = [VelocityRequest(f"hops.{i}", x, *one).encode() for i in range(n)]
         try:
-            trips = _round_trips(url, Names(prefix).expert_queue(0), bodies)
+            trips = round_trips(url, Names(prefix).expert_queue(0), bodies)
         finally:
             worker.terminate()
             worker.join()
@@ -252,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"serialisation, one-row request and reply, encode + decode: {serialisation_ms():.3f} ms")
     print(f"bare pika round trip (echo consumer, BlockingConnection): {echo_rtt_ms(url, args.n):.2f} ms")
     print(f"bare pika round trip (echo consumer, SelectConnection): {echo_rtt_ms(url, args.n, True):.2f} ms")
+    penalty = idle_penalty_us()
+    print(
+        f"encode a one-row request right after an idle of {' / '.join(f'{i:g}' for i in penalty)} ms: "
+        f"{' / '.join(f'{us:.0f}' for us in penalty.values())} us"
+    )
     for name, ms in worker_hops_ms(url, args.preset, args.n).items():
         print(f"expert worker, {name}: {ms:.2f} ms")
     return 0

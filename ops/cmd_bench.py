@@ -45,7 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddm.ops.bench import BenchConfig, run, table
+    from ddm.ops.bench import BenchConfig, floor_line, run, table
     from ddm.ops.cmd_sample import resolve_deployment
 
     if not 1 <= args.steps <= 1000:
@@ -81,5 +81,6 @@ def main(args: argparse.Namespace) -> int:
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print()
     print(table(result))
+    print(floor_line(result))
     print(f"\nwrote {args.json}")
     return 0

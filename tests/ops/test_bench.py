@@ -58,5 +58,8 @@ def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
         assert [row[level] for row in result["runs"][design]] == [1, 1, 3, 3]
     for row in result["ratios"]:
         assert row["pipeline_over_limit"] > 0 and row["pipeline_over_http"] > 0
+    floors = result["runs"]["transport_floor_ms"]
+    assert len(floors) == 2 and min(floors) > 0 and result["transport_floor_ms"] == sum(floors) / 2
+    assert "transport floor: a bare RabbitMQ round trip" in proc.stdout
     assert result["deployment"]["path"] == "random weights, preset tiny"
     assert "| jobs | limit img/s" in proc.stdout and "pipeline / HTTP" in proc.stdout
