@@ -9,8 +9,9 @@ Images are labelled 0, 1, ..., 9, 0, ... in every mode, so each mode asks the ex
 rows. Throughput is images per second of wall time; the ratios compare a pipeline level with the limit
 at the batch of the same size and with the HTTP baseline at the same concurrency. Every level runs
 `repeat` times, the three designs back to back each time (measure_all); tables show medians, the
-JSON keeps every run. Every repeat also measures the transport floor (ops/broker_floor.py: a bare
-RabbitMQ round trip of a one-row request), to read the pipeline's per-step overhead against.
+JSON keeps every run. After each 1-job pipeline run comes the transport floor (ops/broker_floor.py:
+a bare RabbitMQ round trip of a one-row request, back to back and with the expert's forward pass
+replaced by a busy wait), to read the pipeline's per-step overhead against.
 """
 
 from __future__ import annotations
@@ -155,19 +156,19 @@ class HttpServers:
 @dataclass
 class Runs:
     """Every measurement of one `ddm bench` run: {level: [row per repeat]} per design, and the
-    transport floor in ms per repeat."""
+    transport floor per repeat (when 1 job is one of the levels)."""
 
     limit: dict[int, list]
     pipeline: dict[int, list]
     http: dict[int, list]
-    floor_ms: list[float]
+    floor: list[dict]
 
 
 def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> Runs:
     """Every level `cfg.repeat` times. Each repeat measures every level of the three designs back to
     back (limit batch B, pipeline at C jobs, HTTP at C jobs; the order reversed every other repeat)
     while all their processes stay up, so slow drift of a shared machine hits the three alike instead
-    of whichever design ran last. Each repeat starts with the transport floor."""
+    of whichever design ran last. The transport floor follows each 1-job pipeline run."""
     from ddm.ops.bench_pipeline import PipelineProcesses, run_level
     from ddm.ops.broker_floor import EchoFloor
 
@@ -175,7 +176,7 @@ def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> Runs:
         limit={b: [] for b in cfg.limit_batches},
         pipeline={c: [] for c in cfg.concurrency},
         http={c: [] for c in cfg.concurrency} if cfg.http else {},
-        floor_ms=[],
+        floor=[],
     )
     limit = LimitSampler(cfg)
     with contextlib.ExitStack() as stack:
@@ -189,13 +190,13 @@ def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> Runs:
         designs.append((_http_step, http, runs.http))
         for repeat in range(1, cfg.repeat + 1):
             tag = f"[{repeat}/{cfg.repeat}]"
-            runs.floor_ms.append(floor.measure())
-            progress(f"{tag} floor    bare broker round trip: {runs.floor_ms[-1]:.2f} ms")
             order = designs if repeat % 2 else designs[::-1]  # alternate which design goes first
             for level in sorted({*cfg.limit_batches, *cfg.concurrency}):
                 for step, runner, results in order:
                     if runner is not None and level in results:
                         results[level].append(step(runner, cfg, level, tag, progress))
+                    if step is _pipeline_step and level == 1:
+                        runs.floor.append(_floor_step(floor, results[1][-1], tag, progress))
     return runs
 
 
@@ -213,6 +214,22 @@ def _pipeline_step(procs, cfg: BenchConfig, level: int, tag: str, progress) -> d
         f"{tag} pipeline {level:>3} jobs: {row['images_per_s']:7.2f} images/s, "
         f"p50 {row['latency_p50_s']:.2f} s, overhead {row['overhead_ms_p50']:.2f} ms/step, "
         f"batch {row['mean_batch_size']:.1f}"
+    )
+    return row
+
+
+def _floor_step(floor, one_job: dict, tag: str, progress) -> dict:
+    """The bare round trip back to back, and with the echo busy as long as the 1-job run's forward
+    pass (so the client and the broker idle as long as at one job)."""
+    hold_ms = one_job["compute_ms_p50"]
+    row = {
+        "back_to_back_ms": floor.measure(),
+        "hold_ms": hold_ms,
+        "with_compute_ms": floor.measure(hold_ms=hold_ms),
+    }
+    progress(
+        f"{tag} floor    bare round trip {row['back_to_back_ms']:.2f} ms back to back, "
+        f"{row['with_compute_ms']:.2f} ms around a {hold_ms:.1f} ms busy wait"
     )
     return row
 
@@ -321,11 +338,14 @@ def table(result: dict) -> str:
 
 def floor_line(result: dict) -> str:
     """The transport floor of the run, to print under the table."""
-    runs = result["runs"]["transport_floor_ms"]
-    spread = f" ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else ""
+    floor = result["transport_floor"]
+    if floor is None:
+        return "transport floor: not measured (it runs after the 1-job level)"
     return (
-        f"transport floor: a bare RabbitMQ round trip of a one-row request through an echo consumer, "
-        f"{result['transport_floor_ms']:.2f} ms{spread}; the per-step overhead includes one such round trip"
+        f"transport floor, for the 1-job overhead ({result['median_overhead_ms_1_job']:.2f} ms): a bare "
+        f"RabbitMQ round trip of a one-row request through an echo consumer takes "
+        f"{floor['back_to_back_ms']:.2f} ms back to back and {floor['with_compute_ms']:.2f} ms when the echo "
+        f"first stays busy as long as the forward pass ({floor['hold_ms']:.1f} ms)"
     )
 
 
@@ -348,14 +368,16 @@ def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
         "pipeline": pipeline,
         "http": http,
         "ratios": ratios(runs.limit, runs.pipeline, runs.http),
-        # a bare RabbitMQ round trip of a one-row request, ms: the floor under the per-step overhead
-        "transport_floor_ms": float(np.median(runs.floor_ms)),
+        # a bare RabbitMQ round trip of a one-row request (ms): the floor under the 1-job overhead
+        "transport_floor": {k: float(np.median([r[k] for r in runs.floor])) for k in runs.floor[0]}
+        if runs.floor
+        else None,
         # every run, in the order measured per level
         "runs": {
             "limit": [row for rows in runs.limit.values() for row in rows],
             "pipeline": [row for rows in runs.pipeline.values() for row in rows],
             "http": [row for rows in runs.http.values() for row in rows],
-            "transport_floor_ms": runs.floor_ms,
+            "transport_floor": runs.floor,
         },
         "wall_s": time.time() - started,
     }

@@ -113,11 +113,12 @@ def run_level(procs: PipelineProcesses, specs: list[JobSpec], heartbeat_s: float
         failed = [st for st in statuses if st["status"] is not JobStatus.DONE]
         if failed:
             raise DDMError(f"{len(failed)} benchmark job(s) failed, e.g. {failed[0].get('error')}")
-        step_ms, overhead_ms = [], []
+        step_ms, overhead_ms, compute_ms = [], [], []
         for job_id in ids:
             for frame in client.frames(job_id, follow=False):
                 step_ms.append(frame.latency_ms)
                 overhead_ms.append(frame.latency_ms - frame.compute_ms)
+                compute_ms.append(frame.compute_ms)
     time.sleep(3 * heartbeat_s)  # the workers' next heartbeats carry the counters of this level
     after = procs.batch_counters()
     created = [st["created_at"] for st in statuses]
@@ -131,6 +132,7 @@ def run_level(procs: PipelineProcesses, specs: list[JobSpec], heartbeat_s: float
         "latency_p50_s": float(np.percentile(latency, 50)),
         "latency_p95_s": float(np.percentile(latency, 95)),
         "step_ms_p50": float(np.median(step_ms)),
+        "compute_ms_p50": float(np.median(compute_ms)),
         "overhead_ms_p50": float(np.median(overhead_ms)),
         "overhead_ms_p95": float(np.percentile(overhead_ms, 95)),
         "mean_batch_size": rows / batches if batches else 0.0,

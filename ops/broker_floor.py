@@ -5,15 +5,22 @@ VelocityRequest-sized body and waits for the echo before sending the next, both 
 BlockingConnection as the workers use it. No decoding, no model, no Redis: whatever the pipeline's
 per-step overhead adds above this number is ours, the rest is the broker, pika and the machine.
 
-`ddm bench` measures it in every repeat, beside the 1-job level, because this VM's floor moves with
-the time of day as much as the pipeline does (docs/BENCHMARKS.md). `ddm.ops.bench_hops` uses the same
-round trips to take an expert worker apart.
+The echo can hold each message for a while, busy, before it answers (the first 8 bytes of the body
+say how long): with the hold set to the expert's forward pass, the client and the broker sit idle as
+long as the router and the broker do at one job. That matters here: on this VM, code that runs after
+a few ms of idle runs several times slower (`python -m ddm.ops.bench_hops`), so the floor at one job
+is well above the back-to-back round trip.
+
+`ddm bench` measures both in every repeat, right after the 1-job level, because this VM's floor moves
+with the time of day as much as the pipeline does (docs/BENCHMARKS.md). `ddm.ops.bench_hops` uses the
+same round trips to take an expert worker apart.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import statistics
+import struct
 import time
 import uuid
 
@@ -24,6 +31,7 @@ from ddm.schema.errors import DDMError
 from ddm.schema.settings import redact
 
 READY_TIMEOUT_S = 30.0
+HOLD = struct.Struct("<d")  # the echo's hold in seconds, at the start of each body
 
 
 def one_row_request() -> bytes:
@@ -41,6 +49,10 @@ def _echo(url: str, queue: str, ready) -> None:
     ch.queue_declare(queue, auto_delete=True)  # gone when this consumer disconnects
 
     def on_message(channel, method, props, body):
+        (hold_s,) = HOLD.unpack_from(body)
+        until = time.perf_counter() + hold_s
+        while time.perf_counter() < until:  # busy, like a forward pass: this CPU does not idle
+            pass
         channel.basic_publish(
             "", props.reply_to, body, pika.BasicProperties(correlation_id=props.correlation_id)
         )
@@ -108,7 +120,9 @@ class EchoFloor:
         self._proc.terminate()
         self._proc.join(timeout=10)
 
-    def measure(self, n: int = 200, warmup: int = 20) -> float:
-        """Median round trip in ms of n one-row requests (after `warmup` unmeasured ones)."""
-        trips = round_trips(self.url, self.queue, [one_row_request()] * (n + warmup))[warmup:]
-        return statistics.median((back - sent) * 1e3 for sent, back, _ in trips)
+    def measure(self, n: int = 200, warmup: int = 20, hold_ms: float = 0.0) -> float:
+        """Median round trip in ms of n one-row requests (after `warmup` unmeasured ones), minus
+        hold_ms: the time the echo holds each one, busy, before it answers."""
+        body = HOLD.pack(hold_ms / 1e3) + one_row_request()
+        trips = round_trips(self.url, self.queue, [body] * (n + warmup))[warmup:]
+        return statistics.median((back - sent) * 1e3 - hold_ms for sent, back, _ in trips)

@@ -58,8 +58,10 @@ def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
         assert [row[level] for row in result["runs"][design]] == [1, 1, 3, 3]
     for row in result["ratios"]:
         assert row["pipeline_over_limit"] > 0 and row["pipeline_over_http"] > 0
-    floors = result["runs"]["transport_floor_ms"]
-    assert len(floors) == 2 and min(floors) > 0 and result["transport_floor_ms"] == sum(floors) / 2
-    assert "transport floor: a bare RabbitMQ round trip" in proc.stdout
+    floors = result["runs"]["transport_floor"]  # after each 1-job run, the echo busy as long as its compute
+    assert len(floors) == 2 and all(f["back_to_back_ms"] > 0 and f["with_compute_ms"] > 0 for f in floors)
+    assert [f["hold_ms"] for f in floors] == [r["compute_ms_p50"] for r in result["runs"]["pipeline"][:2]]
+    assert result["transport_floor"]["hold_ms"] == sum(f["hold_ms"] for f in floors) / 2
+    assert "transport floor, for the 1-job overhead" in proc.stdout
     assert result["deployment"]["path"] == "random weights, preset tiny"
     assert "| jobs | limit img/s" in proc.stdout and "pipeline / HTTP" in proc.stdout
