@@ -171,6 +171,7 @@ def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> Runs:
     of whichever design ran last. The transport floor follows each 1-job pipeline run."""
     from ddm.ops.bench_pipeline import PipelineProcesses, run_level
     from ddm.ops.broker_floor import EchoFloor
+    from ddm.ops.cmd_up import expert_thread_env
 
     runs = Runs(
         limit={b: [] for b in cfg.limit_batches},
@@ -182,7 +183,15 @@ def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> Runs:
     with contextlib.ExitStack() as stack:
         procs = stack.enter_context(PipelineProcesses(cfg.deployment, log_dir))
         http = stack.enter_context(HttpServers(cfg, log_dir)) if cfg.http else None
-        floor = stack.enter_context(EchoFloor(procs.settings.amqp_url))
+        first = procs.deployment.experts[0]  # the expert of label 0, the 1-job level's label
+        floor = stack.enter_context(
+            EchoFloor(
+                procs.settings.amqp_url,
+                first.checkpoint,
+                first.device,
+                expert_thread_env(procs.deployment.num_experts),
+            )
+        )
         run_level(procs, job_specs(max(cfg.concurrency), cfg, steps=2))  # warm-up
         if http is not None:
             http.measure(max(cfg.concurrency), steps=2)
@@ -219,17 +228,19 @@ def _pipeline_step(procs, cfg: BenchConfig, level: int, tag: str, progress) -> d
 
 
 def _floor_step(floor, one_job: dict, tag: str, progress) -> dict:
-    """The bare round trip back to back, and with the echo busy as long as the 1-job run's forward
-    pass (so the client and the broker idle as long as at one job)."""
+    """The minimal consumer's round trip (ops/broker_floor.py) back to back, around a busy wait as long
+    as the 1-job run's forward pass, and around expert 0's real forward pass; each minus the work."""
     hold_ms = one_job["compute_ms_p50"]
     row = {
-        "back_to_back_ms": floor.measure(),
+        "bare_ms": floor.measure(),
         "hold_ms": hold_ms,
-        "with_compute_ms": floor.measure(hold_ms=hold_ms),
+        "around_busy_wait_ms": floor.measure(busy_ms=hold_ms),
+        "around_forward_ms": floor.measure(forward=True),
     }
     progress(
-        f"{tag} floor    bare round trip {row['back_to_back_ms']:.2f} ms back to back, "
-        f"{row['with_compute_ms']:.2f} ms around a {hold_ms:.1f} ms busy wait"
+        f"{tag} floor    minimal consumer: {row['bare_ms']:.2f} ms back to back, "
+        f"{row['around_busy_wait_ms']:.2f} around a {hold_ms:.1f} ms busy wait, "
+        f"{row['around_forward_ms']:.2f} around the forward pass"
     )
     return row
 
@@ -337,15 +348,15 @@ def table(result: dict) -> str:
 
 
 def floor_line(result: dict) -> str:
-    """The transport floor of the run, to print under the table."""
+    """The transport floor of the run (ops/broker_floor.py), to print under the table."""
     floor = result["transport_floor"]
     if floor is None:
         return "transport floor: not measured (it runs after the 1-job level)"
     return (
-        f"transport floor, for the 1-job overhead ({result['median_overhead_ms_1_job']:.2f} ms): a bare "
-        f"RabbitMQ round trip of a one-row request through an echo consumer takes "
-        f"{floor['back_to_back_ms']:.2f} ms back to back and {floor['with_compute_ms']:.2f} ms when the echo "
-        f"first stays busy as long as the forward pass ({floor['hold_ms']:.1f} ms)"
+        f"transport floor under the 1-job overhead ({result['median_overhead_ms_1_job']:.2f} ms): a minimal "
+        f"RabbitMQ consumer's round trip of a one-row request, minus its work, is {floor['bare_ms']:.2f} ms "
+        f"back to back, {floor['around_busy_wait_ms']:.2f} ms around a {floor['hold_ms']:.1f} ms busy wait "
+        f"and {floor['around_forward_ms']:.2f} ms around expert 0's forward pass"
     )
 
 

@@ -8,7 +8,8 @@
 2. a real expert worker (random weights of the preset, own process) answering one-row requests from a
    bare client, with the worker's steps timed: publish -> worker callback, callback -> forward pass
    (decode, batcher, the loop), forward pass -> replying (reply encoding), publish + ack; the rest is
-   the broker back;
+   the broker back. Then the same forward pass in a minimal consumer (ops/broker_floor.py): what the
+   worker adds above it is the worker's own code;
 3. the idle penalty: the same bit of Python (encoding a one-row request) timed right after the process
    slept 0, 1, 3 and 10 ms. On this 2-vCPU VM code that runs after a few ms of idle is several times
    slower, and at one job every process in the chain wakes from such an idle at every step.
@@ -181,14 +182,12 @@ def _timed_worker(prefix: str, deployment: str, marks_path: str) -> None:
     W.ExpertWorker(Settings.from_env(), deployment, 0).run()
 
 
-def worker_hops_ms(url: str, preset: str, n: int) -> dict[str, float]:
+def worker_hops_ms(url: str, deployment: Path, n: int) -> dict[str, float]:
     from ddm.ops.cleanup import delete_prefix
-    from ddm.ops.random_experts import write_label_split
     from ddm.schema.messages import VelocityReply, VelocityRequest
     from ddm.schema.names import Names
 
     with tempfile.TemporaryDirectory(prefix="ddm-hops-") as tmp:
-        deployment = write_label_split(Path(tmp) / "experts", preset)
         prefix, marks_path = f"hops{uuid.uuid4().hex[:6]}.", str(Path(tmp) / "marks.json")
         worker = mp.get_context("spawn").Process(
             target=_timed_worker, args=(prefix, str(deployment), marks_path)
@@ -247,8 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         f"encode a one-row request right after an idle of {' / '.join(f'{i:g}' for i in penalty)} ms: "
         f"{' / '.join(f'{us:.0f}' for us in penalty.values())} us"
     )
-    for name, ms in worker_hops_ms(url, args.preset, args.n).items():
-        print(f"expert worker, {name}: {ms:.2f} ms")
+    from ddm.ops.random_experts import write_label_split
+    from ddm.schema.deployment import Deployment
+
+    with tempfile.TemporaryDirectory(prefix="ddm-hops-") as tmp:
+        deployment = write_label_split(Path(tmp) / "experts", args.preset)
+        for name, ms in worker_hops_ms(url, deployment, args.n).items():
+            print(f"expert worker, {name}: {ms:.2f} ms")
+        with EchoFloor(url, Deployment.load(deployment).experts[0].checkpoint) as floor:
+            ms = floor.measure(args.n, forward=True)
+        print(f"minimal consumer around the same forward pass, round trip minus it: {ms:.2f} ms")
     return 0
 
 

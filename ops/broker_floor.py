@@ -1,28 +1,32 @@
 """The transport floor: one bare RabbitMQ request/reply round trip on this machine, right now.
 
-An echo consumer in its own process answers each message with itself; the client sends a one-row
-VelocityRequest-sized body and waits for the echo before sending the next, both on pika's
-BlockingConnection as the workers use it. No decoding, no model, no Redis: whatever the pipeline's
-per-step overhead adds above this number is ours, the rest is the broker, pika and the machine.
+A minimal consumer in its own process answers each one-row VelocityRequest-sized message with the
+message itself; the client waits for the answer before sending the next, both on pika's
+BlockingConnection as the workers use it. No decoding, no batching, no router, no Redis. Before it
+answers, the consumer does one of three things, and the round trip is reported minus that work:
 
-The echo can hold each message for a while, busy, before it answers (the first 8 bytes of the body
-say how long): with the hold set to the expert's forward pass, the client and the broker sit idle as
-long as the router and the broker do at one job. That matters here: on this VM, code that runs after
-a few ms of idle runs several times slower (`python -m ddm.ops.bench_hops`), so the floor at one job
-is well above the back-to-back round trip.
+    nothing        the round trip back to back: pika and the broker alone;
+    a busy wait    as long as the expert's forward pass: the client and the broker now sit idle as
+                   long as the router and the broker do at one job, and on this VM code that runs
+                   after a few ms of idle runs several times slower (`python -m ddm.ops.bench_hops`);
+    the forward    the real expert's forward pass on one row: its memory traffic also leaves the
+                   consumer's caches cold for the publish and the next receive.
 
-`ddm bench` measures both in every repeat, right after the 1-job level, because this VM's floor moves
-with the time of day as much as the pipeline does (docs/BENCHMARKS.md). `ddm.ops.bench_hops` uses the
-same round trips to take an expert worker apart.
+The last is the least any design pays per step at one job when a message broker stands between the
+router and an expert on this machine; what the pipeline's 1-job overhead adds above it is the
+pipeline's own code. `ddm bench` measures all three right after every 1-job run (this VM's floor
+moves as much as the pipeline does); `ddm.ops.bench_hops` uses the same round trips.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import statistics
 import struct
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pika
@@ -30,8 +34,9 @@ import pika
 from ddm.schema.errors import DDMError
 from ddm.schema.settings import redact
 
-READY_TIMEOUT_S = 30.0
-HOLD = struct.Struct("<d")  # the echo's hold in seconds, at the start of each body
+READY_TIMEOUT_S = 120.0  # loading the expert (a JAX one compiles one bucket) comes first
+WORKED = struct.Struct("<d")  # every answer starts with the seconds the consumer worked before it
+FORWARD = "forward"  # message type: run the expert's forward pass; "busy:<seconds>": busy wait
 
 
 def one_row_request() -> bytes:
@@ -43,19 +48,35 @@ def one_row_request() -> bytes:
     return VelocityRequest("floor.1", x, *one).encode()
 
 
-def _echo(url: str, queue: str, ready) -> None:
+def _load_forward(checkpoint: str, device: str):
+    """A no-argument function that runs the expert's forward pass on one fixed row."""
+    from ddm.workers import load_expert
+
+    expert = load_expert(checkpoint, device, buckets=(1,))
+    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
+    t, y = np.full(1, 0.5, np.float32), np.zeros(1, np.int64)
+    expert.velocity(x, t, y)  # first call: allocations, lazy init
+    return lambda: expert.velocity(x, t, y)
+
+
+def _consumer(url: str, queue: str, ready, checkpoint: str | None, device: str, env: dict) -> None:
+    os.environ.update(env)  # the expert workers' thread settings, before torch or jax is imported
+    forward = _load_forward(checkpoint, device) if checkpoint else None
     conn = pika.BlockingConnection(pika.URLParameters(url))
     ch = conn.channel()
     ch.queue_declare(queue, auto_delete=True)  # gone when this consumer disconnects
 
     def on_message(channel, method, props, body):
-        (hold_s,) = HOLD.unpack_from(body)
-        until = time.perf_counter() + hold_s
-        while time.perf_counter() < until:  # busy, like a forward pass: this CPU does not idle
-            pass
-        channel.basic_publish(
-            "", props.reply_to, body, pika.BasicProperties(correlation_id=props.correlation_id)
-        )
+        start = time.perf_counter()
+        if props.type == FORWARD and forward is not None:
+            forward()
+        elif props.type and props.type.startswith("busy:"):
+            until = start + float(props.type[5:])
+            while time.perf_counter() < until:  # busy, like a forward pass: this CPU does not idle
+                pass
+        worked = time.perf_counter() - start
+        reply_props = pika.BasicProperties(correlation_id=props.correlation_id)
+        channel.basic_publish("", props.reply_to, WORKED.pack(worked) + body, reply_props)
         channel.basic_ack(method.delivery_tag)
 
     ch.basic_consume(queue, on_message)
@@ -63,7 +84,9 @@ def _echo(url: str, queue: str, ready) -> None:
     ch.start_consuming()
 
 
-def round_trips(url: str, queue: str, bodies: list[bytes]) -> list[tuple[float, float, bytes]]:
+def round_trips(
+    url: str, queue: str, bodies: list[bytes], message_type: str | None = None
+) -> list[tuple[float, float, bytes]]:
     """(sent, received, reply body) per request to `queue`, one request in flight at a time
     (time.perf_counter: CLOCK_MONOTONIC, comparable across processes on one host)."""
     conn = pika.BlockingConnection(pika.URLParameters(url))
@@ -76,7 +99,7 @@ def round_trips(url: str, queue: str, bodies: list[bytes]) -> list[tuple[float, 
         for i, body in enumerate(bodies):
             got.clear()
             sent = time.perf_counter()
-            props = pika.BasicProperties(reply_to=reply_queue, correlation_id=str(i))
+            props = pika.BasicProperties(reply_to=reply_queue, correlation_id=str(i), type=message_type)
             ch.basic_publish("", queue, body, props)
             deadline = sent + READY_TIMEOUT_S
             while not got:
@@ -90,19 +113,26 @@ def round_trips(url: str, queue: str, bodies: list[bytes]) -> list[tuple[float, 
 
 
 class EchoFloor:
-    """An echo consumer process kept up for a whole benchmark; `measure()` any number of times.
+    """The minimal consumer, kept up for a whole benchmark; `measure()` any number of times.
 
-    with EchoFloor(url) as floor:
-        floor.measure()  # median round trip in ms
+        with EchoFloor(url, checkpoint="checkpoints/mnist/expert0_torch") as floor:
+            floor.measure()                 # back to back, ms
+            floor.measure(busy_ms=6.0)      # around a 6 ms busy wait, minus the wait
+            floor.measure(forward=True)     # around the expert's forward pass, minus the pass
+
+    checkpoint (optional, needed for forward=True) is loaded with `device` and the environment
+    `env` (e.g. the expert workers' OMP_NUM_THREADS).
     """
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, checkpoint: str | Path | None = None, device: str = "auto", env=None):
         self.url = url
+        self.has_expert = checkpoint is not None
         self.queue = f"ddm-floor-{uuid.uuid4().hex[:8]}"
-        self._ready = mp.get_context("spawn").Event()
-        self._proc = mp.get_context("spawn").Process(
-            target=_echo, args=(url, self.queue, self._ready), daemon=True
-        )
+        ctx = mp.get_context("spawn")
+        self._ready = ctx.Event()
+        path = str(checkpoint) if checkpoint else None
+        args = (url, self.queue, self._ready, path, device, dict(env or {}))
+        self._proc = ctx.Process(target=_consumer, args=args, daemon=True)
 
     def __enter__(self) -> EchoFloor:
         self._proc.start()
@@ -111,8 +141,8 @@ class EchoFloor:
             if not self._proc.is_alive() or time.monotonic() > deadline:
                 self._proc.terminate()
                 raise DDMError(
-                    f"the echo consumer for the transport floor did not start (is RabbitMQ up at "
-                    f"{redact(self.url)}?)"
+                    f"the minimal consumer for the transport floor did not start (is RabbitMQ up at "
+                    f"{redact(self.url)}? does the expert load? its traceback is above)"
                 )
         return self
 
@@ -120,9 +150,13 @@ class EchoFloor:
         self._proc.terminate()
         self._proc.join(timeout=10)
 
-    def measure(self, n: int = 200, warmup: int = 20, hold_ms: float = 0.0) -> float:
-        """Median round trip in ms of n one-row requests (after `warmup` unmeasured ones), minus
-        hold_ms: the time the echo holds each one, busy, before it answers."""
-        body = HOLD.pack(hold_ms / 1e3) + one_row_request()
-        trips = round_trips(self.url, self.queue, [body] * (n + warmup))[warmup:]
-        return statistics.median((back - sent) * 1e3 - hold_ms for sent, back, _ in trips)
+    def measure(self, n: int = 200, warmup: int = 20, busy_ms: float = 0.0, forward: bool = False) -> float:
+        """Median round trip in ms of n one-row requests (after `warmup` unmeasured ones), minus what
+        the consumer worked on each: a busy wait of busy_ms, or the expert's forward pass."""
+        if forward and not self.has_expert:
+            raise DDMError("EchoFloor.measure(forward=True) needs the consumer started with a checkpoint")
+        kind = FORWARD if forward else f"busy:{busy_ms / 1e3!r}" if busy_ms > 0 else None
+        trips = round_trips(self.url, self.queue, [one_row_request()] * (n + warmup), kind)[warmup:]
+        return statistics.median(
+            (back - sent - WORKED.unpack_from(reply)[0]) * 1e3 for sent, back, reply in trips
+        )
