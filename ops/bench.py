@@ -10,8 +10,8 @@ rows. Throughput is images per second of wall time; the ratios compare a pipelin
 at the batch of the same size and with the HTTP baseline at the same concurrency. Every level runs
 `repeat` times, the three designs back to back each time (measure_all); tables show medians, the
 JSON keeps every run. After each 1-job pipeline run comes the transport floor (ops/broker_floor.py:
-a bare RabbitMQ round trip of a one-row request, back to back and with the expert's forward pass
-replaced by a busy wait), to read the pipeline's per-step overhead against.
+a minimal RabbitMQ consumer's round trip of a one-row request, back to back, around a busy wait as
+long as the forward pass and around expert 0's real forward pass), to read the 1-job overhead against.
 """
 
 from __future__ import annotations
@@ -183,15 +183,14 @@ def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> Runs:
     with contextlib.ExitStack() as stack:
         procs = stack.enter_context(PipelineProcesses(cfg.deployment, log_dir))
         http = stack.enter_context(HttpServers(cfg, log_dir)) if cfg.http else None
-        first = procs.deployment.experts[0]  # the expert of label 0, the 1-job level's label
-        floor = stack.enter_context(
-            EchoFloor(
-                procs.settings.amqp_url,
-                first.checkpoint,
-                first.device,
-                expert_thread_env(procs.deployment.num_experts),
+        floor = None
+        if 1 in cfg.concurrency:
+            # expert 0: the one label 0 (the 1-job level's label) goes to in the shipped label split
+            first = procs.deployment.experts[0]
+            threads = expert_thread_env(procs.deployment.num_experts)
+            floor = stack.enter_context(
+                EchoFloor(procs.settings.amqp_url, first.checkpoint, first.device, threads)
             )
-        )
         run_level(procs, job_specs(max(cfg.concurrency), cfg, steps=2))  # warm-up
         if http is not None:
             http.measure(max(cfg.concurrency), steps=2)
@@ -202,8 +201,9 @@ def measure_all(cfg: BenchConfig, log_dir: Path, progress=print) -> Runs:
             order = designs if repeat % 2 else designs[::-1]  # alternate which design goes first
             for level in sorted({*cfg.limit_batches, *cfg.concurrency}):
                 for step, runner, results in order:
-                    if runner is not None and level in results:
-                        results[level].append(step(runner, cfg, level, tag, progress))
+                    if runner is None or level not in results:
+                        continue
+                    results[level].append(step(runner, cfg, level, tag, progress))
                     if step is _pipeline_step and level == 1:
                         runs.floor.append(_floor_step(floor, results[1][-1], tag, progress))
     return runs
@@ -379,7 +379,8 @@ def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
         "pipeline": pipeline,
         "http": http,
         "ratios": ratios(runs.limit, runs.pipeline, runs.http),
-        # a bare RabbitMQ round trip of a one-row request (ms): the floor under the 1-job overhead
+        # the minimal consumer's round trips (ms; each the median over the repeats, like the rows):
+        # the floor under the 1-job overhead; None without a 1-job level
         "transport_floor": {k: float(np.median([r[k] for r in runs.floor])) for k in runs.floor[0]}
         if runs.floor
         else None,

@@ -5,14 +5,14 @@
 1. a bare pika round trip: publish, an echo consumer in another process, reply; once with pika's
    BlockingConnection on both sides (what the workers use) and once with its asynchronous
    SelectConnection on both sides;
-2. a real expert worker (random weights of the preset, own process) answering one-row requests from a
+2. the idle penalty: the same bit of Python (encoding a one-row request) timed right after the process
+   slept 0, 1, 3 and 10 ms. On this 2-vCPU VM code that runs after a few ms of idle is several times
+   slower, and at one job every process in the chain wakes from such an idle at every step;
+3. a real expert worker (random weights of the preset, own process) answering one-row requests from a
    bare client, with the worker's steps timed: publish -> worker callback, callback -> forward pass
    (decode, batcher, the loop), forward pass -> replying (reply encoding), publish + ack; the rest is
    the broker back. Then the same forward pass in a minimal consumer (ops/broker_floor.py): what the
-   worker adds above it is the worker's own code;
-3. the idle penalty: the same bit of Python (encoding a one-row request) timed right after the process
-   slept 0, 1, 3 and 10 ms. On this 2-vCPU VM code that runs after a few ms of idle is several times
-   slower, and at one job every process in the chain wakes from such an idle at every step.
+   worker adds above it is the worker's own code.
 
 Times are medians in ms; CLOCK_MONOTONIC (time.perf_counter) is shared by processes on one host.
 Needs RabbitMQ at DDM_AMQP_URL (default local guest).
@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         deployment = write_label_split(Path(tmp) / "experts", args.preset)
         for name, ms in worker_hops_ms(url, deployment, args.n).items():
             print(f"expert worker, {name}: {ms:.2f} ms")
-        with EchoFloor(url, Deployment.load(deployment).experts[0].checkpoint) as floor:
+        expert = Deployment.load(deployment).experts[0]
+        with EchoFloor(url, expert.checkpoint, expert.device) as floor:
             ms = floor.measure(args.n, forward=True)
         print(f"minimal consumer around the same forward pass, round trip minus it: {ms:.2f} ms")
     return 0

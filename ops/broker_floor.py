@@ -1,15 +1,16 @@
 """The transport floor: one bare RabbitMQ request/reply round trip on this machine, right now.
 
-A minimal consumer in its own process answers each one-row VelocityRequest-sized message with the
-message itself; the client waits for the answer before sending the next, both on pika's
-BlockingConnection as the workers use it. No decoding, no batching, no router, no Redis. Before it
-answers, the consumer does one of three things, and the round trip is reported minus that work:
+A minimal consumer in its own process echoes each one-row VelocityRequest-sized message back,
+prefixed with how long it worked on it (8 bytes); the client waits for the answer before sending the
+next, both on pika's BlockingConnection as the workers use it. No decoding, no batching, no router,
+no Redis. Before it answers, the consumer does one of three things, and the round trip is reported
+minus that work:
 
     nothing        the round trip back to back: pika and the broker alone;
     a busy wait    as long as the expert's forward pass: the client and the broker now sit idle as
                    long as the router and the broker do at one job, and on this VM code that runs
                    after a few ms of idle runs several times slower (`python -m ddm.ops.bench_hops`);
-    the forward    the real expert's forward pass on one row: its memory traffic also leaves the
+    the forward    the real expert's forward pass on one row, whose memory traffic may also leave the
                    consumer's caches cold for the publish and the next receive.
 
 The last is the least any design pays per step at one job when a message broker stands between the
@@ -34,7 +35,8 @@ import pika
 from ddm.schema.errors import DDMError
 from ddm.schema.settings import redact
 
-READY_TIMEOUT_S = 120.0  # loading the expert (a JAX one compiles one bucket) comes first
+READY_TIMEOUT_S = 120.0  # start-up: loading the expert (a JAX one compiles one bucket) comes first
+REPLY_TIMEOUT_S = 30.0
 WORKED = struct.Struct("<d")  # every answer starts with the seconds the consumer worked before it
 FORWARD = "forward"  # message type: run the expert's forward pass; "busy:<seconds>": busy wait
 
@@ -60,7 +62,7 @@ def _load_forward(checkpoint: str, device: str):
 
 
 def _consumer(url: str, queue: str, ready, checkpoint: str | None, device: str, env: dict) -> None:
-    os.environ.update(env)  # the expert workers' thread settings, before torch or jax is imported
+    os.environ.update(env)  # the expert workers' thread settings, before the expert's framework loads
     forward = _load_forward(checkpoint, device) if checkpoint else None
     conn = pika.BlockingConnection(pika.URLParameters(url))
     ch = conn.channel()
@@ -85,10 +87,11 @@ def _consumer(url: str, queue: str, ready, checkpoint: str | None, device: str, 
 
 
 def round_trips(
-    url: str, queue: str, bodies: list[bytes], message_type: str | None = None
+    url: str, queue: str, bodies: list[bytes], message_type: str | None = None, alive=lambda: True
 ) -> list[tuple[float, float, bytes]]:
     """(sent, received, reply body) per request to `queue`, one request in flight at a time
-    (time.perf_counter: CLOCK_MONOTONIC, comparable across processes on one host)."""
+    (time.perf_counter: CLOCK_MONOTONIC, comparable across processes on one host). `alive()` says
+    whether the consumer still runs: a dead one's requests vanish, so waiting on them would only hang."""
     conn = pika.BlockingConnection(pika.URLParameters(url))
     ch = conn.channel()
     reply_queue = ch.queue_declare("", exclusive=True).method.queue
@@ -101,11 +104,13 @@ def round_trips(
             sent = time.perf_counter()
             props = pika.BasicProperties(reply_to=reply_queue, correlation_id=str(i), type=message_type)
             ch.basic_publish("", queue, body, props)
-            deadline = sent + READY_TIMEOUT_S
+            deadline = sent + REPLY_TIMEOUT_S
             while not got:
+                if not alive():
+                    raise DDMError(f"the consumer of {queue} died (its traceback is above)")
                 if time.perf_counter() > deadline:
-                    raise DDMError(f"no reply from {queue} within {READY_TIMEOUT_S:g} s")
-                conn.process_data_events(time_limit=1)
+                    raise DDMError(f"no reply from {queue} within {REPLY_TIMEOUT_S:g} s")
+                conn.process_data_events(time_limit=0.5)
             out.append((sent, got[0][0], got[0][1]))
     finally:
         conn.close()
@@ -139,7 +144,7 @@ class EchoFloor:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self._ready.wait(0.1):
             if not self._proc.is_alive() or time.monotonic() > deadline:
-                self._proc.terminate()
+                self.__exit__()
                 raise DDMError(
                     f"the minimal consumer for the transport floor did not start (is RabbitMQ up at "
                     f"{redact(self.url)}? does the expert load? its traceback is above)"
@@ -149,14 +154,20 @@ class EchoFloor:
     def __exit__(self, *exc) -> None:
         self._proc.terminate()
         self._proc.join(timeout=10)
+        if self._proc.is_alive():  # stuck in C code that ignores SIGTERM
+            self._proc.kill()
+            self._proc.join()
 
     def measure(self, n: int = 200, warmup: int = 20, busy_ms: float = 0.0, forward: bool = False) -> float:
         """Median round trip in ms of n one-row requests (after `warmup` unmeasured ones), minus what
         the consumer worked on each: a busy wait of busy_ms, or the expert's forward pass."""
         if forward and not self.has_expert:
             raise DDMError("EchoFloor.measure(forward=True) needs the consumer started with a checkpoint")
-        kind = FORWARD if forward else f"busy:{busy_ms / 1e3!r}" if busy_ms > 0 else None
-        trips = round_trips(self.url, self.queue, [one_row_request()] * (n + warmup), kind)[warmup:]
+        if not busy_ms >= 0:
+            raise DDMError(f"busy_ms: expected a wait >= 0 ms, got {busy_ms!r}")
+        kind = FORWARD if forward else f"busy:{float(busy_ms) / 1e3:.6f}"
+        bodies = [one_row_request()] * (n + warmup)
+        trips = round_trips(self.url, self.queue, bodies, kind, alive=self._proc.is_alive)[warmup:]
         return statistics.median(
             (back - sent - WORKED.unpack_from(reply)[0]) * 1e3 for sent, back, reply in trips
         )

@@ -66,3 +66,18 @@ def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
     assert "transport floor under the 1-job overhead" in proc.stdout
     assert result["deployment"]["path"] == "random weights, preset tiny"
     assert "| jobs | limit img/s" in proc.stdout and "pipeline / HTTP" in proc.stdout
+
+
+def test_bench_without_a_1_job_level_has_no_floor(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddm.ops.cli", "bench", "--preset", "tiny", "--steps", "2", "--no-http"]
+        + ["--concurrency", "2", "--limit-batches", "2", "--repeat", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["transport_floor"] is None and result["runs"]["transport_floor"] == []
+    assert "transport floor: not measured" in proc.stdout
