@@ -9,6 +9,19 @@ import sys
 from ddm.ops.bench import median_row, paired_ratio
 
 
+def run_bench(tmp_path, *args: str) -> tuple[dict, str]:
+    """`ddm bench --preset tiny ARGS` in a subprocess: (the JSON it wrote, its stdout)."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddm.ops.cli", "bench", "--preset", "tiny", *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
 def test_median_row_takes_each_numbers_median_and_keeps_the_runs():
     runs = [
         {"jobs": 4, "images_per_s": 2.0, "overhead_ms_p50": 3.0},
@@ -29,16 +42,9 @@ def test_ratios_pair_each_repeat_with_its_own_baseline():
 
 
 def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ddm.ops.cli", "bench", "--preset", "tiny", "--steps", "20"]
-        + ["--concurrency", "1,3", "--limit-batches", "1,3", "--repeat", "2", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    result, stdout = run_bench(
+        tmp_path, "--steps", "20", "--concurrency", "1,3", "--limit-batches", "1,3", "--repeat", "2"
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(out.read_text())
     assert [row["batch"] for row in result["limit"]] == [1, 3]
     assert [row["jobs"] for row in result["pipeline"]] == [1, 3]
     assert [row["jobs"] for row in result["http"]] == [1, 3]
@@ -63,21 +69,14 @@ def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
     assert len(floors) == 2 and all(f[kind] > 0 for f in floors for kind in kinds)
     assert [f["hold_ms"] for f in floors] == [r["compute_ms_p50"] for r in result["runs"]["pipeline"][:2]]
     assert result["transport_floor"]["hold_ms"] == sum(f["hold_ms"] for f in floors) / 2
-    assert "transport floor under the 1-job overhead" in proc.stdout
+    assert "transport floor under the 1-job overhead" in stdout
     assert result["deployment"]["path"] == "random weights, preset tiny"
-    assert "| jobs | limit img/s" in proc.stdout and "pipeline / HTTP" in proc.stdout
+    assert "| jobs | limit img/s" in stdout and "pipeline / HTTP" in stdout
 
 
 def test_bench_without_a_1_job_level_has_no_floor(tmp_path):
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ddm.ops.cli", "bench", "--preset", "tiny", "--steps", "2", "--no-http"]
-        + ["--concurrency", "2", "--limit-batches", "2", "--repeat", "1", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    result, stdout = run_bench(
+        tmp_path, "--steps", "2", "--no-http", "--concurrency", "2", "--limit-batches", "2", "--repeat", "1"
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(out.read_text())
     assert result["transport_floor"] is None and result["runs"]["transport_floor"] == []
-    assert "transport floor: not measured" in proc.stdout
+    assert "transport floor: not measured" in stdout
