@@ -254,7 +254,8 @@ def _http_step(http: HttpServers, cfg: BenchConfig, level: int, tag: str, progre
 
 def median_row(runs: list[dict]) -> dict:
     """One row per level: the median of each number over the repeats (the level itself stays an int),
-    and the repeats' throughputs. Values that are not numbers are taken from the first run."""
+    and the repeats' throughputs if they have one. Values that are not numbers are taken from the first
+    run."""
     row = {}
     for key, first in runs[0].items():
         numeric = isinstance(first, int | float) and not isinstance(first, bool)
@@ -262,7 +263,8 @@ def median_row(runs: list[dict]) -> dict:
     for key in ("batch", "jobs"):
         if key in row:
             row[key] = int(row[key])
-    row["images_per_s_runs"] = [r["images_per_s"] for r in runs]
+    if "images_per_s" in row:
+        row["images_per_s_runs"] = [r["images_per_s"] for r in runs]
     return row
 
 
@@ -381,9 +383,7 @@ def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
         "ratios": ratios(runs.limit, runs.pipeline, runs.http),
         # the minimal consumer's round trips (ms; each the median over the repeats, like the rows):
         # the floor under the 1-job overhead; None without a 1-job level
-        "transport_floor": {k: float(np.median([r[k] for r in runs.floor])) for k in runs.floor[0]}
-        if runs.floor
-        else None,
+        "transport_floor": median_row(runs.floor) if runs.floor else None,
         # every run, in the order measured per level
         "runs": {
             "limit": [row for rows in runs.limit.values() for row in rows],

@@ -32,10 +32,9 @@ import timeit
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pika
 
-from ddm.ops.broker_floor import EchoFloor, one_row_request, round_trips
+from ddm.ops.broker_floor import EchoFloor, one_row, one_row_request, round_trips
 from ddm.schema.settings import Settings
 
 
@@ -113,8 +112,7 @@ def serialisation_ms() -> float:
     """Encode + decode of a one-row VelocityRequest and its VelocityReply, in ms (best of 3 x 2000)."""
     from ddm.schema.messages import VelocityReply, VelocityRequest
 
-    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
-    one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
+    x, *one = one_row()
 
     def both():
         VelocityRequest.decode(VelocityRequest("r.1", x, *one).encode())
@@ -128,8 +126,7 @@ def idle_penalty_us(idles_ms: tuple[float, ...] = (0, 1, 3, 10), n: int = 300) -
     to back), per idle."""
     from ddm.schema.messages import VelocityRequest
 
-    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
-    one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
+    x, *one = one_row()
     for _ in range(n):  # first calls allocate
         VelocityRequest("r.1", x, *one).encode()
     out = {}
@@ -184,7 +181,7 @@ def _timed_worker(prefix: str, deployment: str, marks_path: str) -> None:
 
 def worker_hops_ms(url: str, deployment: Path, n: int) -> dict[str, float]:
     from ddm.ops.cleanup import delete_prefix
-    from ddm.schema.messages import VelocityReply, VelocityRequest
+    from ddm.schema.messages import VelocityReply
     from ddm.schema.names import Names
 
     with tempfile.TemporaryDirectory(prefix="ddm-hops-") as tmp:
@@ -194,9 +191,7 @@ def worker_hops_ms(url: str, deployment: Path, n: int) -> dict[str, float]:
         )
         worker.start()
         time.sleep(10.0)  # load and compile
-        x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
-        one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
-        bodies = [VelocityRequest(f"hops.{i}", x, *one).encode() for i in range(n)]
+        bodies = [one_row_request(f"hops.{i}") for i in range(n)]
         try:
             trips = round_trips(url, Names(prefix).expert_queue(0), bodies)
         finally:

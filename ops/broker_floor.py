@@ -41,13 +41,18 @@ WORKED = struct.Struct("<d")  # every answer starts with the seconds the consume
 FORWARD = "forward"  # message type: run the expert's forward pass; "busy:<seconds>": busy wait
 
 
-def one_row_request() -> bytes:
-    """An encoded one-row VelocityRequest: the size of what the router sends an expert at 1 job."""
+def one_row() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fields of a one-row request, what the router sends an expert at 1 job: x f32 [1,1,32,32],
+    t f32 [1], y i64 [1], guidance f32 [1]."""
+    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
+    return x, np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32)
+
+
+def one_row_request(request_id: str = "floor.1") -> bytes:
+    """An encoded one-row VelocityRequest."""
     from ddm.schema.messages import VelocityRequest
 
-    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
-    one = (np.full(1, 0.5, np.float32), np.zeros(1, np.int64), np.ones(1, np.float32))
-    return VelocityRequest("floor.1", x, *one).encode()
+    return VelocityRequest(request_id, *one_row()).encode()
 
 
 def _load_forward(checkpoint: str, device: str):
@@ -55,8 +60,7 @@ def _load_forward(checkpoint: str, device: str):
     from ddm.workers import load_expert
 
     expert = load_expert(checkpoint, device, buckets=(1,))
-    x = np.random.default_rng(0).standard_normal((1, 1, 32, 32), dtype=np.float32)
-    t, y = np.full(1, 0.5, np.float32), np.zeros(1, np.int64)
+    x, t, y, _ = one_row()
     expert.velocity(x, t, y)  # first call: allocations, lazy init
     return lambda: expert.velocity(x, t, y)
 

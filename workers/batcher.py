@@ -130,8 +130,8 @@ def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows) -> list[Out
 def serve_batch(expert, items: list[Pending], expert_id: int, worker_id: str) -> BatchResult:
     """Run one forward pass over all rows of `items` and encode one reply per request.
 
-    Touches no broker state. If the batched call raises, each request is
-    retried alone; a request that still fails gets an Outcome with its error (to be dead-lettered).
+    Touches no broker state. If the batched call raises, each request is retried alone; a request that
+    still fails gets an Outcome with its error (to be dead-lettered).
     """
     rows = sum(it.rows for it in items)
     t0 = time.perf_counter()
