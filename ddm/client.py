@@ -5,7 +5,8 @@ from ddm.router.client import (
     JobFailedError,
     JobNotFoundError,
     JobTimeoutError,
-    check_against_deployment,
+    NoDeploymentError,
 )
+from ddm.schema.jobs import JobHash
 
-__all__ = ["Client", "JobFailedError", "JobNotFoundError", "JobTimeoutError", "check_against_deployment"]
+__all__ = ["Client", "JobFailedError", "JobHash", "JobNotFoundError", "JobTimeoutError", "NoDeploymentError"]

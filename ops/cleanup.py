@@ -5,22 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import pika
-import redis
-
+from ddm.schema.errors import ServiceUnavailableError
 from ddm.schema.names import Names
+from ddm.workers.amqp import connect
+from ddm.workers.redis_conn import redis_client
 
 
 def delete_prefix(amqp_url: str, redis_url: str, prefix: str, expert_ids: Iterable[int]) -> None:
-    r = redis.Redis.from_url(redis_url)
+    r = redis_client(redis_url)
     keys = list(r.scan_iter(match=f"{prefix}*", count=1000))
     if keys:
         r.delete(*keys)
     r.close()
     names = Names(prefix)
     try:
-        conn = pika.BlockingConnection(pika.URLParameters(amqp_url))
-    except pika.exceptions.AMQPError:
+        conn = connect(amqp_url)
+    except ServiceUnavailableError:
         return  # the broker is gone (a restart test): its queues went with it or are reused by nobody
     ch = conn.channel()
     for q in [names.jobs, names.dead_letter_queue] + [names.expert_queue(k) for k in expert_ids]:

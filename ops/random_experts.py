@@ -4,8 +4,9 @@ training. Tests use them, and `ddm bench --preset P` times a preset the repo shi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from ddm.schema.checkpoint_meta import write_meta
 
 
 def make_random_expert(folder: Path, framework: str, classes, preset: str = "tiny", seed: int = 0) -> Path:
@@ -27,13 +28,13 @@ def make_random_expert(folder: Path, framework: str, classes, preset: str = "tin
         save_torch(folder, canonical)
     else:
         from ddm.workers.jax_expert.checkpoint import save_weights as save_jax
-        from ddm.workers.jax_expert.train import init_params
         from ddm.workers.jax_expert.unet import UNet as FlaxUNet
+        from ddm.workers.jax_expert.unet import init_params
 
         save_jax(folder, canonical, init_params(FlaxUNet(cfg), 0))
     counts = [100 if c in classes else 0 for c in range(10)]
     meta = {
-        "format": 1,
+        "kind": "expert",
         "framework": framework,
         "preset": preset,
         "config": cfg.to_dict(),
@@ -43,13 +44,16 @@ def make_random_expert(folder: Path, framework: str, classes, preset: str = "tin
         "label_counts": counts,
         "steps": 0,
     }
-    (folder / "meta.json").write_text(json.dumps(meta))
+    write_meta(folder, meta)
     return folder
 
 
-def write_deployment(folder: Path, experts: list[tuple[str, str]], router: str = "oracle") -> Path:
-    """experts: [(checkpoint folder relative to `folder`, device)] -> folder/deployment.toml."""
-    lines = ['name = "test"']
+def write_deployment(
+    folder: Path, experts: list[tuple[str, str]], router: str = "oracle", *, top_level: str = ""
+) -> Path:
+    """experts: [(checkpoint folder relative to `folder`, device)] -> folder/deployment.toml.
+    top_level: more top-level TOML lines (e.g. 'guidance = 1.5')."""
+    lines = ['name = "test"', *top_level.splitlines()]
     for i, (ckpt, device) in enumerate(experts):
         lines += ["[[experts]]", f"id = {i}", f'checkpoint = "{ckpt}"', f'device = "{device}"']
     lines += ["[router]", f'kind = "{router}"']

@@ -1,12 +1,17 @@
-"""Turn a Deployment (schema/deployment.py) into live objects: experts and a routing policy."""
+"""Turn a Deployment (schema/deployment.py) into live objects: experts, a routing policy, and the
+descriptor the router publishes (what a job on this deployment means)."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
 from ddm.router.policies import RoutingPolicy, build_policy
 from ddm.schema.deployment import Deployment
+from ddm.schema.descriptor import DeploymentDescriptor, ExpertInfo
 from ddm.schema.errors import ConfigError
+from ddm.schema.strategy import default_strategy
 from ddm.workers.checkpoint import read_meta
 
 
@@ -36,3 +41,27 @@ def load_experts(deployment: Deployment, device: str | None = None) -> dict:
     from ddm.workers import load_expert
 
     return {e.id: load_expert(e.checkpoint, device=device or e.device) for e in deployment.experts}
+
+
+def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> DeploymentDescriptor:
+    """The descriptor of `deployment` as served by `policy` (reads each expert's meta.json only).
+    The router publishes it; `ddm sample --local` resolves its jobs with it too, so both agree."""
+    experts = []
+    for entry, counts in zip(deployment.experts, expert_label_counts(deployment), strict=True):
+        meta = read_meta(entry.checkpoint)
+        partition = meta.get("partition")
+        cluster = partition.get("method", "?") if isinstance(partition, dict) else "?"
+        labels = tuple(int(y) for y in np.flatnonzero(counts > 0))
+        experts.append(ExpertInfo(entry.id, meta["framework"], entry.device, labels, str(cluster)))
+    has_oracle = policy.oracle is not None
+    return DeploymentDescriptor(
+        name=deployment.name,
+        router_kind=deployment.router.kind,
+        experts=tuple(experts),
+        strategies=policy.strategies(),
+        default_strategy=deployment.strategy or default_strategy(has_oracle),
+        default_guidance=deployment.guidance,
+        class_names=deployment.class_names,
+        router_id=router_id,
+        published_at=round(time.time(), 3),
+    )

@@ -6,7 +6,6 @@ bucket, so the router worker never recompiles whatever the job sizes.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import jax
@@ -15,12 +14,13 @@ import numpy as np
 from flax import serialization
 
 from ddm.router.router_net import RouterConfig, RouterNet
+from ddm.schema.checkpoint_meta import read_meta
 from ddm.schema.errors import ConfigError, expected
-from ddm.workers.expert import bucket_for, pad_rows
+from ddm.workers.buckets import run_bucketed
 
 WEIGHTS = "model.msgpack"
 # Larger batches run in chunks of 16: XLA:CPU ran this net on 64 rows in 20.6 ms against 10.2 ms as four
-# calls of 16 rows, and on 32 rows in 9.3 against 5.2 ms (2-core VM; `python -m ddm.ops.bench_models`).
+# calls of 16 rows, and on 32 rows in 9.3 against 5.2 ms (2-core VM; `python -m ddm.ops.bench.models`).
 ROUTER_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16)
 
 
@@ -33,12 +33,10 @@ def init_router_params(model: RouterNet, seed: int = 0) -> dict:
 
 
 def read_router_meta(path: Path) -> dict:
-    meta_path = Path(path) / "meta.json"
-    if not meta_path.is_file() or not (Path(path) / WEIGHTS).is_file():
+    """A router checkpoint's meta.json (the schema's checked record), with its weights file present."""
+    meta = read_meta(path, kind="router")
+    if not (Path(path) / WEIGHTS).is_file():
         raise ConfigError(expected(f"a router checkpoint (meta.json + {WEIGHTS}) at {path}", "missing files"))
-    meta = json.loads(meta_path.read_text())
-    if meta.get("kind") != "router":
-        raise ConfigError(expected(f"{meta_path} with kind = router", meta.get("kind")))
     return meta
 
 
@@ -70,14 +68,12 @@ class LearnedRouter:
 
     def probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
         """x f32 [B,1,32,32], t f32 [B], y int [B] -> p(cluster) f32 [B, K]."""
-        out = []
-        limit = self.buckets[-1]
-        for s in range(0, len(x), limit):
-            xs, ts, ys = x[s : s + limit], t[s : s + limit], np.asarray(y[s : s + limit], np.int32)
-            n, b = len(xs), bucket_for(len(xs), self.buckets)
-            p = self._compiled[b](self._params, pad_rows(xs, b), pad_rows(ts, b), pad_rows(ys, b))
-            out.append(np.asarray(p, dtype=np.float32)[:n])
-        return np.concatenate(out)
+
+        def forward(xs, ts, ys):
+            return self._compiled[len(xs)](self._params, xs, ts, ys)
+
+        y = np.asarray(y, np.int32)
+        return run_bucketed(forward, (x, t, y), self.buckets, self.buckets[-1])
 
 
 def load_router(path: str | Path, buckets=ROUTER_BUCKETS) -> LearnedRouter:

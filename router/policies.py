@@ -21,7 +21,7 @@ import numpy as np
 
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.flow import NUM_CLASSES
-from ddm.schema.messages import parse_strategy
+from ddm.schema.strategy import Strategy, accepted_strategies
 
 
 class Router(Protocol):
@@ -63,9 +63,9 @@ def label_prior_table(label_counts: np.ndarray) -> np.ndarray:
     return (table / table.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
-def strategy_weights(probs: np.ndarray, strategy: str) -> np.ndarray:
-    """probs [B, K] -> weights [B, K] for a "topk:K" / "top1" / "full" strategy."""
-    kind, k = parse_strategy(strategy)
+def strategy_weights(probs: np.ndarray, strategy: Strategy) -> np.ndarray:
+    """probs [B, K] -> weights [B, K] for a topk or full strategy."""
+    kind, k = strategy.kind, strategy.k
     probs = np.asarray(probs, dtype=np.float32)
     if kind == "full":
         return probs / probs.sum(axis=1, keepdims=True)
@@ -98,25 +98,24 @@ class RoutingPolicy:
         return self.router.num_experts
 
     def strategies(self) -> tuple[str, ...]:
-        base = ("top1", "topk:2", "full")
-        return (("oracle",) if self.oracle is not None else ()) + base
+        """Every strategy this policy routes (schema.strategy.accepted_strategies: the one rule)."""
+        return accepted_strategies(self.num_experts, has_oracle=self.oracle is not None)
 
-    def check_strategy(self, strategy: str) -> None:
-        """Raise SchemaError unless this policy can route `strategy` (client and router both check)."""
-        kind, k = parse_strategy(strategy)
+    def check_strategy(self, strategy: Strategy) -> None:
+        """Raise SchemaError unless this policy can route `strategy`."""
+        kind, k = strategy.kind, strategy.k
         if kind == "oracle" and self.oracle is None:
             raise SchemaError(
                 "strategy 'oracle' needs experts with disjoint label sets; expected one of top1, topk:K, full"
             )
         if kind == "topk" and k > self.num_experts:
             raise SchemaError(
-                expected(f"topk:K with K <= {self.num_experts} (the experts deployed)", strategy)
+                expected(f"topk:K with K <= {self.num_experts} (the experts deployed)", str(strategy))
             )
 
-    def weights(self, x: np.ndarray, t: np.ndarray, y: np.ndarray, strategy: str) -> np.ndarray:
+    def weights(self, x: np.ndarray, t: np.ndarray, y: np.ndarray, strategy: Strategy) -> np.ndarray:
         """Mixture weights float32 [B, K] for one step."""
-        kind, _ = parse_strategy(strategy)
-        if kind == "oracle":
+        if strategy.kind == "oracle":
             if self.oracle is None:
                 raise SchemaError(
                     "strategy 'oracle' needs a partition by label sets (each label in exactly one expert); "

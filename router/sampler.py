@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddm.router.policies import RoutingPolicy
+from ddm.schema.errors import SchemaError, expected
 from ddm.schema.flow import IMAGE_SHAPE, euler_step, time_grid
 from ddm.schema.messages import JobSpec
+from ddm.schema.strategy import Strategy
 
 # velocity(x f32 [b,1,32,32], t f32 [b], y i64 [b], guidance f32 [b]) -> v f32 [b,1,32,32]
 VelocityFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -23,6 +25,47 @@ VelocityFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarr
 def initial_noise(spec: JobSpec) -> np.ndarray:
     """x at t = 0: float32 [n,1,32,32], a function of the seed and n only."""
     return np.random.default_rng(spec.seed).standard_normal((spec.n, *IMAGE_SHAPE), dtype=np.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class JobArrays:
+    """What a job's steps need besides x, built once from a resolved spec: the typed strategy, the time
+    grid, the label and guidance rows. Both drivers (sample_local, the router worker) step with it."""
+
+    spec: JobSpec
+    strategy: Strategy
+    grid: np.ndarray  # float64 [steps + 1], t of each step
+    labels: np.ndarray  # int64 [n]
+    guidance: np.ndarray  # float32 [n]
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> JobArrays:
+        """Arrays of a spec whose strategy and guidance are set (DeploymentDescriptor.resolve)."""
+        if spec.strategy is None or spec.guidance is None:
+            raise SchemaError(expected("a resolved spec (strategy and guidance set)", spec))
+        return cls(
+            spec=spec,
+            strategy=Strategy.parse(spec.strategy),
+            grid=time_grid(spec.steps),
+            labels=np.asarray(spec.labels, dtype=np.int64),
+            guidance=np.full(spec.n, spec.guidance, np.float32),
+        )
+
+    def t(self, step: int) -> float:
+        """t before step `step` (0-based)."""
+        return float(self.grid[step])
+
+    def inputs(self, x: np.ndarray, step: int, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The arguments of a VelocityFn for `rows` of the latent x at step `step`."""
+        t_rows = np.full(len(rows), self.grid[step], np.float32)
+        return x[rows], t_rows, self.labels[rows], self.guidance[rows]
+
+    def advance(
+        self, x: np.ndarray, step: int, plan: StepPlan, velocities: Mapping[int, np.ndarray]
+    ) -> np.ndarray:
+        """x after step `step`: mix the experts' velocities by the plan, then one Euler step."""
+        v = combine(plan, velocities, self.spec.n)
+        return euler_step(x, v, self.grid[step], self.grid[step + 1]).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -37,7 +80,9 @@ class StepPlan:
         return tuple(self.rows)
 
 
-def plan_step(policy: RoutingPolicy, strategy: str, x: np.ndarray, t: float, labels: np.ndarray) -> StepPlan:
+def plan_step(
+    policy: RoutingPolicy, strategy: Strategy, x: np.ndarray, t: float, labels: np.ndarray
+) -> StepPlan:
     """Route every sample of a job at time t. x f32 [n,1,32,32], labels i64 [n]."""
     return _plan(policy.weights(x, np.full(len(x), t, np.float32), labels, strategy))
 
@@ -48,7 +93,11 @@ def _plan(weights: np.ndarray) -> StepPlan:
 
 
 def plan_steps(
-    policy: RoutingPolicy, strategy: str, xs: list[np.ndarray], ts: list[float], labels: list[np.ndarray]
+    policy: RoutingPolicy,
+    strategy: Strategy,
+    xs: list[np.ndarray],
+    ts: list[float],
+    labels: list[np.ndarray],
 ) -> list[StepPlan]:
     """plan_step for several jobs at once, with ONE router call over all their samples (the router
     worker plans every job whose step is due together; a learned router is a network, and one call on
@@ -76,22 +125,16 @@ def sample_local(
     spec: JobSpec,
     on_step: Callable[[int, float, np.ndarray, StepPlan], None] | None = None,
 ) -> np.ndarray:
-    """Sample a job in-process. Returns x at t = 1, float32 [n,1,32,32].
+    """Sample a resolved job in-process. Returns x at t = 1, float32 [n,1,32,32].
 
     on_step(step, t, x, plan) is called after each Euler step with the new x (step counts from 1).
     """
-    grid = time_grid(spec.steps)
-    labels = np.asarray(spec.labels, dtype=np.int64)
-    guidance = np.full(spec.n, spec.guidance, np.float32)
+    job = JobArrays.of(spec)
     x = initial_noise(spec)
     for i in range(spec.steps):
-        plan = plan_step(policy, spec.strategy, x, float(grid[i]), labels)
-        t_rows = np.full(spec.n, grid[i], np.float32)
-        velocities = {
-            k: experts[k](x[rows], t_rows[rows], labels[rows], guidance[rows])
-            for k, rows in plan.rows.items()
-        }
-        x = euler_step(x, combine(plan, velocities, spec.n), grid[i], grid[i + 1]).astype(np.float32)
+        plan = plan_step(policy, job.strategy, x, job.t(i), job.labels)
+        velocities = {k: experts[k](*job.inputs(x, i, rows)) for k, rows in plan.rows.items()}
+        x = job.advance(x, i, plan, velocities)
         if on_step is not None:
-            on_step(i + 1, float(grid[i + 1]), x, plan)
+            on_step(i + 1, job.t(i + 1), x, plan)
     return x

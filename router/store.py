@@ -1,18 +1,24 @@
-"""Job state in Redis: the job hash, the trajectory stream, the resume state, the result.
+"""The router's records in Redis (the records themselves: schema/jobs.py), and the deployment descriptor.
 
-    names.job(id)     hash   status, spec (JobSpec JSON), step, steps, n, strategy, created_at,
-                             started_at, updated_at, finished_at, error, router, resumed_from,
-                             mean_step_ms, attempts
+    names.job(id)     hash   JobHash (schema/jobs.py): status, spec, strategy and guidance as resolved,
+                             step, steps, n, router, resumed_from, attempts, *_at, error, mean_step_ms
     names.traj(id)    stream one entry per step: {"frame": Frame.encode()}
-    names.state(id)   hash   {"step": str, "x": float32 [n,1,32,32] raw bytes} - what a redelivered
-                             job resumes from (x at full precision, unlike the float16 frame)
+    names.state(id)   hash   ResumeState {"step": str, "x": float32 [n,1,32,32] raw bytes} - what a
+                             redelivered job resumes from (x at full precision, unlike the float16 frame)
     names.result(id)  string codec.packb(float32 [n,1,32,32]) - the final latents
     names.jobs_index  zset   job id -> created_at (recent jobs; expired ones trimmed by trim_index)
+    names.deployment  string DeploymentDescriptor JSON, EX heartbeat_ttl_s (publish_descriptor)
 
-Every step is ONE pipelined MULTI/EXEC (frame + state + hash), so the stored state never runs ahead
-of or behind the trajectory. The router stores a burst's finished steps right after sending their next
-steps, so a crash loses at most the steps in flight and the ones finished just before (recomputed on
-resume; velocity is a pure function).
+    names.lease(id)   string the running router's token, PX lease_ttl (one owner per job)
+
+JobStore is the one writer of these after submit (the client writes the queued job hash). A router's
+store carries its lease token: it runs a job only while it holds the job's lease (set if absent with
+an expiry, renewed while it runs), and every write of a running job checks the lease atomically (a Lua
+script for steps, WATCH/MULTI for the end), so a job delivered twice is never written by two routers.
+A burst's steps are ONE script (frame + state + hash per job), so the stored state never runs ahead of
+or behind the trajectory. The router stores a burst's finished steps right after sending their next
+steps, so a crash loses at most the steps in flight and the ones finished just before (recomputed on resume;
+velocity is a pure function).
 """
 
 from __future__ import annotations
@@ -22,66 +28,131 @@ import time
 import numpy as np
 import redis
 
-from ddm.schema.codec import packb, unpackb
-from ddm.schema.errors import SchemaError, expected
-from ddm.schema.flow import IMAGE_SHAPE
-from ddm.schema.messages import Frame, JobSpec, JobStatus
+from ddm.schema import jobs
+from ddm.schema.descriptor import DeploymentDescriptor
+from ddm.schema.jobs import JobHash, ResumeState
+from ddm.schema.messages import Frame, JobSpec
 from ddm.schema.names import Names
 
-FRAME_FIELD = b"frame"
+# Lua, so that checking a lease and writing under it is one atomic step on the server.
+_ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false or holder == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0
+"""
+_RENEW = """
+local lost = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+  else
+    lost[#lost + 1] = i - 1
+  end
+end
+return lost
+"""
+_RELEASE = """
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
+end
+return 0
+"""
+# KEYS: per job lease, traj, state, job. ARGV: token ('' = unchecked), the frame field name, then per job
+# the frame, then the state and the job fields as counted field/value pairs. Returns the jobs skipped.
+_WRITE_STEPS = """
+local token, field, lost, a = ARGV[1], ARGV[2], {}, 3
+for i = 0, #KEYS / 4 - 1 do
+  local k, frame, ns = 4 * i, ARGV[a], tonumber(ARGV[a + 1])
+  local state = {unpack(ARGV, a + 2, a + 1 + 2 * ns)}
+  local at = a + 2 + 2 * ns
+  local nj = tonumber(ARGV[at])
+  local job = {unpack(ARGV, at + 1, at + 2 * nj)}
+  a = at + 1 + 2 * nj
+  if token == '' or redis.call('GET', KEYS[k + 1]) == token then
+    redis.call('XADD', KEYS[k + 2], '*', field, frame)
+    redis.call('HSET', KEYS[k + 3], unpack(state))
+    redis.call('HSET', KEYS[k + 4], unpack(job))
+  else
+    lost[#lost + 1] = i
+  end
+end
+return lost
+"""
+
+
+def _pairs(mapping: dict) -> list:
+    return [len(mapping), *(item for pair in mapping.items() for item in pair)]
 
 
 class JobStore:
-    def __init__(self, client: redis.Redis, names: Names, job_ttl_s: int):
+    def __init__(
+        self, client: redis.Redis, names: Names, job_ttl_s: int, *, owner: str = "", lease_ttl_s: float = 10.0
+    ):
+        """owner: this router's lease token ('' = writes unchecked: tests and tools that own nothing)."""
         self.r = client
         self.names = names
         self.job_ttl_s = job_ttl_s
+        self.owner = owner
+        self.lease_ms = max(1, int(lease_ttl_s * 1000))
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._write_steps = client.register_script(_WRITE_STEPS)
+
+    # -- leases ---------------------------------------------------------------------------------
+
+    def acquire(self, job_id: str) -> bool:
+        """Take the job's lease (or keep it, if ours); False while another router holds it."""
+        return bool(self._acquire(keys=[self.names.lease(job_id)], args=[self.owner, self.lease_ms]))
+
+    def renew(self, job_ids: list[str]) -> list[str]:
+        """Extend our leases; returns the jobs whose lease we no longer hold (expired and taken)."""
+        if not job_ids:
+            return []
+        lost = self._renew(keys=[self.names.lease(j) for j in job_ids], args=[self.owner, self.lease_ms])
+        return [job_ids[int(i)] for i in lost]
+
+    def release(self, job_ids: list[str]) -> None:
+        """Give up our leases (a clean stop or a lost broker: the redelivered jobs are free at once)."""
+        if job_ids:
+            self._release(keys=[self.names.lease(j) for j in job_ids], args=[self.owner])
 
     # -- reading ------------------------------------------------------------------------------
 
-    def job(self, job_id: str) -> dict[str, str]:
-        """The job hash as str -> str ({} if unknown or expired)."""
+    def job(self, job_id: str) -> JobHash | None:
+        """The job hash, typed (None if unknown or expired); SchemaError if it is malformed."""
         raw = self.r.hgetall(self.names.job(job_id))
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        return JobHash.decode(job_id, raw) if raw else None
 
-    def load_state(self, job_id: str, n: int) -> tuple[int, np.ndarray] | None:
+    def load_state(self, job_id: str, n: int) -> ResumeState | None:
         """(steps done, x float32 [n,1,32,32]) stored after the last completed step, or None."""
         raw = self.r.hgetall(self.names.state(job_id))
-        if not raw:
-            return None
-        step, data = int(raw[b"step"]), raw[b"x"]
-        if len(data) != n * int(np.prod(IMAGE_SHAPE)) * 4:
-            raise SchemaError(expected(f"a stored state of {n} latents", f"{len(data)} bytes"))
-        return step, np.frombuffer(data, dtype="<f4").reshape(n, *IMAGE_SHAPE).copy()
-
-    def frames(self, job_id: str, after: str = "-") -> list[tuple[str, Frame]]:
-        entries = self.r.xrange(self.names.traj(job_id), min=after)
-        return [(eid.decode(), Frame.decode(fields[FRAME_FIELD])) for eid, fields in entries]
-
-    def result(self, job_id: str) -> np.ndarray | None:
-        data = self.r.get(self.names.result(job_id))
-        return None if data is None else unpackb(data)
+        return ResumeState.decode(raw, n) if raw else None
 
     # -- writing (router worker) ----------------------------------------------------------------
 
-    def start(self, job_id: str, router_id: str, resumed_from: int, spec: JobSpec) -> None:
-        now = _now()
-        fields = {
-            "status": JobStatus.RUNNING.value,
-            "router": router_id,
-            "resumed_from": resumed_from,
-            "updated_at": now,
-            "spec": spec.to_json(),
-            "steps": spec.steps,
-            "n": spec.n,
-            "strategy": spec.strategy,
-        }
+    def publish_descriptor(self, descriptor: DeploymentDescriptor, ttl_s: int) -> None:
+        """SET the serving deployment's descriptor, expiring after ttl_s (call at start and with every
+        heartbeat: when no router refreshes it, clients learn that no router serves)."""
+        self.r.set(self.names.deployment, descriptor.encode(), ex=max(1, int(ttl_s)))
+
+    def start(
+        self, job_id: str, router_id: str, resumed_from: int, spec: JobSpec, submitted: JobSpec | None = None
+    ) -> None:
+        """Mark the job running on `router_id` from step `resumed_from`. `spec` is the RESOLVED spec
+        (DeploymentDescriptor.resolve): its strategy and guidance are recorded. The submitted spec and its
+        digest, as the client wrote them, are kept (written here from `submitted` only when missing)."""
+        now = time.time()
+        key = self.names.job(job_id)
         pipe = self.r.pipeline()
-        pipe.hsetnx(self.names.job(job_id), "created_at", now)
-        pipe.hsetnx(self.names.job(job_id), "started_at", now)
-        pipe.hset(self.names.job(job_id), mapping=fields)
-        pipe.hincrby(self.names.job(job_id), "attempts", 1)
-        pipe.zadd(self.names.jobs_index, {job_id: time.time()}, nx=True)
+        for field, value in jobs.first_start_fields(submitted or spec, now).items():
+            pipe.hsetnx(key, field, value)
+        pipe.hset(key, mapping=jobs.running_fields(spec, router_id, resumed_from, now))
+        pipe.hincrby(key, jobs.ATTEMPTS, 1)
+        pipe.zadd(self.names.jobs_index, {job_id: now}, nx=True)
         pipe.execute()
 
     def trim_index(self, batch: int = 200) -> int:
@@ -104,43 +175,62 @@ class JobStore:
         """Frame to the stream, full-precision state and progress to Redis, in one transaction."""
         self.write_steps([(frame, x, mean_step_ms)])
 
-    def write_steps(self, steps: list[tuple[Frame, np.ndarray, float]]) -> None:
-        """write_step for several jobs in ONE transaction and one round trip (the router writes every
-        step that finished in one burst of replies together; per-step round trips dominated its time)."""
+    def write_steps(self, steps: list[tuple[Frame, np.ndarray, float]]) -> list[str]:
+        """write_step for several jobs in ONE atomic script and one round trip (the router writes every
+        step that finished in one burst of replies together; per-step round trips dominated its time).
+        Only the jobs whose lease this store holds are written; returns the ids of the others."""
         if not steps:
-            return
-        pipe = self.r.pipeline(transaction=True)
-        now = _now()
+            return []
+        keys, args = [], [self.owner, jobs.FRAME_FIELD]
+        now = time.time()
         for frame, x, mean_step_ms in steps:
             job_id = frame.job_id
-            pipe.xadd(self.names.traj(job_id), {FRAME_FIELD: frame.encode()})
-            pipe.hset(
-                self.names.state(job_id),
-                mapping={"step": frame.step, "x": np.ascontiguousarray(x, "<f4").tobytes()},
-            )
-            pipe.hset(
-                self.names.job(job_id),
-                mapping={"step": frame.step, "updated_at": now, "mean_step_ms": f"{mean_step_ms:.3f}"},
-            )
-        pipe.execute()
+            keys += [self.names.lease(job_id), self.names.traj(job_id)]
+            keys += [self.names.state(job_id), self.names.job(job_id)]
+            args.append(jobs.traj_entry(frame)[jobs.FRAME_FIELD])
+            args += _pairs(ResumeState(frame.step, x).encode())
+            args += _pairs(jobs.step_fields(frame.step, mean_step_ms, now))
+        lost = self._write_steps(keys=keys, args=args)
+        return [steps[int(i)][0].job_id for i in lost]
 
-    def finish(self, job_id: str, x: np.ndarray) -> None:
-        """Store the result, mark done, and let every key of the job expire after job_ttl_s."""
-        pipe = self.r.pipeline(transaction=True)
-        pipe.set(self.names.result(job_id), packb(np.ascontiguousarray(x, dtype=np.float32)))
-        pipe.hset(self.names.job(job_id), mapping={"status": JobStatus.DONE.value, "finished_at": _now()})
-        pipe.delete(self.names.state(job_id))  # the result supersedes it
-        self._expire(pipe, job_id)
-        pipe.execute()
+    def finish(self, job_id: str, x: np.ndarray) -> bool:
+        """Store the result, mark done, and let every key of the job expire after job_ttl_s; the lease
+        goes with it. False (nothing written) if another router holds the lease."""
 
-    def fail(self, job_id: str, error: str) -> None:
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(
-            self.names.job(job_id),
-            mapping={"status": JobStatus.FAILED.value, "error": error[:2000], "finished_at": _now()},
-        )
-        self._expire(pipe, job_id)
-        pipe.execute()
+        def write(pipe) -> None:
+            pipe.set(self.names.result(job_id), jobs.encode_result(x))
+            pipe.hset(self.names.job(job_id), mapping=jobs.done_fields(time.time()))
+            pipe.delete(self.names.state(job_id))  # the result supersedes it
+
+        return self._end(job_id, write)
+
+    def fail(self, job_id: str, error: str) -> bool:
+        """Mark failed with `error` (2000 chars kept); every key of the job expires after job_ttl_s.
+        False (nothing written) if another router holds the lease."""
+
+        def write(pipe) -> None:
+            pipe.hset(self.names.job(job_id), mapping=jobs.failed_fields(error, time.time()))
+
+        return self._end(job_id, write)
+
+    def _end(self, job_id: str, write) -> bool:
+        """Run `write` and the expiries in one transaction, only while the lease is ours (WATCH)."""
+        lease = self.names.lease(job_id)
+        with self.r.pipeline(transaction=True) as pipe:
+            try:
+                if self.owner:
+                    pipe.watch(lease)
+                    holder = pipe.get(lease)
+                    if holder is None or holder.decode() != self.owner:  # as strict as write_steps
+                        return False
+                    pipe.multi()
+                write(pipe)
+                self._expire(pipe, job_id)
+                pipe.delete(lease)
+                pipe.execute()
+            except redis.WatchError:
+                return False
+        return True
 
     def _expire(self, pipe, job_id: str) -> None:
         for key in (
@@ -150,7 +240,3 @@ class JobStore:
             self.names.result(job_id),
         ):
             pipe.expire(key, self.job_ttl_s)
-
-
-def _now() -> str:
-    return f"{time.time():.3f}"

@@ -3,7 +3,6 @@ schema's convention (DDM paper, Algorithm 1), then measure accuracy as a functio
 
 from __future__ import annotations
 
-import json
 import time
 from functools import partial
 from pathlib import Path
@@ -17,8 +16,8 @@ from tqdm import tqdm
 
 from ddm.router.learned import WEIGHTS, init_router_params
 from ddm.router.router_net import RouterConfig, RouterNet
+from ddm.schema.checkpoint_meta import read_meta, write_meta
 from ddm.schema.flow import NULL_CLASS, interpolate
-from ddm.workers.training import write_json_atomic
 
 T_BINS = 10
 
@@ -88,7 +87,7 @@ def train_router(
         "final_loss": float(np.mean(recent)),
         "num_params": int(sum(np.size(p) for p in jax.tree_util.tree_leaves(params))),
     }
-    write_json_atomic(out_dir / "meta.json", final)
+    write_meta(out_dir, final)
     return final
 
 
@@ -155,6 +154,27 @@ def plot_accuracy(curves: dict[str, dict], path: Path, title: str) -> None:
 
 
 def save_eval(out_dir: Path, curves: dict[str, dict]) -> None:
-    meta = json.loads((out_dir / "meta.json").read_text())
-    meta["accuracy_by_t"] = curves
-    write_json_atomic(out_dir / "meta.json", meta)
+    meta = read_meta(out_dir, kind="router")
+    write_meta(out_dir, {**meta, "accuracy_by_t": curves})
+
+
+def evaluate_router(
+    out_dir: Path, images: np.ndarray, labels: np.ndarray, clusters: np.ndarray, where: str
+) -> dict[str, dict]:
+    """Accuracy by t of the router trained in out_dir, with and without the label, on images f32
+    [N,1,32,32] whose true clusters are known; recorded in its meta.json and plotted beside it.
+
+    where: what the images are (e.g. "held-out mnist test[8000:]"), written into each curve.
+    """
+    from ddm.router.learned import load_router
+
+    router = load_router(out_dir)
+    curves = {
+        "with label y": accuracy_by_t(router, images, labels, clusters, conditional=True),
+        "unconditional (y = null)": accuracy_by_t(router, images, labels, clusters, conditional=False),
+    }
+    for curve in curves.values():
+        curve["data"] = where
+    save_eval(out_dir, curves)
+    plot_accuracy(curves, out_dir / "accuracy_by_t.png", f"router accuracy vs t - {where}")
+    return curves

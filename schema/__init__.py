@@ -5,9 +5,10 @@ Imports numpy and msgpack only. Re-exports the names most callers need.
 
 from .codec import packb, unpackb
 from .errors import ConfigError, SchemaError
-from .messages import Frame, JobSpec, JobStatus, VelocityReply, VelocityRequest, parse_strategy
+from .messages import Frame, JobSpec, JobStatus, VelocityReply, VelocityRequest
 from .names import Names
 from .settings import Settings
+from .strategy import Strategy
 
 __all__ = [
     "ConfigError",
@@ -17,9 +18,9 @@ __all__ = [
     "Names",
     "SchemaError",
     "Settings",
+    "Strategy",
     "VelocityReply",
     "VelocityRequest",
     "packb",
-    "parse_strategy",
     "unpackb",
 ]

@@ -135,7 +135,7 @@ def _decode_scalar(header: dict) -> np.generic:
     return np.frombuffer(data, dtype=dtype, count=1)[0].copy()
 
 
-def _pairs_hook(pairs: list) -> Any:
+def _pairs_hook(pairs: list, *, numpy_scalars: bool = True) -> Any:
     """Every msgpack map passes here: refuse duplicate keys, decode array headers."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
@@ -145,20 +145,29 @@ def _pairs_hook(pairs: list) -> Any:
     nd = obj[b"nd"]
     if nd is True:
         return _decode_array(obj)
-    if nd is False:
+    if nd is False and numpy_scalars:
         return _decode_scalar(obj)
+    if nd is False:
+        # msgpack-numpy writes np.int64(3) as this map; a message's ints and floats are msgpack ints
+        # and floats (PROTOCOL.md 4.1), so `numbers.Integral` field checks never see a numpy scalar.
+        raise SchemaError(expected("a msgpack int or float, not a numpy scalar map", obj))
     raise SchemaError(expected("b'nd' flag True or False", nd))
+
+
+def _pairs_hook_no_scalars(pairs: list) -> Any:
+    return _pairs_hook(pairs, numpy_scalars=False)
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
     raise SchemaError(expected("no msgpack ext types", f"ext type {code}"))
 
 
-def unpackb(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+def unpackb(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES, numpy_scalars: bool = True) -> Any:
     """Strictly decode one msgpack message; arrays come back as writable ndarrays.
 
     Raises SchemaError for anything malformed: bad msgpack, trailing bytes, oversize input,
-    duplicate map keys, ext types, or array headers outside the allow-list.
+    duplicate map keys, ext types, or array headers outside the allow-list. numpy_scalars=False also
+    refuses msgpack-numpy's numpy-scalar maps ({b'nd': False, ...}): messages decode that way.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise SchemaError(expected("bytes", type(data).__name__))
@@ -171,7 +180,7 @@ def unpackb(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
             raw=False,
             use_list=True,
             strict_map_key=True,
-            object_pairs_hook=_pairs_hook,
+            object_pairs_hook=_pairs_hook if numpy_scalars else _pairs_hook_no_scalars,
             ext_hook=_ext_hook,
             max_str_len=min(max_bytes, MAX_STR_LEN),
             max_bin_len=max_bytes,

@@ -2,6 +2,9 @@
 
     name = "mnist-label-split"
     guidance = 2.0               # optional: the classifier-free guidance scale jobs get by default
+    strategy = "top1"            # optional: the strategy jobs get by default (else oracle where the
+                                 # labels name the expert, else top1)
+    class_names = ["0", ...]     # optional: 10 names shown for labels 0..9 (default: the digits)
 
     [[experts]]
     id = 0                       # ids are 0..K-1: the cluster ids of the partition
@@ -25,12 +28,33 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddm.schema.errors import ConfigError, expected
+from ddm.schema.errors import ConfigError, SchemaError, expected
+from ddm.schema.flow import NUM_CLASSES
 from ddm.schema.messages import MAX_GUIDANCE
+from ddm.schema.strategy import Strategy
 
 ROUTER_KINDS = ("oracle", "label-prior", "learned")
-# What `ddm sample --local`, `ddm up` and the client use when no deployment is given (the shipped demo).
+# The shipped demo, relative to the working directory: the last resort of resolve_deployment.
 DEFAULT_DEPLOYMENT = Path("checkpoints/mnist/deployment.toml")
+
+
+def resolve_deployment(path: str | Path | None = None, environ=None) -> Path:
+    """The one rule for which deployment file a process serves or samples from: `path` (a
+    --deployment flag) if given, else $DDM_DEPLOYMENT if set (containers), else the shipped one.
+    Clients that only submit jobs never call this: the serving router's descriptor is their truth."""
+    if path is not None:
+        return Path(path)
+    from ddm.schema.settings import Settings
+
+    from_env = Settings.from_env(environ).deployment
+    if from_env:
+        return Path(from_env)
+    if DEFAULT_DEPLOYMENT.is_file():
+        return DEFAULT_DEPLOYMENT
+    raise ConfigError(
+        f"no --deployment given, DDM_DEPLOYMENT unset and no {DEFAULT_DEPLOYMENT} here; train experts and "
+        "write a deployment file (see README), or run from the repository root"
+    )
 
 
 @dataclass(frozen=True)
@@ -55,6 +79,8 @@ class Deployment:
     # The guidance `ddm sample`, `ddm eval`, `ddm submit` and the web UI use when none is given: the
     # deployment's owner knows what its experts were trained for (label dropout) and evaluated at.
     guidance: float = 1.0
+    strategy: str | None = None  # None: the router's rule (schema.strategy.default_strategy)
+    class_names: tuple[str, ...] = tuple(str(c) for c in range(NUM_CLASSES))
 
     @property
     def num_experts(self) -> int:
@@ -79,9 +105,24 @@ class Deployment:
     @classmethod
     def from_dict(cls, data: dict, path: Path) -> Deployment:
         base = path.resolve().parent
-        unknown = set(data) - {"name", "guidance", "experts", "router"}
+        unknown = set(data) - {"name", "guidance", "strategy", "class_names", "experts", "router"}
         if unknown:
-            raise ConfigError(f"{path}: {expected('keys name, guidance, experts, router', sorted(unknown))}")
+            keys = "keys name, guidance, strategy, class_names, experts, router"
+            raise ConfigError(f"{path}: {expected(keys, sorted(unknown))}")
+        strategy = data.get("strategy")
+        try:
+            strategy = None if strategy is None else str(Strategy.parse(strategy))
+        except SchemaError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        class_names = data.get("class_names", [str(c) for c in range(NUM_CLASSES)])
+        if (
+            not isinstance(class_names, list)
+            or len(class_names) != NUM_CLASSES
+            or not all(isinstance(c, str) and c for c in class_names)
+        ):
+            raise ConfigError(
+                f"{path}: {expected(f'class_names, {NUM_CLASSES} non-empty strings', class_names)}"
+            )
         guidance = data.get("guidance", 1.0)
         if type(guidance) not in (int, float) or not 0.0 <= guidance <= MAX_GUIDANCE:
             raise ConfigError(f"{path}: {expected(f'guidance, a number in [0, {MAX_GUIDANCE:g}]', guidance)}")
@@ -122,4 +163,6 @@ class Deployment:
             experts=tuple(experts),
             router=router,
             guidance=float(guidance),
+            strategy=strategy,
+            class_names=tuple(class_names),
         )

@@ -22,6 +22,7 @@ from .codec import DEFAULT_MAX_BYTES, packb, unpackb
 from .errors import SchemaError, expected
 from .flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES
 from .names import MAX_EXPERT_ID, check_job_id, check_worker_id
+from .strategy import Strategy
 
 PROTOCOL_VERSION = 1
 MAX_BATCH = 256  # rows in one VelocityRequest
@@ -31,7 +32,6 @@ MAX_GUIDANCE = 20.0
 MAX_EXPERTS = MAX_EXPERT_ID + 1  # K, columns of Frame.weights
 MAX_SEED = 2**32 - 1
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-_TOPK_RE = re.compile(r"topk:([1-9][0-9]{0,3})")
 
 
 class JobStatus(StrEnum):
@@ -47,28 +47,13 @@ class JobStatus(StrEnum):
         return self in (JobStatus.DONE, JobStatus.FAILED)
 
 
-def parse_strategy(strategy: object) -> tuple[str, int | None]:
-    """Strategy text -> (kind, k).
-
-    'oracle' -> ('oracle', None); 'top1' -> ('topk', 1); 'topk:K' -> ('topk', K); 'full' -> ('full', None).
-    """
-    if not isinstance(strategy, str):
-        raise SchemaError(expected("strategy as a str", type(strategy).__name__))
-    if strategy in ("oracle", "full"):
-        return strategy, None
-    if strategy == "top1":
-        return "topk", 1
-    m = _TOPK_RE.fullmatch(strategy)
-    if m is None:
-        raise SchemaError(expected("strategy 'oracle', 'top1', 'topk:K' (K >= 1) or 'full'", strategy))
-    return "topk", int(m.group(1))
-
-
 # ---------------------------------------------------------------- field checks
 
 
 def _int(name: str, value: object, lo: int, hi: int) -> int:
-    # numbers.Integral admits numpy ints; bool is an int subclass and is refused on purpose.
+    # numbers.Integral admits numpy ints built in Python (normalised to int); decode never hands one
+    # over: unpackb(numpy_scalars=False) refuses msgpack-numpy's scalar maps (PROTOCOL.md 4.1).
+    # bool is an int subclass and is refused on purpose.
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
         raise SchemaError(expected(f"{name} int in {lo}..{hi}", value))
     return int(value)
@@ -137,7 +122,7 @@ class _Message:
     @classmethod
     def decode(cls, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Self:
         """Parse and validate bytes from encode(); anything else raises SchemaError."""
-        obj = unpackb(data, max_bytes=max_bytes)
+        obj = unpackb(data, max_bytes=max_bytes, numpy_scalars=False)  # section 4.1: plain numbers
         if not isinstance(obj, dict):
             raise SchemaError(expected(f"{cls.TYPE} message as a map", type(obj).__name__))
         names = {f.name for f in dataclasses.fields(cls)}
@@ -165,6 +150,9 @@ class JobSpec(_Message):
     """A sampling job: n = len(labels) images, `steps` Euler steps, routing `strategy`.
 
     strategy: 'oracle' (label -> expert), 'top1', 'topk:K' or 'full' (learned router).
+    strategy and guidance may be None: the serving router fills in its deployment's defaults
+    (DeploymentDescriptor.resolve) and records what it used in the job hash, so a job means the same
+    whichever machine submitted it.
     """
 
     TYPE: ClassVar[str] = "job_spec"
@@ -173,8 +161,8 @@ class JobSpec(_Message):
     job_id: str
     labels: tuple[int, ...]
     steps: int = 50
-    strategy: str = "oracle"
-    guidance: float = 1.0
+    strategy: str | None = None
+    guidance: float | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -193,15 +181,23 @@ class JobSpec(_Message):
         labels = tuple(_int("label", y, 0, NUM_CLASSES - 1) for y in labels)
         object.__setattr__(self, "labels", labels)  # frozen: the one sanctioned write
         object.__setattr__(self, "steps", _int("steps", self.steps, 1, MAX_STEPS))
-        parse_strategy(self.strategy)
-        object.__setattr__(self, "guidance", _float("guidance", self.guidance, 0.0, MAX_GUIDANCE))
+        if self.strategy is not None:
+            Strategy.parse(self.strategy)
+        if self.guidance is not None:
+            object.__setattr__(self, "guidance", _float("guidance", self.guidance, 0.0, MAX_GUIDANCE))
         object.__setattr__(self, "seed", _int("seed", self.seed, 0, MAX_SEED))
 
     @classmethod
     def new(
-        cls, labels, *, steps: int = 50, strategy: str = "oracle", guidance: float = 1.0, seed: int = 0
+        cls,
+        labels,
+        *,
+        steps: int = 50,
+        strategy: str | None = None,
+        guidance: float | None = None,
+        seed: int = 0,
     ) -> JobSpec:
-        """A JobSpec with a fresh uuid4-hex job_id."""
+        """A JobSpec with a fresh uuid4-hex job_id; strategy and guidance None = the deployment's."""
         return cls(uuid.uuid4().hex, tuple(labels), steps, strategy, guidance, seed)
 
     def to_dict(self) -> dict[str, Any]:

@@ -79,6 +79,11 @@ class Names:
         """Latest resumable sampler state of a job (survives a router crash)."""
         return f"{self.prefix}ddm:state:{check_job_id(job_id)}"
 
+    def lease(self, job_id: str) -> str:
+        """The router that runs a job: its lease token, set if absent with an expiry, renewed while it
+        runs (one owner per job, whatever the broker delivers twice)."""
+        return f"{self.prefix}ddm:lease:{check_job_id(job_id)}"
+
     def result(self, job_id: str) -> str:
         """Final samples of a finished job."""
         return f"{self.prefix}ddm:result:{check_job_id(job_id)}"
@@ -91,6 +96,11 @@ class Names:
     def workers_index(self) -> str:
         """Set of known worker ids."""
         return f"{self.prefix}ddm:workers"
+
+    @property
+    def deployment(self) -> str:
+        """DeploymentDescriptor JSON of the serving router (expires when no router refreshes it)."""
+        return f"{self.prefix}ddm:deployment"
 
     @property
     def jobs_index(self) -> str:

@@ -16,6 +16,7 @@ from .names import PREFIX_RE, Names
 _INT_RE = re.compile(r"-?[0-9]+")  # stricter than int(): no spaces, no underscores, no '+'
 _REGION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _PASSWORD_RE = re.compile(r"(//[^:/@]*:)[^@/]*@")
+QUEUE_TYPES = ("classic", "quorum")  # DDM_QUEUE_TYPE: the work queues' type (schema/topology.py)
 
 # field -> environment variable
 ENV_VARS: dict[str, str] = {
@@ -33,6 +34,7 @@ ENV_VARS: dict[str, str] = {
     "max_message_bytes": "DDM_MAX_MESSAGE_BYTES",
     "deployment": "DDM_DEPLOYMENT",
     "metrics_port": "DDM_METRICS_PORT",
+    "queue_type": "DDM_QUEUE_TYPE",
 }
 
 
@@ -41,8 +43,33 @@ def _fail(field: str, what: str, got: object) -> ConfigError:
 
 
 def redact(url: str) -> str:
-    """'amqp://user:secret@host/' -> 'amqp://user:***@host/', for logs and reprs."""
+    """'amqp://user:secret@host/' -> 'amqp://user:***@host/', for logs and reprs; every URL of a
+    comma-separated list too."""
     return _PASSWORD_RE.sub(r"\1***@", url)
+
+
+def _is_url(value: str, schemes: tuple[str, ...]) -> bool:
+    return value.startswith(schemes) and not any(c.isspace() for c in value)
+
+
+def split_urls(value: str) -> tuple[str, ...]:
+    """'amqp://a/,amqp://b/' -> ('amqp://a/', 'amqp://b/'): DDM_AMQP_URL may name several broker nodes of
+    one cluster, separated by commas (a comma inside a password is written %2C)."""
+    return tuple(value.split(","))
+
+
+def check_queue_type(value: object) -> str:
+    """A DDM_QUEUE_TYPE value, or a ConfigError that names the variable and the choices."""
+    if value not in QUEUE_TYPES:
+        what = "'classic' (one broker node) or 'quorum' (a cluster of 3 or more nodes)"
+        raise ConfigError(f"{ENV_VARS['queue_type']}: {expected(what, value)}")
+    return value
+
+
+def queue_type_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """DDM_QUEUE_TYPE alone (default 'classic'), for code that declares queues without a Settings."""
+    env = os.environ if environ is None else environ
+    return check_queue_type(env.get(ENV_VARS["queue_type"], Settings.queue_type))
 
 
 @dataclass(frozen=True)
@@ -66,10 +93,13 @@ class Settings:
     max_message_bytes: int = DEFAULT_MAX_BYTES
     deployment: str = ""  # deployment TOML used when a command gets no --deployment ("" = the shipped one)
     metrics_port: int = 0  # workers: serve /metrics and /healthz on this TCP port (0 = off)
+    # the work queues' type: classic on one broker node; quorum on a cluster (replicated, survives the
+    # loss of a minority of nodes). Every process of a deployment must agree (docs/DEPLOY.md).
+    queue_type: str = "classic"
 
     def __post_init__(self) -> None:
-        self._check_url("amqp_url", ("amqp://", "amqps://"))
-        self._check_url("redis_url", ("redis://", "rediss://", "unix://"))
+        self._check_amqp_urls()
+        self._check_url("redis_url", ("redis://", "rediss://", "unix://", "redis+sentinel://"))
         if not isinstance(self.prefix, str) or not PREFIX_RE.fullmatch(self.prefix):
             raise _fail("prefix", "0..64 chars [A-Za-z0-9_.:-]", self.prefix)
         self._check_number("request_timeout_s", float, 1e-3, 3600.0)
@@ -91,10 +121,32 @@ class Settings:
         if not isinstance(self.deployment, str) or "\x00" in self.deployment:
             raise _fail("deployment", "a path (or empty for the shipped deployment)", self.deployment)
         self._check_number("metrics_port", int, 0, 65535)
+        check_queue_type(self.queue_type)
+
+    def _check_amqp_urls(self) -> None:
+        """One URL, or several nodes of one cluster separated by commas, each checked alone."""
+        schemes = ("amqp://", "amqps://")
+        if not isinstance(self.amqp_url, str) or "," not in self.amqp_url:
+            self._check_url("amqp_url", schemes)
+            return
+        urls = split_urls(self.amqp_url)
+        for i, url in enumerate(urls, 1):
+            if not _is_url(url, schemes):
+                # the part itself is not shown: it may be the tail of a password cut at a comma
+                what = (
+                    "comma-separated URLs each starting with amqp:// or amqps:// (a comma inside a "
+                    f"password is written %2C; URL {i} of {len(urls)} is not one)"
+                )
+                raise _fail("amqp_url", what, redact(self.amqp_url))
+
+    @property
+    def amqp_urls(self) -> tuple[str, ...]:
+        """Every broker address of DDM_AMQP_URL (one, or the nodes of a cluster)."""
+        return split_urls(self.amqp_url)
 
     def _check_url(self, field: str, schemes: tuple[str, ...]) -> None:
         value = getattr(self, field)
-        if not isinstance(value, str) or not value.startswith(schemes) or any(c.isspace() for c in value):
+        if not isinstance(value, str) or not _is_url(value, schemes):
             raise _fail(field, f"URL starting with {' or '.join(schemes)}", value)
 
     def _check_number(self, field: str, kind: type, lo: float, hi: float) -> None:

@@ -1,39 +1,61 @@
-"""Shared fixtures: small random-weight experts and deployments (no training needed), and
-per-test isolation on the real RabbitMQ and Redis (unique prefixes, cleaned up)."""
+"""Root fixtures: the real RabbitMQ and Redis (URLs, a unique prefix per test, cleaned up afterwards)
+and small random-weight deployments (no training needed). Helpers live in tests/support."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-import numpy as np
-import pytest
-
-# Single-threaded math keeps tests predictable on the 2-core CI machine.
+# Single-threaded math keeps tests predictable on the 2-core CI machine (set before torch/jax load).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
-TEST_BUCKETS = (1, 2, 4, 8, 16, 32)
+import numpy as np  # noqa: E402 - after the env
+import pytest  # noqa: E402
 
-from ddm.ops.random_experts import make_random_expert, write_deployment  # noqa: E402 - after the env
+from ddm.schema.settings import Settings  # noqa: E402
+from tests.support import services  # noqa: E402
+from tests.support.fakes import write_random_deployment  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def amqp_url() -> str:
+    """DDM_AMQP_URL, else the local broker."""
+    return services.AMQP_URL
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """DDM_REDIS_URL, else the local Redis."""
+    return services.REDIS_URL
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A queue and key prefix of this test's own; its queues and keys are deleted afterwards."""
+    p = services.new_prefix()
+    yield p
+    services.cleanup_prefix(p)
+
+
+@pytest.fixture
+def settings(prefix, amqp_url, redis_url) -> Settings:
+    """Service settings on this test's prefix."""
+    return Settings(prefix=prefix, amqp_url=amqp_url, redis_url=redis_url)
 
 
 @pytest.fixture(scope="session")
 def label_split_deployment(tmp_path_factory) -> Path:
     """The seed's shape at test size: expert 0 (digits 0-4) in PyTorch, expert 1 (5-9) in JAX."""
-    root = tmp_path_factory.mktemp("label_split")
-    make_random_expert(root / "e0_torch", "torch", range(0, 5), seed=0)
-    make_random_expert(root / "e1_jax", "jax", range(5, 10), seed=1)
-    return write_deployment(root, [("e0_torch", "cpu"), ("e1_jax", "cpu")], router="oracle")
+    experts = [("e0_torch", "torch", range(0, 5), 0), ("e1_jax", "jax", range(5, 10), 1)]
+    return write_random_deployment(tmp_path_factory.mktemp("label_split"), experts, router="oracle")
 
 
 @pytest.fixture(scope="session")
 def shared_labels_deployment(tmp_path_factory) -> Path:
     """Two torch experts whose label sets overlap, routed by the label prior (top-k/full differ)."""
-    root = tmp_path_factory.mktemp("shared_labels")
-    make_random_expert(root / "a", "torch", range(0, 7), seed=2)
-    make_random_expert(root / "b", "torch", range(3, 10), seed=3)
-    return write_deployment(root, [("a", "cpu"), ("b", "cpu")], router="label-prior")
+    experts = [("a", "torch", range(0, 7), 2), ("b", "torch", range(3, 10), 3)]
+    return write_random_deployment(tmp_path_factory.mktemp("shared_labels"), experts, router="label-prior")
 
 
 @pytest.fixture

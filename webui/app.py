@@ -8,8 +8,10 @@ Production (one process, many threads; each websocket holds a thread for its lif
 
     gunicorn -c python:ddm.webui.gunicorn_conf 'ddm.webui.app:create_app()'
 
-The UI reads Redis (job hashes, trajectory streams, heartbeats) and RabbitMQ (queue depths), and
-submits jobs through ddm.router.client.Client; it never talks to an expert. Without a message queue
+The UI reads Redis (the serving router's deployment descriptor, job hashes, trajectory streams,
+heartbeats) and RabbitMQ (queue depths), and submits jobs through ddm.router.client.Client; it never
+talks to an expert and needs no deployment file: strategies, defaults, class names and experts come
+from the descriptor the router publishes. Without a message queue
 (the default) each UI process serves its own browsers from its own tailers; pass message_queue only
 to let other processes emit to this UI's browsers (Flask-SocketIO's test client refuses one).
 """
@@ -28,7 +30,7 @@ from ddm.router.client import Client
 from ddm.schema.settings import Settings
 from ddm.webui.cluster import ClusterMonitor
 from ddm.webui.config import UIConfig
-from ddm.webui.jobs import DeploymentInfo, JobService, RateLimiter
+from ddm.webui.jobs import JobService, RateLimiter
 from ddm.webui.payloads import job_payload
 from ddm.webui.tail import TailHub
 
@@ -44,11 +46,10 @@ class UIState:
         self.socketio = socketio
         self.config = config
         self.settings = config.settings
-        self.info = DeploymentInfo.load(config.deployment)
         self.client = Client(settings=self.settings)  # reads only; JobService has its own for submits
-        self.monitor = ClusterMonitor(self.client, self.info, gone_keep_s=config.gone_keep_s)
+        self.monitor = ClusterMonitor(self.client, gone_keep_s=config.gone_keep_s)
         self.limiter = RateLimiter(config.jobs_per_minute)
-        self.jobs = JobService(self.settings, self.info, self.monitor, self.limiter)
+        self.jobs = JobService(self.settings, self.monitor, self.limiter)
         self.hub = TailHub(socketio, self.client)
         self.clients = 0  # connected Socket.IO clients
         self._lock = threading.Lock()
@@ -58,7 +59,7 @@ class UIState:
     # ------------------------------------------------------------ what every page gets
 
     def recent_jobs(self) -> list[dict[str, Any]]:
-        return [job_payload(s) for s in self.client.recent(self.config.recent_jobs) if s.get("status")]
+        return [job_payload(job) for _, job in self.client.recent(self.config.recent_jobs) if job is not None]
 
     def overview(self) -> dict[str, Any]:
         """The cluster snapshot and the recent jobs (pushed to every page every few seconds)."""
@@ -104,19 +105,17 @@ def create_app(
     settings: Settings | None = None,
     *,
     config: UIConfig | None = None,
-    deployment: str | Path | None = None,
     message_queue: str | None = None,
 ) -> Flask:
     """A Flask app with its SocketIO (app.extensions["socketio"]) and UIState (app.extensions["ddm"]).
 
     settings: service settings (default Settings.from_env()); config: all UI settings at once (default
-    UIConfig.from_env(settings=settings, deployment=deployment)); deployment: the TOML jobs are
-    checked against (default DDM_DEPLOYMENT, else the shipped one when it exists).
+    UIConfig.from_env(settings=settings)).
     """
     from ddm.webui.events import register_events
     from ddm.webui.routes import register_routes
 
-    config = config or UIConfig.from_env(settings=settings, deployment=deployment)
+    config = config or UIConfig.from_env(settings=settings)
     app = Flask(__name__, template_folder=str(HERE / "templates"), static_folder=str(HERE / "static"))
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     app.config["TEMPLATES_AUTO_RELOAD"] = False

@@ -1,5 +1,7 @@
-"""The serving cluster as the page shows it: live workers from their Redis heartbeats, queue depths
-from RabbitMQ (passive queue_declare: message and consumer counts; no management API needed).
+"""The serving cluster as the page shows it: live workers from their Redis heartbeats (schema/heartbeat.py),
+queue depths from RabbitMQ (passive queue_declare: message and consumer counts; no management API
+needed), and the deployment the serving router published (its descriptor: experts, strategies, class
+names, defaults).
 
 A worker is alive while its heartbeat key exists (it expires DDM_HEARTBEAT_TTL_S after the last
 beat). Workers seen alive by this process and then gone stay listed as gone for a while, so a crash
@@ -14,54 +16,47 @@ import threading
 import time
 from typing import Any
 
-from ddm.schema.errors import ServiceUnavailableError
+from ddm.schema.descriptor import DeploymentDescriptor
+from ddm.schema.errors import SchemaError, ServiceUnavailableError
+from ddm.schema.heartbeat import WorkerHeartbeat
 from ddm.schema.names import Names
+from ddm.webui.jobs import SubmitError, deployment_payload
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
-
-INT_FIELDS = ("expert_id", "pid", "requests", "batches", "rows", "dead_lettered", "max_batch")
-INT_FIELDS += ("jobs_running", "jobs_done", "jobs_failed", "steps", "resends", "reconnects")
-FLOAT_FIELDS = ("mean_batch_size", "mean_compute_ms", "updated_at", "started_at", "max_wait_ms")
-TEXT_FIELDS = ("worker_id", "role", "framework", "device", "host", "region", "queue", "deployment")
 
 
 def _text(v: bytes | str) -> str:
     return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
 
 
-def parse_heartbeat(worker_id: str, raw: dict) -> dict[str, Any]:
-    """A heartbeat hash (bytes -> bytes) -> typed dict with only the fields the page uses."""
-    beat = {_text(k): _text(v) for k, v in raw.items()}
-    out: dict[str, Any] = {"worker_id": worker_id}
-    for key in TEXT_FIELDS:
-        if key in beat:
-            out[key] = beat[key][:200]
-    for key in INT_FIELDS:
-        with contextlib.suppress(KeyError, ValueError):
-            out[key] = int(beat[key])
-    for key in FLOAT_FIELDS:
-        with contextlib.suppress(KeyError, ValueError):
-            out[key] = float(beat[key])
-    out["worker_id"] = worker_id
-    return out
-
-
-def read_live_workers(r, names: Names) -> dict[str, dict[str, Any]]:
-    """{worker_id: heartbeat} of every worker in the index whose heartbeat key still exists."""
+def read_live_workers(r, names: Names, skipped: set[str] | None = None) -> dict[str, WorkerHeartbeat]:
+    """{worker_id: heartbeat} of every worker in the index whose heartbeat key still exists. A record
+    that does not decode (or names another worker) is left out and logged once per id (`skipped`)."""
+    skipped = set() if skipped is None else skipped
     ids = sorted(_text(i) for i in r.smembers(names.workers_index))
     pipe = r.pipeline(transaction=False)
     valid = []
     for worker_id in ids:
         try:
             pipe.hgetall(names.worker(worker_id))
-        except Exception:  # noqa: BLE001 - an id another tool wrote that is not a valid worker id
+        except SchemaError:  # an id another tool wrote that is not a valid worker id
             continue
         valid.append(worker_id)
     out = {}
     for worker_id, raw in zip(valid, pipe.execute(), strict=True):
-        if raw:
-            out[worker_id] = parse_heartbeat(worker_id, raw)
+        if not raw:
+            continue
+        try:
+            beat = WorkerHeartbeat.decode(raw)
+            if beat.worker_id != worker_id:
+                raise SchemaError(f"the record names worker {beat.worker_id!r}")
+        except SchemaError as exc:
+            if worker_id not in skipped:
+                log.warning("ignoring the heartbeat of worker %s: %s", worker_id, exc)
+                skipped.add(worker_id)
+            continue
+        out[worker_id] = beat
     return out
 
 
@@ -126,22 +121,45 @@ class QueueProbe:
 
 
 class ClusterMonitor:
-    """Builds (and caches for `max_age_s`) the cluster snapshot the page renders."""
+    """Builds (and caches for `max_age_s`) the cluster snapshot the page renders, and reads the serving
+    router's deployment descriptor for the page and for submissions."""
 
-    def __init__(self, client, deployment_info, *, gone_keep_s: float = 900.0, max_age_s: float = 1.0):
+    def __init__(self, client, *, gone_keep_s: float = 900.0, max_age_s: float = 1.0):
         self.client = client  # ddm.router.client.Client: its settings and (lazy) redis connection
         self.settings = client.settings
         self.names = client.names
-        self.info = deployment_info
         self.gone_keep_s = gone_keep_s
         self.max_age_s = max_age_s
         self._probe = QueueProbe(self.settings.amqp_url)
         self._seen: dict[str, tuple[float, dict]] = {}  # worker_id -> (last seen alive, beat)
+        self._skipped: set[str] = set()  # worker ids whose malformed heartbeat was logged
         self._lock = threading.Lock()
         self._cached: tuple[float, dict] | None = None
 
-    def live_workers(self) -> dict[str, dict[str, Any]]:
-        return read_live_workers(self.client.redis, self.names)
+    def live_workers(self) -> dict[str, WorkerHeartbeat]:
+        return read_live_workers(self.client.redis, self.names, self._skipped)
+
+    def deployment(self) -> DeploymentDescriptor:
+        """The live descriptor, or SubmitError: no_deployment (no router serves), unavailable."""
+        from ddm.router.client import NoDeploymentError
+
+        try:
+            return self.client.deployment()
+        except NoDeploymentError as exc:
+            raise SubmitError("no_deployment", str(exc)) from None
+        except ServiceUnavailableError as exc:
+            raise SubmitError("unavailable", str(exc)) from None
+        except SchemaError as exc:
+            raise SubmitError(
+                "unavailable", f"the published deployment descriptor is malformed: {exc}"
+            ) from None
+
+    def deployment_view(self) -> dict[str, Any]:
+        """{"deployment": the descriptor for the page, or None, "deployment_error": why not, or None}."""
+        try:
+            return {"deployment": deployment_payload(self.deployment()), "deployment_error": None}
+        except SubmitError as exc:
+            return {"deployment": None, "deployment_error": exc.message}
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -152,27 +170,33 @@ class ClusterMonitor:
             self._cached = (now, snap)
             return snap
 
-    def _build(self) -> dict[str, Any]:
-        now = time.time()
-        errors = []
+    def _workers(self, now: float, errors: list[str]) -> list[dict[str, Any]]:
+        """Live workers, and those seen alive here that have gone (for gone_keep_s)."""
         try:
             live = self.live_workers()
         except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
-            live = None
             errors.append(f"Redis unreachable at the UI's DDM_REDIS_URL: {exc}")
+            return []
         workers = []
-        if live is not None:
-            for worker_id, beat in live.items():
-                self._seen[worker_id] = (now, beat)
-            for worker_id, (seen_at, beat) in list(self._seen.items()):
-                alive = worker_id in live
-                if not alive and now - seen_at > self.gone_keep_s:
-                    del self._seen[worker_id]
-                    continue
-                age = now - beat["updated_at"] if "updated_at" in beat else None
-                workers.append({**beat, "alive": alive, "age_s": None if age is None else round(age, 1)})
+        for worker_id, beat in live.items():
+            self._seen[worker_id] = (now, beat.to_dict())
+        for worker_id, (seen_at, beat) in list(self._seen.items()):
+            alive = worker_id in live
+            if not alive and now - seen_at > self.gone_keep_s:
+                del self._seen[worker_id]
+                continue
+            age = round(now - beat["updated_at"], 1)
+            workers.append({**beat, "alive": alive, "age_s": age})
+        return workers
+
+    def _build(self) -> dict[str, Any]:
+        now = time.time()
+        errors: list[str] = []
+        workers = self._workers(now, errors)
+        view = self.deployment_view()
+        experts = view["deployment"]["experts"] if view["deployment"] else []
         expert_ids = sorted(
-            {e["id"] for e in self.info.experts}
+            {e["id"] for e in experts}
             | {w["expert_id"] for w in workers if w.get("role") == "expert" and "expert_id" in w}
         )
         queue_names = {self.names.expert_queue(k): k for k in expert_ids}
@@ -191,7 +215,8 @@ class ClusterMonitor:
             "workers": workers,
             "queues": queues,
             "queue_names": {str(k): q for q, k in queue_names.items()} | {"jobs": self.names.jobs},
-            "experts": self.info.experts,
+            "experts": experts,
+            **view,
             "errors": errors,
             "heartbeat_ttl_s": self.settings.heartbeat_ttl_s,
         }

@@ -1,11 +1,10 @@
 """The web UI's settings: the shared service Settings plus a few UI-only knobs, read once from the env.
 
-    DDM_DEPLOYMENT           deployment TOML the UI validates jobs against (default: the shipped one,
-                             when it exists; without one the router is the only judge of a strategy)
     DDM_UI_JOBS_PER_MINUTE   job submissions allowed per client address per minute (default 30)
     DDM_UI_RECENT_JOBS       how many recent jobs the page lists (default 12)
 
 Everything else (DDM_REDIS_URL, DDM_AMQP_URL, DDM_PREFIX, heartbeat TTL...) is ddm.schema.Settings.
+The UI reads no deployment file: what a job means comes from the serving router's descriptor in Redis.
 """
 
 from __future__ import annotations
@@ -14,9 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ddm.schema.deployment import DEFAULT_DEPLOYMENT
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.settings import Settings
 
@@ -35,7 +32,6 @@ def _env_int(env: Mapping[str, str], var: str, default: int, lo: int, hi: int) -
 @dataclass(frozen=True)
 class UIConfig:
     settings: Settings = field(default_factory=Settings)
-    deployment: Path | None = None  # None: no deployment checks beyond the JobSpec rules
     jobs_per_minute: int = 30
     recent_jobs: int = 12
     overview_interval_s: float = 2.0  # cluster + recent jobs pushed to every page this often
@@ -53,17 +49,11 @@ class UIConfig:
         environ: Mapping[str, str] | None = None,
         *,
         settings: Settings | None = None,
-        deployment: str | Path | None = None,
     ) -> UIConfig:
         """Read the UI's variables; explicit arguments win over the environment."""
         env = os.environ if environ is None else environ
-        if deployment is None and env.get("DDM_DEPLOYMENT"):
-            deployment = env["DDM_DEPLOYMENT"]
-        if deployment is None and DEFAULT_DEPLOYMENT.is_file():
-            deployment = DEFAULT_DEPLOYMENT
         return cls(
             settings=settings or Settings.from_env(env),
-            deployment=Path(deployment) if deployment is not None else None,
             jobs_per_minute=_env_int(env, "DDM_UI_JOBS_PER_MINUTE", 30, 1, 100_000),
             recent_jobs=_env_int(env, "DDM_UI_RECENT_JOBS", 12, 1, 200),
         )

@@ -1,9 +1,10 @@
 """Submitting a job from the page: parse the form, validate it exactly as the CLI does (JobSpec, then
-Client's deployment check = policy.check_strategy + labels + checkpoints), refuse a job no live
-worker could serve, rate-limit per client address, then Client.submit.
+the serving router's deployment descriptor), refuse a job no live worker could serve, rate-limit per
+client address, then Client.submit.
 
 Errors are SubmitError with a `kind` the page shows as a heading and an HTTP status for the API:
-bad_input (400), rate_limited (429), no_worker (503), unavailable (503).
+bad_input (400), rate_limited (429), no_deployment (503: no router publishes a descriptor),
+no_worker (503), unavailable (503).
 """
 
 from __future__ import annotations
@@ -13,18 +14,25 @@ import math
 import random
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddm.schema.errors import ConfigError, DDMError, SchemaError, ServiceUnavailableError, expected
+from ddm.schema.descriptor import DeploymentDescriptor
+from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NUM_CLASSES
-from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec, parse_strategy
+from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
+from ddm.schema.strategy import Strategy
+from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
 FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
-KIND_STATUS = {"bad_input": 400, "rate_limited": 429, "no_worker": 503, "unavailable": 503}
+KIND_STATUS = {
+    "bad_input": 400,
+    "rate_limited": 429,
+    "no_deployment": 503,
+    "no_worker": 503,
+    "unavailable": 503,
+}
 
 
 class SubmitError(DDMError):
@@ -50,69 +58,46 @@ class SubmitError(DDMError):
 # ---------------------------------------------------------------- the deployment, as the page needs it
 
 
-@dataclass(frozen=True)
-class DeploymentInfo:
-    """Facts about the deployment for validation and display (metas only, no weights loaded)."""
+def labels_text(descriptor: DeploymentDescriptor | None, labels: Sequence[int]) -> str:
+    """Labels by the deployment's class names: a run of digits as '5-9', other names listed."""
+    labels = sorted(set(labels))
+    names = descriptor.class_names if descriptor is not None else tuple(map(str, range(NUM_CLASSES)))
+    digits = all(names[y] == str(y) for y in labels)
+    if digits and len(labels) > 2 and labels == list(range(labels[0], labels[-1] + 1)):
+        return f"{labels[0]}-{labels[-1]}"
+    return ", ".join(names[y] for y in labels)
 
-    name: str | None
-    path: Path | None
-    experts: list[dict[str, Any]]  # [{"id", "framework", "device", "classes"}]
-    strategies: tuple[str, ...]  # what the deployment can route
-    oracle: dict[int, int] | None  # label -> expert, for label-split deployments
-    guidance: float = 1.0  # the deployment's default guidance (the form's initial value)
 
-    @classmethod
-    def load(cls, path: Path | None) -> DeploymentInfo:
-        if path is None:
-            return cls(None, None, [], ("oracle", "top1", "topk:2", "full"), None)
-        import numpy as np
+def describe_expert(descriptor: DeploymentDescriptor, expert_id: int) -> str:
+    """'expert 1 (jax, trained on 5-9)': how the page names an expert in messages."""
+    for e in descriptor.experts:
+        if e.id == expert_id:
+            return f"expert {expert_id} ({e.framework}, trained on {labels_text(descriptor, e.labels)})"
+    return f"expert {expert_id}"
 
-        from ddm.router.deployment_loader import expert_label_counts
-        from ddm.router.policies import oracle_table
-        from ddm.schema.deployment import Deployment
-        from ddm.workers.checkpoint import read_meta
 
-        dep = Deployment.load(path)
-        counts = expert_label_counts(dep)  # [K, 10]; fails if a checkpoint's meta.json is missing
-        experts = []
-        for entry, row in zip(dep.experts, counts, strict=True):
-            meta = read_meta(entry.checkpoint)
-            experts.append(
-                {
-                    "id": entry.id,
-                    "framework": str(meta.get("framework", "?")),
-                    "device": entry.device,
-                    "classes": [int(c) for c in np.flatnonzero(row > 0)],
-                }
-            )
-        table = oracle_table(counts)
-        oracle = None
-        if table is not None:
-            oracle = {y: int(table[y].argmax()) for y in range(NUM_CLASSES)}
-        strategies = (("oracle",) if oracle is not None else ()) + ("top1",)
-        strategies += tuple(f"topk:{k}" for k in range(2, min(dep.num_experts, 4) + 1)) + ("full",)
-        return cls(dep.name, dep.path, experts, strategies, oracle, dep.guidance)
+def experts_needed(descriptor: DeploymentDescriptor, spec: JobSpec) -> list[int]:
+    """Expert ids the job may call: under the oracle, the experts trained on its labels; else any."""
+    strategy = descriptor.resolve(spec).strategy
+    if Strategy.parse(strategy).kind == "oracle":
+        return sorted({e.id for e in descriptor.experts if set(e.labels) & set(spec.labels)})
+    return [e.id for e in descriptor.experts]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "experts": self.experts, "strategies": list(self.strategies)}
 
-    def experts_needed(self, spec: JobSpec) -> list[int]:
-        """Expert ids the job may call: the labels' experts under the oracle, else every expert."""
-        if spec.strategy == "oracle" and self.oracle is not None:
-            return sorted({self.oracle[y] for y in spec.labels})
-        return [e["id"] for e in self.experts]
-
-    def describe(self, expert_id: int) -> str:
-        for e in self.experts:
-            if e["id"] == expert_id:
-                classes = e["classes"]
-                digits = (
-                    f"digits {classes[0]}-{classes[-1]}"
-                    if classes and classes == list(range(classes[0], classes[-1] + 1))
-                    else f"digits {classes}"
-                )
-                return f"expert {expert_id} ({e['framework']}, {digits})"
-        return f"expert {expert_id}"
+def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
+    """The descriptor as the page uses it (experts with `classes`, as the cluster panel reads them)."""
+    d = descriptor.to_dict()
+    d["experts"] = [
+        {
+            "id": e.id,
+            "framework": e.framework,
+            "device": e.device,
+            "classes": list(e.labels),
+            "cluster": e.cluster,
+        }
+        for e in descriptor.experts
+    ]
+    return d
 
 
 # ---------------------------------------------------------------- form -> JobSpec
@@ -134,58 +119,59 @@ def _number(data: Mapping, key: str, default: Any, *, integer: bool) -> Any:
     return value
 
 
-def parse_form(data: object, default_guidance: float = 1.0) -> JobSpec:
+def parse_form(data: object) -> JobSpec:
     """The page's form (JSON) -> JobSpec, or SubmitError(bad_input) saying what is wrong.
 
     {"labels": [0..9, ...] or "all", "n_per_label": 1.., "steps": 1..1000, "strategy": "oracle" |
-    "top1" | "topk:K" | "full", "guidance": 0..20, "seed": 0..2^32-1 or null (a random one)}.
-    Images are laid out row by row: row r holds sample r of each chosen label, in label order.
+    "top1" | "topk:K" | "full" or null, "guidance": 0..20 or null, "seed": 0..2^32-1 or null (a random
+    one)}. A strategy or guidance left out or null gets the serving deployment's default (the router
+    resolves it). Images are laid out row by row: row r holds sample r of each chosen label, in order.
     """
     if not isinstance(data, Mapping):
         raise SubmitError("bad_input", expected("a JSON object with the job's fields", type(data).__name__))
     unknown = sorted(set(map(str, data)) - FORM_KEYS)
     if unknown:
         raise SubmitError("bad_input", expected(f"only the fields {sorted(FORM_KEYS)}", unknown))
-    raw = data.get("labels")
-    if raw == "all":
-        labels = list(range(NUM_CLASSES))
-    elif isinstance(raw, list) and raw:
-        labels = []
-        for y in raw:
-            if isinstance(y, bool) or not isinstance(y, int) or not 0 <= y < NUM_CLASSES:
-                raise SubmitError("bad_input", f"labels: {expected('digits 0..9', y)}")
-            labels.append(y)
-        if len(set(labels)) != len(labels):
-            raise SubmitError("bad_input", f"labels: {expected('each digit at most once', raw)}")
-    else:
-        raise SubmitError("bad_input", "labels: choose at least one digit (or all ten)")
+    labels = _labels(data.get("labels"))
     n = _number(data, "n_per_label", 1, integer=True)
     if not 1 <= n <= MAX_IMAGES:
-        raise SubmitError("bad_input", f"images per digit: {expected(f'1..{MAX_IMAGES}', n)}")
+        raise SubmitError("bad_input", f"images per label: {expected(f'1..{MAX_IMAGES}', n)}")
     if len(labels) * n > MAX_IMAGES:
         raise SubmitError(
             "bad_input",
-            f"{len(labels)} digits x {n} per digit = {len(labels) * n} images; "
+            f"{len(labels)} labels x {n} per label = {len(labels) * n} images; "
             f"a job has at most {MAX_IMAGES}",
         )
     steps = _number(data, "steps", 50, integer=True)
-    guidance = _number(data, "guidance", default_guidance, integer=False)
+    guidance = None if data.get("guidance") is None else _number(data, "guidance", None, integer=False)
     seed = data.get("seed")
     seed = random.randint(0, MAX_SEED) if seed is None else _number(data, "seed", None, integer=True)
-    strategy = data.get("strategy", "oracle")
-    if not isinstance(strategy, str):
+    strategy = data.get("strategy")
+    if strategy is not None and not isinstance(strategy, str):
         raise SubmitError("bad_input", f"strategy: {expected('a string', strategy)}")
     try:
-        parse_strategy(strategy)
         return JobSpec.new(
             [y for _ in range(n) for y in sorted(labels)],
             steps=steps,
             strategy=strategy,
-            guidance=float(guidance),
+            guidance=None if guidance is None else float(guidance),
             seed=seed,
         )
     except SchemaError as exc:
         raise SubmitError("bad_input", str(exc)) from None
+
+
+def _labels(raw: object) -> list[int]:
+    if raw == "all":
+        return list(range(NUM_CLASSES))
+    if not isinstance(raw, list) or not raw:
+        raise SubmitError("bad_input", "labels: choose at least one label (or all ten)")
+    for y in raw:
+        if isinstance(y, bool) or not isinstance(y, int) or not 0 <= y < NUM_CLASSES:
+            raise SubmitError("bad_input", f"labels: {expected(f'labels 0..{NUM_CLASSES - 1}', y)}")
+    if len(set(raw)) != len(raw):
+        raise SubmitError("bad_input", f"labels: {expected('each label at most once', raw)}")
+    return list(raw)
 
 
 # ---------------------------------------------------------------- rate limit
@@ -223,9 +209,8 @@ class RateLimiter:
 class JobService:
     """Validation and submission for the routes and the socket events (one per app)."""
 
-    def __init__(self, settings, info: DeploymentInfo, monitor, limiter: RateLimiter):
+    def __init__(self, settings, monitor, limiter: RateLimiter):
         self.settings = settings
-        self.info = info
         self.monitor = monitor
         self.limiter = limiter
         self._client = None
@@ -249,11 +234,11 @@ class JobService:
                 f"try again in {math.ceil(wait)} s",
                 retry_after_s=wait,
             )
-        spec = parse_form(data, self.info.guidance)
-        self.check(spec)
+        spec = parse_form(data)
+        self.check(spec, self.monitor.deployment())
         with self._lock:
             try:
-                self.client.submit(spec, check_deployment=False)  # checked above, against our deployment
+                self.client.submit(spec, check=False)  # checked above, against the live descriptor
             except SchemaError as exc:
                 raise SubmitError("bad_input", str(exc)) from None
             except ServiceUnavailableError as exc:
@@ -267,33 +252,26 @@ class JobService:
                 ) from None
         return spec
 
-    def check(self, spec: JobSpec) -> None:
-        """The deployment check the CLI makes, then: a live router and a live worker per needed expert."""
-        if self.info.path is not None:
-            from ddm.router.client import check_against_deployment
-
-            try:
-                check_against_deployment(spec, self.info.path)
-            except (SchemaError, ConfigError) as exc:
-                raise SubmitError("bad_input", str(exc)) from None
+    def check(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> None:
+        """The descriptor's check the CLI makes, then: a live router and a live worker per needed expert."""
+        try:
+            descriptor.check(spec)
+        except SchemaError as exc:
+            raise SubmitError("bad_input", str(exc)) from None
         try:
             live = self.monitor.live_workers()
-        except Exception as exc:  # noqa: BLE001 - Redis down
+        except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
             raise SubmitError("unavailable", f"cannot read worker heartbeats from Redis: {exc}") from None
-        experts_up = {w.get("expert_id") for w in live.values() if w.get("role") == "expert"}
-        needed = self.info.experts_needed(spec)
-        if not needed and not experts_up:
-            raise SubmitError("no_worker", "no expert worker is running (no live heartbeat); start `ddm up`")
-        missing = [k for k in needed if k not in experts_up]
+        experts_up = {w.expert_id for w in live.values() if w.role == "expert"}
+        missing = [k for k in experts_needed(descriptor, spec) if k not in experts_up]
         if missing:
-            who = ", ".join(self.info.describe(k) for k in missing)
-            dep = f" --deployment {self.info.path}" if self.info.path else ""
+            who = ", ".join(describe_expert(descriptor, k) for k in missing)
             raise SubmitError(
                 "no_worker",
                 f"no live worker for {who}, which this job needs: its heartbeat is missing or expired. "
-                f"Start one with `ddm worker expert{dep} --expert {missing[0]}` (or `ddm up`).",
+                f"Start one with `ddm worker expert --expert {missing[0]}` (or `ddm up`).",
             )
-        if not any(w.get("role") == "router" for w in live.values()):
+        if not any(w.role == "router" for w in live.values()):
             raise SubmitError(
                 "no_worker",
                 "no live router worker: the job would wait in the queue. Start one with "

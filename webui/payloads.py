@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ddm.schema.flow import NUM_CLASSES, to_uint8
+from ddm.schema.jobs import JobHash
 from ddm.schema.messages import Frame, JobStatus
 
 WEIGHT_DECIMALS = 3
@@ -40,29 +41,30 @@ def grid_cols(labels: list[int] | tuple[int, ...]) -> int:
     return max(1, min(len(labels), len(set(labels)), NUM_CLASSES))
 
 
-def job_payload(status: dict[str, Any]) -> dict[str, Any]:
-    """Client.status() dict -> what the page shows about a job (no internal fields)."""
-    spec = status.get("spec") or {}
-    st = status.get("status")
-    labels = list(spec.get("labels") or [])
+def job_payload(job: JobHash) -> dict[str, Any]:
+    """A job hash -> what the page shows about it (no internal fields). strategy and guidance are the
+    values the router resolved; while queued, the submitted ones (None: the deployment's default)."""
+    spec = job.spec
+    labels = list(job.labels)
     out = {
-        "job_id": status["job_id"],
-        "status": st.value if isinstance(st, JobStatus) else st,
-        "step": status.get("step"),
-        "steps": status.get("steps"),
-        "n": status.get("n"),
+        "job_id": job.job_id,
+        "status": job.status.value,
+        "step": job.step,
+        "steps": job.steps,
+        "n": job.n,
         "labels": labels,
         "cols": grid_cols(labels) if labels else 1,
-        "strategy": status.get("strategy"),
-        "guidance": spec.get("guidance"),
-        "seed": spec.get("seed"),
-        "created_at": status.get("created_at"),
-        "started_at": status.get("started_at"),
-        "finished_at": status.get("finished_at"),
-        "mean_step_ms": status.get("mean_step_ms"),
-        "error": status.get("error") or None,
-        "resumed_from": status.get("resumed_from"),
+        "strategy": job.strategy if job.strategy is not None else (spec.strategy if spec else None),
+        "guidance": job.guidance if job.guidance is not None else (spec.guidance if spec else None),
+        "resolved": job.strategy is not None,
+        "seed": job.seed,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "mean_step_ms": job.mean_step_ms,
+        "error": job.error or None,
+        "resumed_from": job.resumed_from,
     }
-    if out["status"] == JobStatus.DONE.value:
-        out["result_png"] = f"/api/jobs/{status['job_id']}/result.png"
+    if job.status is JobStatus.DONE:
+        out["result_png"] = f"/api/jobs/{job.job_id}/result.png"
     return out

@@ -1,7 +1,8 @@
 """HTTP routes: the page, a small JSON API, and the result PNG.
 
 GET  /                              the page
-GET  /api/config                    deployment (experts, frameworks, strategies) and limits
+GET  /api/config                    the serving deployment (experts, strategies, defaults, class names;
+                                    null with deployment_error when no router serves) and limits
 GET  /api/cluster                   live workers and queue depths
 GET  /api/jobs                      recent jobs
 POST /api/jobs                      submit {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
@@ -18,6 +19,8 @@ from flask import Flask, Response, jsonify, render_template, request
 
 from ddm.router.client import JobNotFoundError
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
+from ddm.schema.flow import NUM_CLASSES
+from ddm.schema.jobs import decode_result
 from ddm.schema.names import check_job_id
 from ddm.webui.jobs import MAX_IMAGES, SubmitError
 from ddm.webui.payloads import grid_cols, job_payload
@@ -35,6 +38,12 @@ def _error(kind: str, message: str, status: int):
 
 
 def register_routes(app: Flask, state) -> None:
+    """The page, the config and health routes, and the job API, on `app`."""
+    _register_page(app, state)
+    _register_jobs(app, state)
+
+
+def _register_page(app: Flask, state) -> None:
     @app.after_request
     def security_headers(resp: Response) -> Response:
         resp.headers.setdefault("Content-Security-Policy", CSP)
@@ -52,11 +61,13 @@ def register_routes(app: Flask, state) -> None:
 
     @app.get("/")
     def index():
+        view = state.monitor.deployment_view()
+        dep = view["deployment"]
         return render_template(
             "index.html",
-            deployment=state.info.name,
-            strategies=state.info.strategies,
-            guidance=state.info.guidance,
+            deployment=dep,
+            deployment_error=view["deployment_error"],
+            class_names=dep["class_names"] if dep else [str(y) for y in range(NUM_CLASSES)],
             max_images=MAX_IMAGES,
             jobs_per_minute=state.config.jobs_per_minute,
         )
@@ -65,7 +76,7 @@ def register_routes(app: Flask, state) -> None:
     def config():
         return jsonify(
             {
-                "deployment": state.info.to_dict(),
+                **state.monitor.deployment_view(),
                 "max_images": MAX_IMAGES,
                 "jobs_per_minute": state.config.jobs_per_minute,
                 "prefix": state.settings.prefix,
@@ -76,6 +87,16 @@ def register_routes(app: Flask, state) -> None:
     def cluster():
         return jsonify(state.monitor.snapshot())
 
+    @app.get("/healthz")
+    def healthz():
+        try:
+            state.client.redis.ping()
+        except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
+            return jsonify({"ok": False, "error": f"Redis: {exc}"}), 503
+        return jsonify({"ok": True, **state.hub.stats(), "clients": state.clients})
+
+
+def _register_jobs(app: Flask, state) -> None:
     @app.get("/api/jobs")
     def recent():
         try:
@@ -85,7 +106,10 @@ def register_routes(app: Flask, state) -> None:
 
     @app.post("/api/jobs")
     def submit():
-        data = request.get_json(silent=True)
+        try:
+            data = request.get_json(silent=True)
+        except RecursionError:  # json's parser recurses per level: [[[...]]] 30,000 deep exhausts it
+            return _error("bad_input", "expected a JSON object, got JSON nested too deeply to parse", 400)
         if data is None:
             return _error("bad_input", "expected a JSON object (Content-Type: application/json)", 400)
         try:
@@ -116,7 +140,6 @@ def register_routes(app: Flask, state) -> None:
         from PIL import Image
 
         from ddm.ops.images import grid
-        from ddm.schema.codec import unpackb
         from ddm.schema.flow import to_uint8
 
         status, err = _job(job_id)
@@ -124,12 +147,12 @@ def register_routes(app: Flask, state) -> None:
             return err
         raw = state.client.redis.get(state.client.names.result(job_id))
         if raw is None:
-            st = status["status"].value
+            st = status.status.value
             if st == "failed":
-                return _error("failed", f"job {job_id} failed: {status.get('error') or '(no reason)'}", 409)
+                return _error("failed", f"job {job_id} failed: {status.error or '(no reason)'}", 409)
             return _error("not_ready", f"job {job_id} has no result yet (status {st})", 404)
-        x = unpackb(raw, max_bytes=state.settings.max_message_bytes)
-        labels = (status.get("spec") or {}).get("labels") or [0] * len(x)
+        x = decode_result(job_id, raw, status.n, max_bytes=state.settings.max_message_bytes)
+        labels = list(status.labels) or [0] * len(x)
         mosaic = grid(to_uint8(x), grid_cols(labels))
         scale_arg = request.args.get("scale", "3")
         scale = min(4, max(1, int(scale_arg))) if scale_arg.isdigit() and len(scale_arg) < 4 else 3
@@ -142,11 +165,3 @@ def register_routes(app: Flask, state) -> None:
         resp.headers["Content-Disposition"] = f'{disposition}; filename="ddm-{job_id}.png"'
         resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
         return resp
-
-    @app.get("/healthz")
-    def healthz():
-        try:
-            state.client.redis.ping()
-        except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
-            return jsonify({"ok": False, "error": f"Redis: {exc}"}), 503
-        return jsonify({"ok": True, **state.hub.stats(), "clients": state.clients})

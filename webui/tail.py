@@ -22,8 +22,8 @@ import threading
 import time
 from typing import Any
 
-from ddm.router.client import JobNotFoundError
-from ddm.router.store import FRAME_FIELD
+from ddm.router.client import JobNotFoundError, read_stream
+from ddm.schema.jobs import decode_traj_entry
 from ddm.schema.messages import Frame
 from ddm.schema.names import check_job_id
 from ddm.webui.payloads import frame_payload, job_payload
@@ -132,14 +132,10 @@ class TailHub:
 
     def _decode(self, job_id: str, fields: dict) -> Frame | None:
         try:
-            frame = Frame.decode(fields[FRAME_FIELD], max_bytes=self.max_bytes)
+            return decode_traj_entry(job_id, fields, max_bytes=self.max_bytes)
         except Exception as exc:  # noqa: BLE001 - a bad entry must not end the stream for everyone
             log.warning("job %s: skipping an undecodable trajectory entry: %s", job_id, exc)
             return None
-        if frame.job_id != job_id:
-            log.warning("job %s: skipping a frame of job %s in its stream", job_id, frame.job_id)
-            return None
-        return frame
 
     def _replay(self, sid: str, tailer: Tailer) -> None:
         """Send `sid` every step the room has been sent (called with tailer.lock held)."""
@@ -164,12 +160,7 @@ class TailHub:
 
     def _xread(self, tailer: Tailer, block_ms: int | None) -> list:
         stream = self.names.traj(tailer.job_id)
-        reply = self.client.redis.xread({stream: tailer.last_id}, count=128, block=block_ms)
-        if not reply:
-            return []
-        if isinstance(reply, dict):  # RESP3
-            return next(iter(reply.values()))[0]
-        return reply[0][1]
+        return read_stream(self.client.redis, stream, tailer.last_id, count=128, block_ms=block_ms)
 
     def _emit_entries(self, tailer: Tailer, entries: list) -> None:
         with tailer.lock:

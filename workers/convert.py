@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ddm.schema.checkpoint_meta import write_meta
 from ddm.schema.errors import ConfigError, expected
 from ddm.workers.checkpoint import FRAMEWORKS, config_of, read_meta
-from ddm.workers.training import write_json_atomic
 
 
 def load_canonical(folder: Path, framework: str) -> dict:
@@ -37,12 +37,11 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict:
         save_weights(out, canonical)
     else:
         from ddm.workers.jax_expert.checkpoint import save_weights
-        from ddm.workers.jax_expert.train import init_params
-        from ddm.workers.jax_expert.unet import UNet
+        from ddm.workers.jax_expert.unet import UNet, init_params
 
         save_weights(out, canonical, init_params(UNet(config_of(meta)), 0))
     new_meta = {**meta, "framework": to, "converted_from": {"framework": meta["framework"], "path": str(src)}}
-    write_json_atomic(out / "meta.json", new_meta)
+    write_meta(out, new_meta)
     if (src / "loss.csv").is_file():
         shutil.copyfile(src / "loss.csv", out / "loss.csv")
     return new_meta

@@ -15,6 +15,7 @@ import numpy as np
 
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES, guided_velocity
+from ddm.workers.buckets import run_bucketed
 from ddm.workers.config import UNetConfig
 
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
@@ -47,21 +48,6 @@ class ExpertMeta:
             device=device,
             path=path,
         )
-
-
-def bucket_for(n: int, buckets: tuple[int, ...]) -> int:
-    """Smallest bucket >= n (n <= max bucket)."""
-    for b in buckets:
-        if b >= n:
-            return b
-    raise ValueError(f"batch {n} exceeds the largest bucket {buckets[-1]}")
-
-
-def pad_rows(a: np.ndarray, size: int) -> np.ndarray:
-    """Pad axis 0 to `size` by repeating the last row (finite values keep every backend happy)."""
-    if len(a) == size:
-        return a
-    return np.concatenate([a, np.repeat(a[-1:], size - len(a), axis=0)], axis=0)
 
 
 def check_inputs(x, t, y, guidance) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -112,15 +98,7 @@ class Expert(ABC):
 
     def _run(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
         limit = self.buckets[-1] if self.buckets else self.max_batch
-        chunks = []
-        for start in range(0, len(x), limit):
-            xs, ts, ys = x[start : start + limit], t[start : start + limit], y[start : start + limit]
-            n = len(xs)
-            if self.buckets:
-                size = bucket_for(n, self.buckets)
-                xs, ts, ys = pad_rows(xs, size), pad_rows(ts, size), pad_rows(ys, size)
-            chunks.append(np.asarray(self._forward(xs, ts, ys), dtype=np.float32)[:n])
-        return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+        return run_bucketed(self._forward, (x, t, y), self.buckets, limit)
 
     def warmup(self) -> None:
         """Run every bucket once (compiles them where the backend compiles)."""

@@ -1,9 +1,8 @@
-"""The expert worker's counters and its heartbeat record in Redis.
+"""The expert worker's counters, and the one writer of every worker's heartbeat record in Redis.
 
-    HSET  <prefix>ddm:worker:<worker_id>  worker_id role expert_id framework device host region pid
-          queue requests batches rows mean_batch_size mean_compute_ms dead_lettered started_at updated_at ...
+    HSET   <prefix>ddm:worker:<worker_id>  WorkerHeartbeat.encode()  (the record: schema/heartbeat.py)
     EXPIRE <that key> heartbeat_ttl_s      (a worker that stops beating disappears by itself)
-    SADD  <prefix>ddm:workers  worker_id   (an index; readers skip ids whose record has expired)
+    SADD   <prefix>ddm:workers  worker_id  (an index; readers skip ids whose record has expired)
 
 mean_batch_size is request rows per forward pass; mean_compute_ms is time in Expert.velocity per pass.
 """
@@ -13,10 +12,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import redis
 
+from ddm.schema.heartbeat import WorkerHeartbeat
 from ddm.schema.names import Names
+from ddm.workers.redis_conn import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +64,28 @@ class WorkerStats:
         }
 
 
+class Counters(Protocol):
+    """What a worker hands to each beat: its counters (WorkerStats for experts, the router's stats)."""
+
+    def fields(self) -> dict[str, int | float]: ...
+
+
 class Heartbeat:
-    """Writes the worker's record to Redis. A Redis outage is logged (once per outage), never fatal:
-    serving requests matters more than being visible."""
+    """Writes the worker's record (schema/heartbeat.py WorkerHeartbeat) to Redis. A Redis outage is
+    logged (once per outage), never fatal: serving requests matters more than being visible.
+
+    static: the record's fields that do not change (role, host, region, pid, and the role's fields:
+    expert_id, framework, device, queue, max_batch, max_wait_ms, buckets; or deployment); a bad value
+    raises SchemaError here, at start, not at the first beat."""
 
     def __init__(self, redis_url: str, names: Names, worker_id: str, static: dict, ttl_s: int):
         # Short timeouts: beats run on the broker connection's thread and must not stall it for long.
-        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self._redis = redis_client(redis_url, socket_timeout=2.0, connect_timeout=2.0)
         self._names = names
         self._worker_id = worker_id
         self._key = names.worker(worker_id)
         self._static = {"worker_id": worker_id, **static, "started_at": time.time()}
+        self._record({}, {})  # check the static fields now
         self._ttl_s = ttl_s
         self._failing = False
         self.ok = False  # the last beat reached Redis (read by /healthz from another thread)
@@ -81,12 +94,16 @@ class Heartbeat:
     def key(self) -> str:
         return self._key
 
-    def beat(self, stats: WorkerStats, **extra) -> bool:
-        """Write the record and refresh its TTL; True if Redis took it."""
-        mapping = {**self._static, **stats.fields(), **extra, "updated_at": time.time()}
+    def _record(self, counters: dict, extra: dict) -> WorkerHeartbeat:
+        return WorkerHeartbeat.build({**self._static, **counters, **extra, "updated_at": time.time()})
+
+    def beat(self, stats: Counters, **extra) -> bool:
+        """Write the record (static fields, stats.fields() counters, `extra` such as jobs_running) and
+        refresh its TTL; True if Redis took it."""
+        record = self._record(stats.fields(), extra)
         try:
             pipe = self._redis.pipeline(transaction=False)
-            pipe.hset(self._key, mapping={k: str(v) for k, v in mapping.items()})
+            pipe.hset(self._key, mapping=record.encode())
             pipe.expire(self._key, self._ttl_s)
             pipe.sadd(self._names.workers_index, self._worker_id)
             pipe.execute()

@@ -8,9 +8,7 @@ everything random about a batch comes from numpy here, so a batch is a pure func
 from __future__ import annotations
 
 import csv
-import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,8 +17,10 @@ from typing import Protocol
 import numpy as np
 from tqdm import tqdm
 
+from ddm.schema.checkpoint_meta import kind_of, read_meta, write_meta
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NULL_CLASS, interpolate, target_velocity
+from ddm.workers.config import get_preset
 
 
 @dataclass(frozen=True)
@@ -90,12 +90,6 @@ class Trainer(Protocol):
         """Write weights (EMA) and the resumable train state, atomically."""
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def _truncate_log(log_path: Path, last_step: int) -> None:
     """Drop log rows past the checkpoint we resume from (they will be trained and logged again)."""
     lines = log_path.read_text().splitlines(keepends=True)
@@ -122,7 +116,7 @@ def train_loop(
     out_dir.mkdir(parents=True, exist_ok=True)
     start, wall_before = trainer.resume(out_dir)
     if start >= cfg.steps:  # already trained this far: nothing to do, keep the stored meta
-        return json.loads((out_dir / "meta.json").read_text())
+        return read_meta(out_dir, kind=kind_of(meta))
     log_path = out_dir / "loss.csv"
     new_log = start == 0 or not log_path.exists()
     if not new_log:
@@ -144,7 +138,7 @@ def train_loop(
             "final_loss": float(np.mean(recent)) if recent else None,
             "num_train_samples": int(len(images)),
         }
-        write_json_atomic(out_dir / "meta.json", final)
+        write_meta(out_dir, final)
         return final
 
     final = {}
@@ -170,3 +164,14 @@ def train_loop(
         log_file.flush()
         final = checkpoint(cfg.steps)
     return final
+
+
+def make_trainer(framework: str, tcfg: TrainConfig, device: str = "cpu") -> Trainer:
+    """The framework's trainer for preset tcfg.preset (device: torch only; JAX trains where JAX runs)."""
+    if framework == "torch":
+        from ddm.workers.torch_expert.train import TorchTrainer
+
+        return TorchTrainer(get_preset(tcfg.preset), tcfg, device=device)
+    from ddm.workers.jax_expert.train import JaxTrainer
+
+    return JaxTrainer(get_preset(tcfg.preset), tcfg)

@@ -10,28 +10,12 @@ import numpy as np
 import pytest
 
 from ddm.schema.messages import JobSpec
-
-from .harness import Pipeline
-from .test_pipeline import local_reference
-
-
-def wait_for_step(client, job_id: str, step: int, timeout: float = 120.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = int(client.status(job_id).get("step", 0))
-        if done >= step:
-            return done
-        time.sleep(0.05)
-    raise TimeoutError(f"job {job_id} did not reach step {step}")
+from tests.support.harness import Pipeline, local_reference, wait_for_step
 
 
 def test_kill9_one_of_two_expert_replicas(shared_labels_deployment, tmp_path):
-    pipe = Pipeline(shared_labels_deployment, tmp_path)
-    try:
-        for name, k in (("a0", 0), ("a1", 0), ("b0", 1), ("b1", 1)):
-            pipe.start_expert(k, name)
-        pipe.start_router()
-        pipe.wait_ready("a0", "a1", "b0", "b1", "router")
+    with Pipeline(shared_labels_deployment, tmp_path) as pipe:
+        pipe.up({"a0": 0, "a1": 0, "b0": 1, "b1": 1})
         client = pipe.client()
         specs = [JobSpec.new([i, 9 - i], steps=30, strategy="full", seed=i) for i in range(6)]
         for spec in specs:
@@ -39,7 +23,7 @@ def test_kill9_one_of_two_expert_replicas(shared_labels_deployment, tmp_path):
         wait_for_step(client, specs[0].job_id, 5)
         killed_at = time.monotonic()
         pipe.kill9("a0")
-        before = int(client.status(specs[0].job_id)["step"])
+        before = client.status(specs[0].job_id).step
         wait_for_step(client, specs[0].job_id, before + 1)
         recovery_s = time.monotonic() - killed_at
         results = [client.result(s.job_id, timeout=180) for s in specs]
@@ -47,48 +31,36 @@ def test_kill9_one_of_two_expert_replicas(shared_labels_deployment, tmp_path):
         for spec, got in zip(specs, results, strict=True):
             assert np.abs(got - local_reference(shared_labels_deployment, spec)).max() <= 1e-4
         assert pipe.counter("a1", "requests", 1) > 0
-    finally:
-        pipe.close()
 
 
 def test_kill9_router_mid_job_resumes_from_stored_step(shared_labels_deployment, tmp_path):
-    pipe = Pipeline(shared_labels_deployment, tmp_path)
-    try:
-        pipe.start_expert(0, "a0")
-        pipe.start_expert(1, "b0")
-        pipe.start_router("router-1")
-        pipe.wait_ready("a0", "b0", "router-1")
+    with Pipeline(shared_labels_deployment, tmp_path) as pipe:
+        pipe.up({"a0": 0, "b0": 1}, routers=["router-1"])
         client = pipe.client()
         spec = JobSpec.new([1, 4, 7], steps=60, strategy="topk:2", seed=11)
         client.submit(spec)
         wait_for_step(client, spec.job_id, 10)
         pipe.kill9("router-1")
-        stored = int(client.status(spec.job_id)["step"])
+        stored = client.status(spec.job_id).step
         killed_at = time.monotonic()
         pipe.start_router("router-2")
         got = client.result(spec.job_id, timeout=180)
         status = client.status(spec.job_id)
         print(
-            f"router kill -9 at step {stored}: resumed from step {status['resumed_from']}, "
+            f"router kill -9 at step {stored}: resumed from step {status.resumed_from}, "
             f"done {time.monotonic() - killed_at:.1f} s after the kill"
         )
-        assert int(status["resumed_from"]) >= stored >= 10  # not from step 0
-        assert status["router"] == "router-2"
+        assert status.resumed_from >= stored >= 10  # not from step 0
+        assert status.router == "router-2"
         steps = [f.step for f in client.frames(spec.job_id, follow=False)]
         assert steps == list(range(1, 61))  # every step stored exactly once
         assert np.abs(got - local_reference(shared_labels_deployment, spec)).max() <= 1e-4
-    finally:
-        pipe.close()
 
 
 @pytest.mark.broker_restart
 def test_broker_restart_workers_reconnect(shared_labels_deployment, tmp_path):
-    pipe = Pipeline(shared_labels_deployment, tmp_path)
-    try:
-        pipe.start_expert(0, "a0")
-        pipe.start_expert(1, "b0")
-        pipe.start_router()
-        pipe.wait_ready("a0", "b0", "router")
+    with Pipeline(shared_labels_deployment, tmp_path) as pipe:
+        pipe.up({"a0": 0, "b0": 1})
         client = pipe.client()
         first = JobSpec.new([2], steps=5, strategy="top1", seed=1)
         client.submit(first)
@@ -111,5 +83,3 @@ def test_broker_restart_workers_reconnect(shared_labels_deployment, tmp_path):
         assert np.abs(got - local_reference(shared_labels_deployment, second)).max() <= 1e-4
         for name in ("a0", "b0", "router"):
             assert pipe.procs[name].poll() is None, f"{name} died instead of reconnecting"
-    finally:
-        pipe.close()

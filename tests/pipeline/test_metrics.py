@@ -4,12 +4,10 @@ Redis serving a job, an expert that cannot reach its broker (503), and the HTTP 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,16 +18,10 @@ from ddm.schema.settings import Settings
 from ddm.workers import load_expert
 from ddm.workers.metrics import ExpertMetrics, MetricsServer, RouterMetrics, serve_metrics
 from ddm.workers.worker import ExpertWorker
-
-from .harness import REDIS_URL, Pipeline
+from tests.support.harness import Pipeline
+from tests.support.services import free_port
 
 STEPS = 12
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url: str) -> tuple[int, str]:
@@ -72,18 +64,15 @@ def wait_healthy(port: int, timeout: float = 60.0) -> dict:
 @pytest.fixture(scope="module")
 def metered_pipeline(label_split_deployment, tmp_path_factory):
     """Expert 0 (torch) with --metrics-port, expert 1 (jax) and the router with DDM_METRICS_PORT."""
-    pipe = Pipeline(label_split_deployment, tmp_path_factory.mktemp("logs"))
     ports = {"e0": free_port(), "e1": free_port(), "router": free_port()}
-    pipe.start_expert(0, "e0", extra=("--metrics-port", str(ports["e0"])))
-    pipe.env["DDM_METRICS_PORT"] = str(ports["e1"])
-    pipe.start_expert(1, "e1")
-    pipe.env["DDM_METRICS_PORT"] = str(ports["router"])
-    pipe.start_router("router")
-    try:
+    with Pipeline(label_split_deployment, tmp_path_factory.mktemp("logs")) as pipe:
+        pipe.start_expert(0, "e0", extra=("--metrics-port", str(ports["e0"])))
+        pipe.env["DDM_METRICS_PORT"] = str(ports["e1"])
+        pipe.start_expert(1, "e1")
+        pipe.env["DDM_METRICS_PORT"] = str(ports["router"])
+        pipe.start_router("router")
         pipe.wait_ready("e0", "e1", "router")
         yield pipe, ports
-    finally:
-        pipe.close()
 
 
 def test_metrics_while_and_after_a_job(metered_pipeline):
@@ -136,13 +125,13 @@ def test_unknown_path_is_404(metered_pipeline):
     assert get(f"http://127.0.0.1:{ports['router']}/")[0] == 404
 
 
-def test_expert_without_a_broker_is_unhealthy(label_split_deployment):
+def test_expert_without_a_broker_is_unhealthy(label_split_deployment, prefix, redis_url):
     """A worker that cannot reach RabbitMQ answers /healthz with 503 (and keeps retrying)."""
     port = free_port()
     settings = Settings(
         amqp_url=f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F",  # nothing listens there
-        redis_url=REDIS_URL,
-        prefix=f"t{uuid.uuid4().hex[:8]}.",
+        redis_url=redis_url,
+        prefix=prefix,
         metrics_port=port,
     )
     expert = load_expert(Deployment.load(label_split_deployment).expert(0).checkpoint, "cpu", buckets=(1, 2))

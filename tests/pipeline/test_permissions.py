@@ -24,8 +24,8 @@ import redis
 
 from ddm.router.client import Client
 from ddm.schema.messages import JobSpec
-
-from .harness import AMQP_URL, REDIS_URL, Pipeline
+from tests.support.harness import Pipeline
+from tests.support.services import amqp_channel
 
 DEPLOY_MD = Path(__file__).resolve().parents[2] / "docs" / "DEPLOY.md"
 PERMISSION_RE = re.compile(r"^rabbitmqctl set_permissions -p ddm (\S+) '([^']*)' '([^']*)' '([^']*)'$")
@@ -75,18 +75,18 @@ def test_the_documented_roles_are_complete():
 
 
 @pytest.fixture(scope="module")
-def locked_down(label_split_deployment, tmp_path_factory):
+def locked_down(label_split_deployment, tmp_path_factory, amqp_url, redis_url):
     """The pipeline with one broker user and one Redis user per role, in a vhost of its own."""
-    broker = pika.URLParameters(AMQP_URL)
+    broker = pika.URLParameters(amqp_url)
     if shutil.which("rabbitmqctl") is None or broker.host not in ("127.0.0.1", "localhost"):
         pytest.skip("needs rabbitmqctl for the local broker")
     if rabbitmqctl("list_vhosts").returncode != 0:
         pytest.skip("rabbitmqctl cannot reach the local broker (not root?)")
     tag = f"t{uuid.uuid4().hex[:8]}"
     vhost, password = f"{tag}-ddm", uuid.uuid4().hex
-    admin = redis.Redis.from_url(REDIS_URL)
+    admin = redis.Redis.from_url(redis_url)
     pipe = Pipeline(label_split_deployment, tmp_path_factory.mktemp("logs"))
-    redis_parts = urllib.parse.urlsplit(REDIS_URL)
+    redis_parts = urllib.parse.urlsplit(redis_url)
     amqp, rds, users, acl_users = {}, {}, [], []
     try:
         assert rabbitmqctl("add_vhost", vhost).returncode == 0
@@ -125,7 +125,7 @@ def test_a_job_runs_with_the_documented_permissions(locked_down, label_split_dep
     pipe, amqp, rds = locked_down
     client = Client(amqp_url=amqp["ddm-client"], redis_url=rds["ddm-client"], prefix=pipe.prefix)
     spec = JobSpec.new(list(range(10)), steps=4, strategy="oracle", seed=5)
-    client.submit(spec, deployment=label_split_deployment)
+    client.submit(spec)
     images = client.result(spec.job_id, timeout=120)
     assert images.shape == (10, 1, 32, 32) and np.isfinite(images).all()
     assert pipe.counter("e0", "requests", 4) >= 4 and pipe.counter("e1", "requests", 4) >= 4
@@ -141,13 +141,9 @@ def test_a_job_runs_with_the_documented_permissions(locked_down, label_split_dep
 
 def refused(url: str, action) -> int:
     """The reply code the broker closes the channel with when `action(channel)` runs."""
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    try:
-        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
-            action(conn.channel())
-        return err.value.reply_code
-    finally:
-        conn.close()
+    with amqp_channel(url) as ch, pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
+        action(ch)
+    return err.value.reply_code
 
 
 def test_an_expert_may_only_consume_its_own_queue(locked_down):

@@ -8,46 +8,20 @@ import time
 import numpy as np
 import pytest
 
-from ddm.router.deployment_loader import load_experts, load_policy
-from ddm.router.sampler import sample_local
-from ddm.schema.deployment import Deployment
 from ddm.schema.messages import JobSpec
-
-from .harness import Pipeline
-
-BUCKETS = (1, 2, 4, 8, 16, 32)
-
-
-def local_reference(deployment_path, spec: JobSpec) -> np.ndarray:
-    deployment = Deployment.load(deployment_path)
-    experts = load_experts(deployment)
-    return sample_local({k: e.velocity for k, e in experts.items()}, load_policy(deployment), spec)
+from tests.support.harness import Pipeline, local_reference
 
 
 @pytest.fixture(scope="module")
 def label_split_pipeline(label_split_deployment, tmp_path_factory):
-    pipe = Pipeline(label_split_deployment, tmp_path_factory.mktemp("logs"))
-    pipe.start_expert(0, "e0")
-    pipe.start_expert(1, "e1")
-    pipe.start_router("router")
-    try:
-        pipe.wait_ready("e0", "e1", "router")
-        yield pipe
-    finally:
-        pipe.close()
+    with Pipeline(label_split_deployment, tmp_path_factory.mktemp("logs")) as pipe:
+        yield pipe.up({"e0": 0, "e1": 1})
 
 
 @pytest.fixture(scope="module")
 def shared_pipeline(shared_labels_deployment, tmp_path_factory):
-    pipe = Pipeline(shared_labels_deployment, tmp_path_factory.mktemp("logs"))
-    pipe.start_expert(0, "a0")
-    pipe.start_expert(1, "b0")
-    pipe.start_router("router")
-    try:
-        pipe.wait_ready("a0", "b0", "router")
-        yield pipe
-    finally:
-        pipe.close()
+    with Pipeline(shared_labels_deployment, tmp_path_factory.mktemp("logs")) as pipe:
+        yield pipe.up({"a0": 0, "b0": 1})
 
 
 def test_oracle_equals_local_and_uses_both_frameworks(label_split_pipeline, label_split_deployment):

@@ -1,91 +1,74 @@
-"""The client against the real RabbitMQ and Redis: validation before queueing, the job hash and the
-queued message at submit, and status / frames / result read from a stream filled by hand in the
-router's format (docs/PROTOCOL.md "Redis layout"). Every test has its own prefix and cleans up."""
+"""The client against the real RabbitMQ and Redis: validation against the serving router's descriptor
+before queueing (no deployment file), the job hash and the queued message at submit, and status /
+frames / result read from a stream filled by hand in the router's format (docs/PROTOCOL.md "Redis
+layout"). Every test has its own prefix and cleans up."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
 import pika
 import pytest
 
-from ddm.client import Client, JobFailedError, JobNotFoundError, JobTimeoutError
+from ddm.client import Client, JobFailedError, JobNotFoundError, JobTimeoutError, NoDeploymentError
+from ddm.router.deployment_loader import describe, load_policy
 from ddm.router.store import JobStore
+from ddm.schema import jobs
 from ddm.schema.codec import packb
-from ddm.schema.errors import ConfigError, DDMError, SchemaError, ServiceUnavailableError
+from ddm.schema.deployment import Deployment
+from ddm.schema.descriptor import DeploymentDescriptor
+from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.amqp import declare_topology
-from tests.pipeline.harness import cleanup_prefix
-
-AMQP_URL = os.environ.get("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
-REDIS_URL = os.environ.get("DDM_REDIS_URL", "redis://127.0.0.1:6379/0")
-
+from tests.support.fakes import write_fake_deployment
+from tests.support.services import amqp_channel
 
 # ---------------------------------------------------------------- fixtures
 
 
-def fake_checkpoint(folder: Path, framework: str, classes) -> Path:
-    """meta.json and an (empty) weights file: enough for the deployment checks, which load no weights."""
-    from ddm.workers.checkpoint import WEIGHTS_FILE
-    from ddm.workers.config import get_preset
-
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / WEIGHTS_FILE[framework]).write_bytes(b"")
-    counts = [100 if c in classes else 0 for c in range(10)]
-    meta = {"format": 1, "framework": framework, "preset": "tiny", "config": get_preset("tiny").to_dict()}
-    meta |= {"expert": 0, "classes": sorted(classes), "label_counts": counts, "steps": 0}
-    (folder / "meta.json").write_text(json.dumps(meta))
-    return folder
-
-
-def fake_deployment(root: Path, experts: list[tuple[str, str, range]], router: str) -> Path:
-    lines = ['name = "fake"']
-    for i, (name, framework, classes) in enumerate(experts):
-        fake_checkpoint(root / name, framework, classes)
-        lines += ["[[experts]]", f"id = {i}", f'checkpoint = "{name}"', 'device = "cpu"']
-    lines += ["[router]", f'kind = "{router}"'] + (['checkpoint = "router"'] if router == "learned" else [])
-    (root / "deployment.toml").write_text("\n".join(lines) + "\n")
-    return root / "deployment.toml"
-
-
 @pytest.fixture
 def split_deployment(tmp_path) -> Path:
-    return fake_deployment(tmp_path, [("a", "torch", range(5)), ("b", "jax", range(5, 10))], "oracle")
+    experts = [("a", "torch", range(5)), ("b", "jax", range(5, 10))]
+    return write_fake_deployment(tmp_path / "split", experts, "oracle")
 
 
 @pytest.fixture
 def shared_deployment(tmp_path) -> Path:
-    return fake_deployment(tmp_path, [("a", "torch", range(7)), ("b", "torch", range(3, 10))], "label-prior")
+    experts = [("a", "torch", range(7)), ("b", "torch", range(3, 10))]
+    return write_fake_deployment(tmp_path / "shared", experts, "label-prior")
 
 
 @pytest.fixture
-def client():
-    prefix = f"t{uuid.uuid4().hex[:10]}."
-    c = Client(AMQP_URL, REDIS_URL, prefix)
+def client(prefix, amqp_url, redis_url):
+    c = Client(amqp_url, redis_url, prefix)
     yield c
     c.close()
-    cleanup_prefix(prefix)
+
+
+def publish(client: Client, path: Path, **changes) -> DeploymentDescriptor:
+    """Publish the descriptor of the deployment at `path` (with `changes`), as its router would."""
+    deployment = Deployment.load(path)
+    descriptor = dataclasses.replace(describe(deployment, load_policy(deployment), "r-1"), **changes)
+    JobStore(client.redis, client.names, 600).publish_descriptor(descriptor, 60)
+    return descriptor
 
 
 def queued(client: Client) -> list[tuple[pika.BasicProperties, bytes]]:
     """Every message now in the client's jobs queue (taken off it)."""
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    ch = conn.channel()
-    declare_topology(ch, client.names)
     out = []
-    while True:
-        method, props, body = ch.basic_get(client.names.jobs, auto_ack=True)
-        if method is None:
-            break
-        out.append((props, body))
-    conn.close()
+    with amqp_channel() as ch:
+        declare_topology(ch, client.names)
+        while True:
+            method, props, body = ch.basic_get(client.names.jobs, auto_ack=True)
+            if method is None:
+                break
+            out.append((props, body))
     return out
 
 
@@ -93,7 +76,7 @@ def put_job(client: Client, job_id: str, status: str, steps: int, n: int = 2, **
     """A job hash as the router writes it (all values strings)."""
     spec = JobSpec(job_id, (3,) * n, steps=steps, strategy="top1")
     fields = {"status": status, "spec": spec.to_json(), "step": "0", "steps": str(steps), "n": str(n)}
-    fields |= {"strategy": "top1", "created_at": f"{time.time():.3f}"}
+    fields |= {"strategy": "top1", "guidance": "1.5", "created_at": f"{time.time():.3f}"}
     client.redis.hset(client.names.job(job_id), mapping={**fields, **extra})
     return spec
 
@@ -102,31 +85,31 @@ def put_frame(client: Client, job_id: str, step: int, steps: int, n: int = 2) ->
     x = np.full((n, 1, 32, 32), step / steps, np.float32)
     weights = np.tile(np.array([[0.25, 0.75]], np.float32), (n, 1))
     frame = Frame.from_latent(job_id, step, step / steps, x, (1,), weights, 3.5)
-    client.redis.xadd(client.names.traj(job_id), {b"frame": frame.encode()})
+    client.redis.xadd(client.names.traj(job_id), jobs.traj_entry(frame))
     client.redis.hset(client.names.job(job_id), mapping={"step": str(step), "status": "running"})
     return frame
 
 
 def finish(client: Client, job_id: str, x: np.ndarray) -> None:
-    client.redis.set(client.names.result(job_id), packb(x))
-    client.redis.hset(
-        client.names.job(job_id), mapping={"status": "done", "finished_at": f"{time.time():.3f}"}
-    )
+    client.redis.set(client.names.result(job_id), jobs.encode_result(x))
+    client.redis.hset(client.names.job(job_id), mapping=jobs.done_fields(time.time()))
 
 
 # ---------------------------------------------------------------- submit
 
 
 def test_submit_creates_the_hash_and_a_decodable_persistent_message(client, split_deployment):
+    publish(client, split_deployment)
     spec = JobSpec.new([0, 7, 7], steps=20, strategy="oracle", guidance=2.0, seed=5)
     t0 = time.time()
-    assert client.submit(spec, deployment=split_deployment) == spec.job_id
+    assert client.submit(spec) == spec.job_id
     st = client.status(spec.job_id)
-    assert st["status"] is JobStatus.QUEUED
-    assert (st["step"], st["steps"], st["n"], st["strategy"]) == (0, 20, 3, "oracle")
-    assert t0 - 1 <= st["created_at"] <= time.time() + 1
-    assert st["spec"] == spec.to_dict()
-    assert client.redis.zscore(client.names.jobs_index, spec.job_id) == pytest.approx(st["created_at"])
+    assert st.status is JobStatus.QUEUED
+    assert (st.step, st.steps, st.n) == (0, 20, 3)
+    assert st.strategy is None and st.guidance is None  # the router records what it resolves
+    assert t0 - 1 <= st.created_at <= time.time() + 1
+    assert st.spec == spec
+    assert client.redis.zscore(client.names.jobs_index, spec.job_id) == pytest.approx(st.created_at)
     [(props, body)] = queued(client)
     assert JobSpec.decode(body) == spec
     assert props.content_type == CONTENT_TYPE
@@ -149,39 +132,45 @@ def test_trim_index_drops_only_old_entries_whose_job_expired(client):
 
 def test_submit_twice_is_refused(client):
     spec = JobSpec.new([1], steps=3)
-    client.submit(spec, check_deployment=False)
+    client.submit(spec, check=False)
     with pytest.raises(SchemaError, match="already exists"):
-        client.submit(spec, check_deployment=False)
+        client.submit(spec, check=False)
     assert len(queued(client)) == 1
 
 
 @pytest.mark.parametrize(
     ("deployment", "spec", "match"),
     [
-        ("shared", JobSpec.new([3], strategy="oracle"), "cannot route by 'oracle'|disjoint label sets"),
-        ("split", JobSpec.new([3], strategy="topk:3"), r"K <= 2"),
-        ("one", JobSpec.new([8], strategy="top1"), r"labels some expert was trained on \[0, 1, 2, 3, 4\]"),
+        ("shared", JobSpec.new([3], strategy="oracle"), r"strategy in \['top1', 'topk:2', 'full'\]"),
+        ("split", JobSpec.new([3], strategy="topk:3"), r"strategy in \['oracle', 'top1', 'topk:2', 'full'\]"),
+        ("one", JobSpec.new([8]), r"labels some expert was trained on \[0, 1, 2, 3, 4\], got \[8\]"),
     ],
 )
-def test_deployment_checks_fail_before_anything_is_queued(
-    client, tmp_path, split_deployment, shared_deployment, deployment, spec, match
+def test_the_serving_deployment_refuses_before_anything_is_queued(
+    client, split_deployment, shared_deployment, deployment, spec, match
 ):
-    path = {
-        "split": split_deployment,
-        "shared": shared_deployment,
-        "one": fake_deployment(tmp_path / "one", [("a", "torch", range(5))], "learned"),
-    }[deployment]
-    with pytest.raises(SchemaError, match=match):
-        client.submit(spec, deployment=path)
+    if deployment == "one":  # expert 0 of the split alone
+        split = publish(client, split_deployment)
+        one = {"experts": split.experts[:1], "strategies": ("top1", "full"), "default_strategy": "top1"}
+        descriptor = publish(client, split_deployment, **one)
+    else:
+        descriptor = publish(client, split_deployment if deployment == "split" else shared_deployment)
+    assert client.deployment() == descriptor
+    with pytest.raises(SchemaError, match=match) as info:
+        client.submit(spec)
+    assert "served by r-1" in str(info.value)
     assert not client.redis.exists(client.names.job(spec.job_id))
     assert queued(client) == []
 
 
-def test_missing_expert_checkpoint_is_refused(client, split_deployment):
-    (split_deployment.parent / "b" / "meta.json").unlink()
+def test_no_router_serving_is_said_plainly(client):
     spec = JobSpec.new([1])
-    with pytest.raises(ConfigError, match="meta.json"):
-        client.submit(spec, deployment=split_deployment)
+    with pytest.raises(
+        NoDeploymentError, match=r"no router is serving under prefix .*`ddm up` / `ddm worker r"
+    ):
+        client.submit(spec)
+    assert isinstance(NoDeploymentError("x"), ServiceUnavailableError)
+    assert not client.redis.exists(client.names.job(spec.job_id))
     assert queued(client) == []
 
 
@@ -196,17 +185,17 @@ def test_spec_rules_refuse_before_queueing(client):
     assert queued(client) == []
 
 
-def test_broker_down_leaves_no_queued_hash(client):
-    down = Client("amqp://guest:guest@127.0.0.1:1/%2F", REDIS_URL, client.names.prefix)
+def test_broker_down_leaves_no_queued_hash(client, redis_url):
+    down = Client("amqp://guest:guest@127.0.0.1:1/%2F", redis_url, client.names.prefix)
     spec = JobSpec.new([1])
     with pytest.raises(ServiceUnavailableError, match=r"127\.0\.0\.1:1.*rabbitmq-server"):
-        down.submit(spec, check_deployment=False)
+        down.submit(spec, check=False)
     assert not client.redis.exists(client.names.job(spec.job_id))
     down.close()
 
 
-def test_redis_down_says_where_and_how():
-    down = Client(AMQP_URL, "redis://127.0.0.1:1/0", "t-down.")
+def test_redis_down_says_where_and_how(amqp_url):
+    down = Client(amqp_url, "redis://127.0.0.1:1/0", "t-down.")
     with pytest.raises(ServiceUnavailableError, match=r"127\.0\.0\.1:1.*redis-server"):
         down.status("abc")
 
@@ -229,11 +218,12 @@ def test_status_types_every_field(client):
         finished_at="",
     )
     st = client.status("j1")
-    assert st["status"] is JobStatus.RUNNING
-    assert (st["step"], st["steps"], st["n"], st["resumed_from"]) == (4, 10, 2, 3)
-    assert (st["started_at"], st["updated_at"], st["mean_step_ms"]) == (100.5, 101.25, 12.5)
-    assert st["finished_at"] is None
-    assert st["router"] == "r-1" and st["job_id"] == "j1"
+    assert st.status is JobStatus.RUNNING
+    assert (st.step, st.steps, st.n, st.resumed_from) == (4, 10, 2, 3)
+    assert (st.started_at, st.updated_at, st.mean_step_ms) == (100.5, 101.25, 12.5)
+    assert (st.strategy, st.guidance) == ("top1", 1.5)
+    assert st.finished_at is None
+    assert st.router == "r-1" and st.job_id == "j1"
 
 
 def test_unknown_job(client):
@@ -329,59 +319,61 @@ def test_timeouts(client):
 # ---------------------------------------------------------------- the CLI on top
 
 
-def _fake_router(client: Client, stop: threading.Event) -> None:
-    """Takes jobs off the queue and 'runs' them: one frame per step, then a result of all-steps values."""
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    ch = conn.channel()
-    declare_topology(ch, client.names)
-    while not stop.is_set():
-        method, _, body = ch.basic_get(client.names.jobs)
-        if method is None:
-            time.sleep(0.05)
-            continue
-        spec = JobSpec.decode(body)
-        for s in range(1, spec.steps + 1):
-            put_frame(client, spec.job_id, s, spec.steps, n=spec.n)
-        finish(client, spec.job_id, np.full((spec.n, 1, 32, 32), 0.5, np.float32))
-        ch.basic_ack(method.delivery_tag)
-    conn.close()
+def _fake_router(client: Client, descriptor: DeploymentDescriptor, stop: threading.Event) -> None:
+    """Takes jobs off the queue and 'runs' them as the router does: resolves and records the spec, one
+    frame per step, then a result of all-steps values."""
+    store = JobStore(client.redis, client.names, 600)
+    with amqp_channel() as ch:
+        declare_topology(ch, client.names)
+        while not stop.is_set():
+            method, _, body = ch.basic_get(client.names.jobs)
+            if method is None:
+                time.sleep(0.05)
+                continue
+            spec = JobSpec.decode(body)
+            store.start(spec.job_id, "r-1", 0, descriptor.resolve(spec))
+            for s in range(1, spec.steps + 1):
+                put_frame(client, spec.job_id, s, spec.steps, n=spec.n)
+            finish(client, spec.job_id, np.full((spec.n, 1, 32, 32), 0.5, np.float32))
+            ch.basic_ack(method.delivery_tag)
 
 
-def test_cli_submit_wait_and_status(client, tmp_path, monkeypatch, capsys):
+def test_cli_submit_wait_and_status(
+    client, split_deployment, amqp_url, redis_url, tmp_path, monkeypatch, capsys
+):
     from ddm.ops.cli import main
 
     monkeypatch.setenv("DDM_PREFIX", client.names.prefix)
-    monkeypatch.setenv("DDM_AMQP_URL", AMQP_URL)
-    monkeypatch.setenv("DDM_REDIS_URL", REDIS_URL)
+    monkeypatch.setenv("DDM_AMQP_URL", amqp_url)
+    monkeypatch.setenv("DDM_REDIS_URL", redis_url)
+    monkeypatch.chdir(tmp_path)  # no deployment file anywhere near: the descriptor is the truth
+    descriptor = publish(client, split_deployment, default_guidance=1.5)
     stop = threading.Event()
-    thread = threading.Thread(target=_fake_router, args=(client, stop))
+    thread = threading.Thread(target=_fake_router, args=(client, descriptor, stop))
     thread.start()
     try:
-        argv = ["submit", "--label", "7", "--n", "3", "--steps", "4", "--strategy", "top1", "--no-check"]
-        argv += [
-            "--wait",
-            "--timeout",
-            "20",
-            "--out",
-            str(tmp_path / "g.png"),
-            "--npy",
-            str(tmp_path / "x.npy"),
-        ]
+        argv = ["submit", "--label", "7", "--n", "3", "--steps", "4", "--wait", "--timeout", "20"]
+        argv += ["--out", str(tmp_path / "g.png"), "--npy", str(tmp_path / "x.npy")]
         assert main(argv) == 0
     finally:
         stop.set()
         thread.join()
-    job_id = capsys.readouterr().out.strip()
-    assert client.status(job_id)["status"] is JobStatus.DONE
+    out = capsys.readouterr()
+    job_id = out.out.strip()
+    assert "strategy oracle, guidance 1.5" in out.err
+    assert client.status(job_id).status is JobStatus.DONE
     np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), np.full((3, 1, 32, 32), 0.5, np.float32))
     assert (tmp_path / "g.png").stat().st_size > 0
 
     assert main(["status", job_id, "--json"]) == 0
     st = json.loads(capsys.readouterr().out)
     assert (st["status"], st["step"], st["steps"], st["spec"]["labels"]) == ("done", 4, 4, [7, 7, 7])
+    assert (st["strategy"], st["guidance"]) == ("oracle", 1.5), "the values the router resolved"
+    assert (st["spec"]["strategy"], st["spec"]["guidance"]) == (None, None), "as submitted"
     assert main(["status", job_id]) == 0
     table = capsys.readouterr().out
     assert "status" in table and "done" in table and "4/4 steps (100%)" in table
+    assert "oracle, guidance 1.5" in table
     assert main(["status", "--recent", "5"]) == 0
     assert job_id in capsys.readouterr().out
     assert main(["status", "no-such-job"]) == 2
@@ -394,7 +386,11 @@ def test_cli_submit_refuses_a_bad_job(client, monkeypatch, capsys, split_deploym
     monkeypatch.setenv("DDM_PREFIX", client.names.prefix)
     assert main(["submit", "--label", "3", "--steps", "2000", "--no-check"]) == 2
     assert "expected steps int in 1..1000, got 2000" in capsys.readouterr().err
-    argv = ["submit", "--label", "3", "--strategy", "topk:5", "--deployment", str(split_deployment)]
-    assert main(argv) == 2
-    assert "K <= 2" in capsys.readouterr().err
+    assert main(["submit", "--label", "3"]) == 2
+    assert "no router is serving under prefix" in capsys.readouterr().err
+    publish(client, split_deployment)
+    assert main(["submit", "--label", "3", "--strategy", "topk:5"]) == 2
+    assert (
+        "expected strategy in ['oracle', 'top1', 'topk:2', 'full'], got 'topk:5'" in capsys.readouterr().err
+    )
     assert queued(client) == []

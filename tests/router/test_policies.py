@@ -14,6 +14,7 @@ from ddm.router.policies import (
     strategy_weights,
 )
 from ddm.schema.errors import ConfigError, SchemaError
+from ddm.schema.strategy import Strategy
 
 SPLIT = np.array([[5] * 5 + [0] * 5, [0] * 5 + [7] * 5])  # label counts [K=2, 10]: 0-4 | 5-9
 OVERLAP = np.array([[4] * 7 + [0] * 3, [0] * 3 + [4] * 7])  # 0-6 | 3-9
@@ -38,31 +39,36 @@ def test_label_prior_is_conditional_frequency():
 
 def test_topk_keeps_the_largest_and_renormalises():
     p = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]], np.float32)
-    np.testing.assert_allclose(strategy_weights(p, "top1"), [[1, 0, 0], [0, 0, 1]])
+    np.testing.assert_allclose(strategy_weights(p, Strategy.parse("top1")), [[1, 0, 0], [0, 0, 1]])
     np.testing.assert_allclose(
-        strategy_weights(p, "topk:2"), [[0.625, 0.375, 0], [0.1 / 0.9, 0, 0.8 / 0.9]], rtol=1e-5
+        strategy_weights(p, Strategy.parse("topk:2")),
+        [[0.625, 0.375, 0], [0.1 / 0.9, 0, 0.8 / 0.9]],
+        rtol=1e-5,
     )
-    np.testing.assert_allclose(strategy_weights(p, "full"), p, rtol=1e-6)
-    np.testing.assert_allclose(strategy_weights(p, "topk:5"), p, rtol=1e-6)  # k >= K: the full ensemble
+    np.testing.assert_allclose(strategy_weights(p, Strategy.parse("full")), p, rtol=1e-6)
+    # k >= K: the full ensemble
+    np.testing.assert_allclose(strategy_weights(p, Strategy.parse("topk:5")), p, rtol=1e-6)
 
 
 def test_ties_go_to_the_lower_expert_id_and_zero_rows_get_the_argmax():
     p = np.array([[0.5, 0.5], [0.0, 0.0]], np.float32)
-    np.testing.assert_allclose(strategy_weights(p, "top1"), [[1, 0], [1, 0]])
+    np.testing.assert_allclose(strategy_weights(p, Strategy.parse("top1")), [[1, 0], [1, 0]])
 
 
 def test_policy_strategies_and_checks():
     policy = build_policy("oracle", SPLIT)
     assert policy.strategies() == ("oracle", "top1", "topk:2", "full")
     x, t, y = np.zeros((3, 1, 32, 32), np.float32), np.zeros(3, np.float32), np.array([1, 6, 9])
-    np.testing.assert_allclose(policy.weights(x, t, y, "oracle"), [[1, 0], [0, 1], [0, 1]])
+    np.testing.assert_allclose(policy.weights(x, t, y, Strategy.parse("oracle")), [[1, 0], [0, 1], [0, 1]])
     with pytest.raises(SchemaError, match="topk:K with K <= 2"):
-        policy.check_strategy("topk:3")
+        policy.check_strategy(Strategy.parse("topk:3"))
     prior = build_policy("label-prior", OVERLAP)
     assert prior.oracle is None
     with pytest.raises(SchemaError, match="disjoint label sets"):
-        prior.check_strategy("oracle")
-    np.testing.assert_allclose(prior.weights(x, t, np.array([0, 4, 9]), "full"), [[1, 0], [0.5, 0.5], [0, 1]])
+        prior.check_strategy(Strategy.parse("oracle"))
+    np.testing.assert_allclose(
+        prior.weights(x, t, np.array([0, 4, 9]), Strategy.parse("full")), [[1, 0], [0.5, 0.5], [0, 1]]
+    )
     with pytest.raises(ConfigError):
         build_policy("oracle", OVERLAP)
     with pytest.raises(ConfigError):
@@ -78,5 +84,5 @@ def test_a_learned_router_plugs_in_through_probs():
 
     policy = RoutingPolicy(router=Half(), oracle=LabelTableRouter(oracle_table(SPLIT)))
     x, t, y = np.zeros((2, 1, 32, 32), np.float32), np.zeros(2, np.float32), np.array([0, 9])
-    np.testing.assert_allclose(policy.weights(x, t, y, "top1"), [[0, 1], [0, 1]])
-    np.testing.assert_allclose(policy.weights(x, t, y, "oracle"), [[1, 0], [0, 1]])
+    np.testing.assert_allclose(policy.weights(x, t, y, Strategy.parse("top1")), [[0, 1], [0, 1]])
+    np.testing.assert_allclose(policy.weights(x, t, y, Strategy.parse("oracle")), [[1, 0], [0, 1]])

@@ -4,51 +4,38 @@ sending the next ones, so a failure can find steps not yet written)."""
 
 from __future__ import annotations
 
-import os
-import uuid
+from types import SimpleNamespace
 
 import numpy as np
-import pika
-import pytest
 
-from ddm.ops.cleanup import delete_prefix
+from ddm.router.intake import Delivery
+from ddm.router.scheduler import StepDone
 from ddm.router.worker import RouterWorker
 from ddm.schema.messages import Frame, JobSpec
-from ddm.schema.settings import Settings
-
-AMQP_URL = os.environ.get("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
-REDIS_URL = os.environ.get("DDM_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-@pytest.fixture
-def settings():
-    prefix = f"rw{uuid.uuid4().hex[:8]}."
-    yield Settings.from_env({"DDM_PREFIX": prefix, "DDM_AMQP_URL": AMQP_URL, "DDM_REDIS_URL": REDIS_URL})
-    delete_prefix(AMQP_URL, REDIS_URL, prefix, [0, 1])
+from tests.support.services import amqp_channel
 
 
 def test_fail_stores_pending_steps_before_the_failed_status(settings, label_split_deployment):
     router = RouterWorker(settings, label_split_deployment)
     spec = JobSpec.new([1, 2], steps=4)
-    router.store.start(spec.job_id, router.worker_id, 0, spec)
+    assert router.store.acquire(spec.job_id)  # the router runs the job: it holds its lease
+    router.store.start(spec.job_id, router.worker_id, 0, router.descriptor.resolve(spec), spec)
     x = np.zeros((2, 1, 32, 32), np.float32)
     frame = Frame.from_latent(spec.job_id, 1, 0.25, x, (0,), np.array([[1.0, 0.0]] * 2, np.float32), 3.0)
-    router._writes.append((frame, x, 3.0))  # finished this burst, not stored yet
+    router._writes.append(StepDone(frame, x, 3.0, 3.0))  # finished this burst, not stored yet
 
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    try:
-        ch = conn.channel()  # a real delivery for _fail to ack, as the job message would be
+    with amqp_channel() as ch:  # a real delivery for _fail to ack, as the job message would be
         queue = ch.queue_declare("", exclusive=True).method.queue
         ch.basic_publish("", queue, spec.encode())
-        method, _, _ = ch.basic_get(queue, auto_ack=False)
-        router._channel = ch
-        router._fail(spec.job_id, method.delivery_tag, "boom")
+        method, props, body = ch.basic_get(queue, auto_ack=False)
+        router._session = SimpleNamespace(channel=ch)
+        router._settle_failed(spec.job_id, Delivery(method.delivery_tag, spec, props, body), "boom")
         assert ch.queue_declare(queue, passive=True).method.message_count == 0  # acked, not requeued
-    finally:
-        conn.close()
 
     r, names = router.store.r, settings.names
     assert r.xlen(names.traj(spec.job_id)) == 1, "the pending frame was stored"
-    assert r.hget(names.job(spec.job_id), "status") == b"failed"
+    job = router.store.job(spec.job_id)
+    assert (job.status.value, job.error, job.strategy, job.guidance) == ("failed", "boom", "oracle", 1.0)
     for key in (names.traj(spec.job_id), names.state(spec.job_id), names.job(spec.job_id)):
         assert 0 < r.ttl(key) <= settings.job_ttl_s, f"{key} expires with the job"
+    assert not r.exists(names.lease(spec.job_id)), "the lease ends with the job"

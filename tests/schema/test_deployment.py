@@ -43,7 +43,10 @@ def test_paths_are_relative_to_the_file(tmp_path):
         ('[[experts]]\nid = 0\ncheckpoint = "a"\ncolour = 1\n', "id, checkpoint, device"),
         ('[[experts]]\nid = 0\ncheckpoint = "a"\n[router]\nkind = "magic"\n', "kind in"),
         ('[[experts]]\nid = 0\ncheckpoint = "a"\n[router]\nkind = "learned"\n', "checkpoint exactly when"),
-        ('port = 1\n[[experts]]\nid = 0\ncheckpoint = "a"\n', "keys name, guidance, experts, router"),
+        (
+            'port = 1\n[[experts]]\nid = 0\ncheckpoint = "a"\n',
+            "keys name, guidance, strategy, class_names, experts, router",
+        ),
         ("[[experts]\n", "invalid TOML"),
     ],
 )

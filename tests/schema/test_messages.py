@@ -8,7 +8,7 @@ import msgpack_numpy
 import numpy as np
 import pytest
 
-from ddm.schema import Frame, JobSpec, JobStatus, SchemaError, VelocityReply, VelocityRequest, parse_strategy
+from ddm.schema import Frame, JobSpec, JobStatus, SchemaError, Strategy, VelocityReply, VelocityRequest
 from ddm.schema.messages import MAX_BATCH, PROTOCOL_VERSION
 
 rng = np.random.default_rng(0)
@@ -187,7 +187,7 @@ def test_frozen():
     + [("full", ("full", None))],
 )
 def test_parse_strategy(s, parsed):
-    assert parse_strategy(s) == parsed
+    assert Strategy.parse(s) == Strategy(*parsed)
 
 
 @pytest.mark.parametrize(
@@ -195,13 +195,14 @@ def test_parse_strategy(s, parsed):
 )
 def test_parse_strategy_refuses(s):
     with pytest.raises(SchemaError, match="strategy"):
-        parse_strategy(s)
+        Strategy.parse(s)
 
 
 def test_job_spec_defaults_and_normalisation():
     spec = JobSpec("job-1", [np.int64(3), 4])  # numpy ints and lists become plain ints in a tuple
     assert spec.labels == (3, 4) and all(type(y) is int for y in spec.labels)
-    assert (spec.steps, spec.strategy, spec.guidance, spec.seed) == (50, "oracle", 1.0, 0)
+    # strategy and guidance unset: the serving deployment fills them in (DeploymentDescriptor.resolve)
+    assert (spec.steps, spec.strategy, spec.guidance, spec.seed) == (50, None, None, 0)
     assert type(JobSpec("j", (1,), guidance=2).guidance) is float
     assert hash(spec) == hash(JobSpec("job-1", (3, 4)))
 

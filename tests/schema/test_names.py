@@ -21,6 +21,8 @@ def test_every_name_is_pinned(prefix):
     assert n.worker("host-1.eu:4@gpu") == f"{p}ddm:worker:host-1.eu:4@gpu"
     assert n.workers_index == f"{p}ddm:workers"
     assert n.jobs_index == f"{p}ddm:jobs"
+    assert n.deployment == f"{p}ddm:deployment"
+    assert n.lease("j1") == f"{p}ddm:lease:j1"
 
 
 def test_literal_formats():

@@ -3,7 +3,7 @@
 import pytest
 
 from ddm.schema import ConfigError, Names, Settings
-from ddm.schema.settings import ENV_VARS, redact
+from ddm.schema.settings import ENV_VARS, queue_type_from_env, redact
 
 
 def test_defaults():
@@ -16,6 +16,8 @@ def test_defaults():
     assert (s.job_ttl_s, s.heartbeat_s, s.heartbeat_ttl_s) == (86400, 2.0, 10)
     assert s.max_message_bytes == 16 * 1024 * 1024
     assert (s.deployment, s.metrics_port) == ("", 0)
+    assert s.queue_type == "classic"
+    assert s.amqp_urls == (s.amqp_url,)
     assert s.names == Names("")
 
 
@@ -35,6 +37,7 @@ def test_from_dict_environment():
         "DDM_MAX_MESSAGE_BYTES": "1048576",
         "DDM_DEPLOYMENT": "/app/checkpoints/mnist/deployment.toml",
         "DDM_METRICS_PORT": "9100",
+        "DDM_QUEUE_TYPE": "quorum",
         "UNRELATED": "ignored",
     }
     s = Settings.from_env(env)
@@ -43,6 +46,7 @@ def test_from_dict_environment():
     assert (s.heartbeat_s, s.heartbeat_ttl_s, s.region, s.data_dir) == (0.5, 3, "eu-west-1", "/srv/ddm data")
     assert s.max_message_bytes == 1 << 20
     assert (s.deployment, s.metrics_port) == ("/app/checkpoints/mnist/deployment.toml", 9100)
+    assert s.queue_type == "quorum"
     assert type(s.max_wait_ms) is float and type(s.max_batch) is int
     assert s.names.jobs == "ci-7.ddm.jobs"
     assert set(ENV_VARS.values()) == set(env) - {"UNRELATED"}  # every field has its variable
@@ -83,6 +87,13 @@ def test_reads_os_environ(monkeypatch):
         ("DDM_METRICS_PORT", "65536"),
         ("DDM_METRICS_PORT", "http"),
         ("DDM_DEPLOYMENT", "a\x00b"),
+        ("DDM_QUEUE_TYPE", "Quorum"),  # never quietly fixed
+        ("DDM_QUEUE_TYPE", ""),
+        ("DDM_QUEUE_TYPE", "stream"),
+        ("DDM_AMQP_URL", "amqp://a/,"),
+        ("DDM_AMQP_URL", "amqp://a/,,amqp://b/"),
+        ("DDM_AMQP_URL", "amqp://a/,http://b/"),
+        ("DDM_AMQP_URL", "amqp://a/, amqp://b/"),
     ],
 )
 def test_bad_values_name_the_variable(var, value):
@@ -104,3 +115,45 @@ def test_repr_hides_passwords():
     assert "s3cret" not in repr(s) and "hunter2" not in repr(s)
     assert redact("amqp://user:s3cret@mq/") == "amqp://user:***@mq/"
     assert redact("redis://cache:6379/0") == "redis://cache:6379/0"  # a port is not a password
+
+
+def test_queue_type_names_the_choices():
+    with pytest.raises(ConfigError) as err:
+        Settings(queue_type="mirrored")
+    assert (
+        "DDM_QUEUE_TYPE" in str(err.value) and "'classic'" in str(err.value) and "'quorum'" in str(err.value)
+    )
+    assert queue_type_from_env({}) == "classic"
+    assert queue_type_from_env({"DDM_QUEUE_TYPE": "quorum"}) == "quorum"
+    with pytest.raises(ConfigError, match="DDM_QUEUE_TYPE"):
+        queue_type_from_env({"DDM_QUEUE_TYPE": "QUORUM"})
+
+
+def test_several_broker_nodes():
+    nodes = "amqp://u:p1@mq-1:5672/%2F,amqp://u:p2@mq-2:5672/%2F,amqps://u:p3@mq-3:5671/prod"
+    s = Settings.from_env({"DDM_AMQP_URL": nodes})
+    assert s.amqp_url == nodes  # kept as given
+    assert s.amqp_urls == (
+        "amqp://u:p1@mq-1:5672/%2F",
+        "amqp://u:p2@mq-2:5672/%2F",
+        "amqps://u:p3@mq-3:5671/prod",
+    )
+    shown = repr(s)
+    assert not any(p in shown for p in ("p1@", "p2@", "p3@"))
+    assert (
+        redact(nodes) == "amqp://u:***@mq-1:5672/%2F,amqp://u:***@mq-2:5672/%2F,amqps://u:***@mq-3:5671/prod"
+    )
+    # a node without credentials next to one with them
+    assert redact("amqp://mq-1:5672,amqp://u:p@mq-2/") == "amqp://mq-1:5672,amqp://u:***@mq-2/"
+
+
+def test_a_comma_in_a_password_is_refused_without_showing_it():
+    """A raw comma would split the URL in two: refused, naming the fix (%2C), with no part of the
+    password in the message."""
+    with pytest.raises(ConfigError) as err:
+        Settings(amqp_url="amqp://user:hunter,two@mq:5672/%2F")
+    text = str(err.value)
+    assert "%2C" in text and "hunter" not in text and "two@" not in text
+    assert Settings(amqp_url="amqp://user:se%2Ccret@mq:5672/%2F").amqp_urls == (
+        "amqp://user:se%2Ccret@mq:5672/%2F",
+    )

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
-from ddm.ops.supervisor import stop_processes
-from tests.pipeline.harness import OutputWatcher, cleanup_prefix
-from tests.webui.conftest import AMQP_URL, REDIS_URL
+from ddm.ops.up.supervisor import stop_processes
+from tests.support.harness import DDM_CLI, OutputWatcher, service_env
+from tests.support.services import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -51,23 +48,14 @@ def require_browser():
         pytest.fail(f"the playwright package is missing: {INSTALL}")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.browser
-def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment, tmp_path):
+def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment, prefix, tmp_path):
     require_browser()
     from playwright.sync_api import sync_playwright
 
-    prefix = f"t{uuid.uuid4().hex[:10]}."
     port = free_port()
-    env = {**os.environ, "DDM_PREFIX": prefix, "DDM_AMQP_URL": AMQP_URL, "DDM_REDIS_URL": REDIS_URL}
-    env |= {"DDM_HEARTBEAT_S": "0.5", "DDM_HEARTBEAT_TTL_S": "3"}
-    env |= {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    argv = [sys.executable, "-m", "ddm.ops.cli", "up", "--deployment", str(label_split_deployment)]
+    env = service_env(prefix, DDM_HEARTBEAT_S="0.5", DDM_HEARTBEAT_TTL_S="3")
+    argv = [*DDM_CLI, "up", "--deployment", str(label_split_deployment)]
     argv += ["--buckets", "1,2,4,8", "--ui-port", str(port), "--grace", "10"]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = OutputWatcher(proc)
@@ -148,5 +136,4 @@ def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment
             out = Path(os.environ["DDM_SCREENSHOT_DIR"])
             out.mkdir(parents=True, exist_ok=True)
             shutil.copy(shot, out / "webui.png")
-        stop_processes([proc], grace_s=60)
-        cleanup_prefix(prefix, experts=2)
+        stop_processes([proc], grace_s=60)  # the prefix's queues and keys go with the fixture

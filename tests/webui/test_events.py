@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import time
 
-import pika
-
-from tests.webui.conftest import AMQP_URL
+from tests.support.services import amqp_channel
 
 
 def wait_for(client, pred, timeout: float = 10.0) -> list[dict]:
@@ -138,14 +136,14 @@ def _form(**overrides):
 def test_submit_validates_like_the_cli(make_app, fake):
     client = connect(make_app())
     cases = [
-        (_form(labels=[]), "choose at least one digit"),
-        (_form(labels=[3, 11]), "digits 0..9"),
+        (_form(labels=[]), "choose at least one label"),
+        (_form(labels=[3, 11]), "labels 0..9"),
         (_form(steps=0), "steps"),
         (_form(steps="20"), "steps: expected an integer"),
         (_form(strategy="bogus"), "strategy"),
-        (_form(strategy="topk:3"), "topk:K with K <= 2"),  # the deployment's check (policy.check_strategy)
+        (_form(strategy="topk:3"), "strategy in ['oracle', 'top1', 'topk:2', 'full']"),  # the descriptor's
         (_form(guidance=float("nan")), "guidance"),
-        (_form(n_per_label=7), "10 digits x 7 per digit = 70 images"),
+        (_form(n_per_label=7), "10 labels x 7 per label = 70 images"),
         (_form(seed=-1), "seed"),
         ({**_form(), "evil": 1}, "only the fields"),
         ("not a dict", "JSON object"),
@@ -160,12 +158,14 @@ def test_submit_validates_like_the_cli(make_app, fake):
 def test_submit_needs_live_workers_then_queues_the_job(make_app, fake):
     client = connect(make_app())
     ack = client.emit("submit", _form(), callback=True)
-    assert ack["kind"] == "no_worker" and "no live worker for expert 0 (torch, digits 0-4)" in ack["error"]
+    assert (
+        ack["kind"] == "no_worker" and "no live worker for expert 0 (torch, trained on 0-4)" in ack["error"]
+    )
     fake.beat("w-e0", expert_id=0)
     ack = client.emit("submit", _form(labels=[0, 1]), callback=True)
     assert ack["kind"] == "no_worker" and "router" in ack["error"]  # experts fine, no router
     ack = client.emit("submit", _form(labels=[8]), callback=True)
-    assert ack["kind"] == "no_worker" and "expert 1 (jax, digits 5-9)" in ack["error"]
+    assert ack["kind"] == "no_worker" and "expert 1 (jax, trained on 5-9)" in ack["error"]
     fake.beat("w-router", role="router")
     ack = client.emit("submit", _form(labels=[0, 1], n_per_label=2, steps=7, seed=None), callback=True)
     assert ack["ok"], ack
@@ -173,9 +173,8 @@ def test_submit_needs_live_workers_then_queues_the_job(make_app, fake):
     assert spec["labels"] == [0, 1, 0, 1] and spec["steps"] == 7 and 0 <= spec["seed"] < 2**32
     h = fake.r.hgetall(fake.names.job(ack["job_id"]))
     assert h[b"status"] == b"queued" and h[b"steps"] == b"7"
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    depth = conn.channel().queue_declare(fake.names.jobs, passive=True).method.message_count
-    conn.close()
+    with amqp_channel() as ch:
+        depth = ch.queue_declare(fake.names.jobs, passive=True).method.message_count
     assert depth == 1
     client.disconnect()
 

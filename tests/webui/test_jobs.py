@@ -1,18 +1,19 @@
-"""Form parsing, the rate limiter and the deployment facts (no services needed)."""
+"""Form parsing, the rate limiter and the deployment facts from a descriptor (no services needed)."""
 
 from __future__ import annotations
 
 import pytest
 
 from ddm.schema.messages import JobSpec
-from ddm.webui.jobs import DeploymentInfo, RateLimiter, SubmitError, parse_form
-from tests.webui.conftest import write_fake_deployment
+from ddm.webui.jobs import RateLimiter, SubmitError, describe_expert, experts_needed, labels_text, parse_form
+from tests.support.fakes import descriptor_of, write_fake_deployment
 
 
 def test_parse_form_lays_images_out_row_by_row():
     spec = parse_form({"labels": [7, 2], "n_per_label": 3, "steps": 12, "strategy": "top1", "seed": 4})
     assert spec.labels == (2, 7, 2, 7, 2, 7) and spec.steps == 12 and spec.strategy == "top1"
-    assert spec.guidance == 1.0 and spec.seed == 4
+    assert spec.guidance is None and spec.seed == 4  # the deployment's default, resolved by the router
+    assert parse_form({"labels": [1], "strategy": None, "guidance": 2}).strategy is None
     assert parse_form({"labels": "all"}).labels == tuple(range(10))
     assert parse_form({"labels": [1], "steps": 5.0}).steps == 5  # a JSON number that is whole
 
@@ -20,15 +21,15 @@ def test_parse_form_lays_images_out_row_by_row():
 @pytest.mark.parametrize(
     "form, words",
     [
-        ({"labels": [1, 1]}, "each digit at most once"),
-        ({"labels": [True]}, "digits 0..9"),
+        ({"labels": [1, 1]}, "each label at most once"),
+        ({"labels": [True]}, "labels 0..9"),
         ({"labels": [1], "steps": 2.5}, "steps: expected an integer"),
         ({"labels": [1], "steps": True}, "steps: expected an integer"),
         ({"labels": [1], "guidance": 21}, "guidance"),
         ({"labels": [1], "strategy": 3}, "strategy: expected a string"),
         ({"labels": [1], "strategy": "topk:0"}, "strategy"),
-        ({"labels": [1], "n_per_label": 0}, "images per digit"),
-        ({"labels": "some"}, "choose at least one digit"),
+        ({"labels": [1], "n_per_label": 0}, "images per label"),
+        ({"labels": "some"}, "choose at least one label"),
     ],
 )
 def test_parse_form_refuses_bad_input_plainly(form, words):
@@ -50,12 +51,15 @@ def test_rate_limiter_slides():
     assert limiter.hit("a") is None
 
 
-def test_deployment_info(tmp_path):
-    info = DeploymentInfo.load(write_fake_deployment(tmp_path))
-    assert info.strategies == ("oracle", "top1", "topk:2", "full")
-    assert info.experts_needed(JobSpec.new([1, 2])) == [0]
-    assert info.experts_needed(JobSpec.new([1, 9])) == [0, 1]
-    assert info.experts_needed(JobSpec.new([1], strategy="top1")) == [0, 1]  # a router may pick any
-    assert info.describe(1) == "expert 1 (jax, digits 5-9)"
-    none = DeploymentInfo.load(None)
-    assert none.experts == [] and none.experts_needed(JobSpec.new([3])) == []
+def test_deployment_facts_from_the_descriptor(tmp_path):
+    d = descriptor_of(write_fake_deployment(tmp_path))
+    assert d.strategies == ("oracle", "top1", "topk:2", "full") and d.default_strategy == "oracle"
+    assert experts_needed(d, JobSpec.new([1, 2])) == [0]  # the default strategy: the oracle
+    assert experts_needed(d, JobSpec.new([1, 9], strategy="oracle")) == [0, 1]
+    assert experts_needed(d, JobSpec.new([1], strategy="top1")) == [0, 1]  # a router may pick any
+    assert describe_expert(d, 1) == "expert 1 (jax, trained on 5-9)"
+    fashion = descriptor_of(
+        write_fake_deployment(tmp_path / "f"), class_names=tuple(f"c{y}" for y in range(10))
+    )
+    assert describe_expert(fashion, 0) == "expert 0 (torch, trained on c0, c1, c2, c3, c4)"
+    assert labels_text(None, [3, 1]) == "1, 3"

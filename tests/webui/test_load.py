@@ -11,9 +11,7 @@ pace; the UI only ever reads Redis, so this measures the UI alone. Run it by its
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
-import socket
 import subprocess
 import sys
 import threading
@@ -23,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from ddm.ops.cmd_ui import PRODUCTION_COMMAND
-from ddm.ops.supervisor import stop_processes
-from tests.webui.conftest import AMQP_URL, REDIS_URL
+from ddm.ops.up.supervisor import stop_processes
+from ddm.ops.up.ui import PRODUCTION_COMMAND
+from tests.support.harness import service_env
+from tests.support.services import free_port
 
 CLIENTS = 50
 JOBS = 20
@@ -33,12 +32,6 @@ STEPS = 40
 LATE_CLIENTS = 15  # connect after half the steps: they get the first half replayed
 STEP_INTERVAL_S = 0.05  # all 20 jobs advance one step every 50 ms (400 frames/s through the UI)
 MAX_RSS_MB = 400
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_kb(pid: int) -> dict[str, int]:
@@ -89,16 +82,13 @@ class Watcher:
 @pytest.mark.load
 def test_fifty_clients_watch_twenty_jobs(fake, fake_deployment, tmp_path):
     port = free_port()
-    env = {
-        **os.environ,
-        "DDM_PREFIX": fake.prefix,
-        "DDM_AMQP_URL": AMQP_URL,
-        "DDM_REDIS_URL": REDIS_URL,
-        "DDM_DEPLOYMENT": str(fake_deployment),
-        "DDM_UI_BIND": f"127.0.0.1:{port}",
-        "DDM_UI_THREADS": str(CLIENTS + 30),
-        "DDM_UI_LOG_LEVEL": "warning",
-    }
+    fake.publish(fake_deployment)  # a serving router's descriptor, as the page reads it
+    env = service_env(
+        fake.prefix,
+        DDM_UI_BIND=f"127.0.0.1:{port}",
+        DDM_UI_THREADS=str(CLIENTS + 30),
+        DDM_UI_LOG_LEVEL="warning",
+    )
     argv = [sys.executable, "-m", *shlex.split(PRODUCTION_COMMAND)]  # python -m gunicorn -c ... 'app()'
     log = open(tmp_path / "ui.log", "wb")  # noqa: SIM115 - owned by the process
     server = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)

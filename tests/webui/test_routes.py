@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import re
 
-import pika
+import pytest
 from PIL import Image
 
-from tests.webui.conftest import AMQP_URL, write_fake_deployment
+from tests.support.fakes import write_fake_deployment, write_random_deployment
+from tests.support.services import amqp_channel
 
 
 def test_the_page_is_self_contained_and_escaped(make_app, tmp_path):
@@ -33,19 +35,18 @@ def test_config_cluster_and_health(make_app, fake):
     http = app.test_client()
     cfg = http.get("/api/config").get_json()
     assert cfg["deployment"]["strategies"] == ["oracle", "top1", "topk:2", "full"]
-    jax = {"id": 1, "framework": "jax", "device": "cpu", "classes": [5, 6, 7, 8, 9]}
+    jax = {"id": 1, "framework": "jax", "device": "cpu", "classes": [5, 6, 7, 8, 9], "cluster": "?"}
     assert cfg["deployment"]["experts"][1] == jax
+    assert cfg["deployment"]["class_names"] == [str(y) for y in range(10)] and cfg["deployment_error"] is None
     assert cfg["jobs_per_minute"] == 30
 
     # queue depth straight from RabbitMQ (passive declare), no management API
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    ch = conn.channel()
     from ddm.workers.amqp import declare_topology
 
-    declare_topology(ch, fake.names, [0])
-    for _ in range(3):
-        ch.basic_publish("", fake.names.expert_queue(0), b"x")
-    conn.close()
+    with amqp_channel() as ch:
+        declare_topology(ch, fake.names, [0])
+        for _ in range(3):
+            ch.basic_publish("", fake.names.expert_queue(0), b"x")
     snap = http.get("/api/cluster").get_json()
     assert snap["queues"]["0"] == {"messages": 3, "consumers": 0}
     assert snap["queues"]["1"] is None  # not declared yet
@@ -105,3 +106,52 @@ def test_result_png(make_app, fake):
     fake.fail(failed, "a latent left float16's range")
     resp = http.get(f"/api/jobs/{failed.job_id}/result.png")
     assert resp.status_code == 409 and "float16" in resp.get_json()["error"]
+
+
+def offered_strategies(html: str) -> list[str]:
+    select = html[html.index('<select id="strategy">') : html.index("</select>")]
+    return re.findall(r'<option value="([^"]*)"', select)
+
+
+@pytest.mark.parametrize(
+    ("router", "classes", "strategies"),
+    [
+        ("oracle", (range(0, 4), range(4, 7), range(7, 10)), ["oracle", "top1", "topk:2", "topk:3", "full"]),
+        ("label-prior", (range(0, 6), range(3, 9), range(5, 10)), ["top1", "topk:2", "topk:3", "full"]),
+    ],
+)
+def test_the_page_offers_exactly_what_the_serving_deployment_accepts(
+    make_app, tmp_path, router, classes, strategies
+):
+    experts = [(f"e{k}", "torch", c, k) for k, c in enumerate(classes)]
+    deployment = write_random_deployment(tmp_path / router, experts, router=router)
+    app = make_app(deployment=deployment)  # its router's descriptor is in Redis, nothing else
+    html = app.test_client().get("/").get_data(as_text=True)
+    assert offered_strategies(html) == strategies
+    default = "oracle" if router == "oracle" else "top1"
+    assert f'<option value="{default}" selected>' in html
+    cfg = app.test_client().get("/api/config").get_json()["deployment"]
+    assert cfg["strategies"] == strategies and cfg["default_strategy"] == default
+    assert [e["classes"] for e in cfg["experts"]] == [list(c) for c in classes]
+
+
+def test_no_router_serving_is_said_plainly_and_refuses_submits(make_app, fake):
+    fake.all_workers()
+    app = make_app(deployment=None)
+    http = app.test_client()
+    html = http.get("/").get_data(as_text=True)
+    assert "no router serving" in html and "ddm worker router" in html
+    cfg = http.get("/api/config").get_json()
+    assert cfg["deployment"] is None and "no router is serving under prefix" in cfg["deployment_error"]
+    resp = http.post("/api/jobs", json={"labels": [1], "steps": 4})
+    assert resp.status_code == 503 and resp.get_json()["kind"] == "no_deployment"
+    assert "`ddm up` / `ddm worker router`" in resp.get_json()["error"]
+    assert http.get("/api/cluster").get_json()["deployment"] is None
+
+
+def test_class_names_come_from_the_descriptor(make_app, fake, fake_deployment):
+    app = make_app(deployment=None)
+    names = tuple(f"item-{y}" for y in range(10))
+    fake.publish(fake_deployment, class_names=names)
+    html = app.test_client().get("/").get_data(as_text=True)
+    assert all(f"<span>{name}</span>" in html for name in names)

@@ -11,7 +11,6 @@ import pickle
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -22,17 +21,16 @@ import pika
 import pytest
 import redis
 
-from ddm.ops.supervisor import stop_processes
+from ddm.ops.up.supervisor import stop_processes
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import PROTOCOL_VERSION, VelocityReply, VelocityRequest
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE, REASON_HEADER, SOURCE_QUEUE_HEADER, WORKER_HEADER
 from ddm.workers import load_expert
 from ddm.workers.worker import ExpertWorker
-from tests.conftest import TEST_BUCKETS
+from tests.support.constants import TEST_BUCKETS
+from tests.support.harness import service_env, spawn_worker
 
-AMQP_URL = os.environ.get("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
-REDIS_URL = os.environ.get("DDM_REDIS_URL", "redis://127.0.0.1:6379/0")
 TOL = 1e-5
 
 
@@ -40,26 +38,9 @@ TOL = 1e-5
 
 
 @pytest.fixture
-def settings():
-    s = Settings(
-        amqp_url=AMQP_URL,
-        redis_url=REDIS_URL,
-        prefix=f"t{uuid.uuid4().hex[:8]}.",
-        heartbeat_s=0.2,
-        heartbeat_ttl_s=5,
-    )
-    yield s
-    names = s.names
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    ch = conn.channel()
-    for q in (names.jobs, names.dead_letter_queue, names.expert_queue(0), names.expert_queue(1)):
-        ch.queue_delete(q)
-    ch.exchange_delete(names.dead_letter_exchange)
-    conn.close()
-    r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=f"{s.prefix}*"):
-        r.delete(key)
-    r.close()
+def settings(prefix, amqp_url, redis_url):
+    """This test's prefix (its queues and keys deleted afterwards), with fast heartbeats."""
+    return Settings(amqp_url=amqp_url, redis_url=redis_url, prefix=prefix, heartbeat_s=0.2, heartbeat_ttl_s=5)
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +147,7 @@ def expected_v(expert, req: VelocityRequest) -> np.ndarray:
 
 
 def heartbeat(settings, worker_id: str) -> dict[str, str]:
-    r = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    r = redis.Redis.from_url(settings.redis_url, decode_responses=True)
     try:
         return r.hgetall(settings.names.worker(worker_id))
     finally:
@@ -217,7 +198,7 @@ def test_replies_equal_in_process_velocity(
     assert int(hb["pid"]) == os.getpid() and int(hb["rows"]) == 49
     for field in ("host", "batches", "mean_batch_size", "mean_compute_ms", "started_at", "updated_at"):
         assert hb[field], field
-    r = redis.Redis.from_url(REDIS_URL)
+    r = redis.Redis.from_url(settings.redis_url)
     assert 0 < r.ttl(settings.names.worker(f"w{expert_id}")) <= settings.heartbeat_ttl_s
     assert r.sismember(settings.names.workers_index, f"w{expert_id}")
     r.close()
@@ -374,33 +355,9 @@ def test_failing_batch_falls_back_to_single_requests(
 
 
 def _spawn_replica(settings, deployment, name: str, log_dir) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "DDM_PREFIX": settings.prefix,
-        "DDM_AMQP_URL": settings.amqp_url,
-        "DDM_REDIS_URL": settings.redis_url,
-        "DDM_HEARTBEAT_S": "0.2",
-        "DDM_HEARTBEAT_TTL_S": "5",
-        "OMP_NUM_THREADS": "1",
-    }
+    env = service_env(settings.prefix, DDM_HEARTBEAT_S="0.2", DDM_HEARTBEAT_TTL_S="5")
     args = ["--deployment", str(deployment), "--expert", "0", "--max-batch", "4", "--max-wait-ms", "2"]
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ddm.ops.cli",
-            "worker",
-            "expert",
-            *args,
-            "--buckets",
-            "1,2,4,8",
-            "--worker-id",
-            name,
-        ],
-        env=env,
-        stdout=open(log_dir / f"{name}.log", "wb"),  # noqa: SIM115 - owned by the child
-        stderr=subprocess.STDOUT,
-    )
+    return spawn_worker(["expert", *args, "--buckets", "1,2,4,8"], name, env, log_dir)
 
 
 def test_competing_replicas_survive_kill9(

@@ -15,8 +15,8 @@ from flax.traverse_util import flatten_dict
 from ddm.schema.errors import ConfigError
 from ddm.schema.flow import NULL_CLASS
 from ddm.workers.config import PRESETS
-from ddm.workers.jax_expert.train import init_params
 from ddm.workers.jax_expert.unet import UNet as FlaxUNet
+from ddm.workers.jax_expert.unet import init_params
 from ddm.workers.layout import canonical_to_flax, flax_to_canonical
 from ddm.workers.torch_expert.unet import UNet as TorchUNet
 

@@ -7,13 +7,18 @@
   const COLORS = ["#4f9cf9", "#f5a524", "#2fbf8a", "#e5484d", "#a66cf0", "#22b8cf", "#d6b400", "#e05ca8"];
   const expertColor = (k) => COLORS[((k % COLORS.length) + COLORS.length) % COLORS.length];
   const STRATEGY_HINTS = {
-    oracle: "label → expert table of the label split: each digit goes to the expert trained on it",
+    oracle: "label → expert table of the label split: each label goes to the expert trained on it",
     top1: "the router's most likely expert for each image, at every step",
-    "topk:2": "the router's two most likely experts, weights renormalised",
     full: "every expert, weighted by the router's probabilities",
+    "": "the serving deployment's default strategy",
   };
+  function strategyHint(s) {
+    const m = /^topk:([0-9]+)$/.exec(s);
+    return m ? "the router's " + m[1] + " most likely experts, weights renormalised" : STRATEGY_HINTS[s] || "";
+  }
   const KIND_TITLES = {
     bad_input: "Bad input",
+    no_deployment: "No router serving",
     no_worker: "No live worker",
     rate_limited: "Too many jobs",
     unavailable: "Service unavailable",
@@ -54,10 +59,16 @@
     return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
   }
 
+  let classNames = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]; // the deployment's, once known
+
+  function className(y) {
+    return classNames[y] !== undefined ? classNames[y] : String(y);
+  }
+
   function digitsText(labels) {
     const uniq = Array.from(new Set(labels || [])).sort((a, b) => a - b);
-    if (uniq.length === 10) return "all ten";
-    return uniq.join(" ");
+    if (uniq.length === classNames.length) return uniq.length === 10 ? "all ten" : "all " + uniq.length;
+    return uniq.map(className).join(classNames.every((c, i) => c === String(i)) ? " " : ", ");
   }
 
   function showAlert(box, kind, text) {
@@ -86,10 +97,11 @@
 
   function classesText(classes) {
     if (!classes || !classes.length) return "";
+    const digits = classes.every((c) => className(c) === String(c));
     const contiguous = classes.every((c, i) => i === 0 || c === classes[i - 1] + 1);
-    return contiguous && classes.length > 1
-      ? "digits " + classes[0] + "–" + classes[classes.length - 1]
-      : "digits " + classes.join(",");
+    return digits && contiguous && classes.length > 2
+      ? "trained on " + classes[0] + "–" + classes[classes.length - 1]
+      : "trained on " + classes.map(className).join(", ");
   }
 
   function renderLegend() {
@@ -107,12 +119,44 @@
     }
   }
 
+  // The serving router's descriptor (strategies, defaults, class names, experts): on load from
+  // /api/config, then with every cluster push, so a router that starts (or changes) later shows up.
+  let deploymentKey = null;
+
+  function applyDeployment(dep, error) {
+    const banner = $("dep-error");
+    if (!dep) {
+      showAlert(banner, "no_deployment", error || "no router has published its deployment");
+      $("dep-name").textContent = "no router serving";
+      return;
+    }
+    hideAlert(banner);
+    const key = JSON.stringify([dep.name, dep.strategies, dep.default_strategy, dep.default_guidance, dep.class_names, dep.experts]);
+    if (key === deploymentKey) return;
+    deploymentKey = key;
+    $("dep-name").textContent = dep.name;
+    classNames = dep.class_names.slice();
+    digitBoxes.forEach((b) => (b.parentNode.querySelector("span").textContent = className(Number(b.value))));
+    const select = $("strategy");
+    const chosen = select.value;
+    select.replaceChildren();
+    for (const s of dep.strategies) {
+      const opt = el("option", null, s + (s === dep.default_strategy ? " (default)" : ""));
+      opt.value = s;
+      opt.selected = chosen && dep.strategies.includes(chosen) ? s === chosen : s === dep.default_strategy;
+      select.append(opt);
+    }
+    const guidance = $("guidance");
+    if (guidance.value === "" || guidance.dataset.touched !== "1") guidance.value = String(dep.default_guidance);
+    experts = {};
+    for (const e of dep.experts || []) experts[e.id] = e;
+    renderLegend();
+    updateSummary();
+  }
+
   fetch("/api/config")
     .then((r) => r.json())
-    .then((cfg) => {
-      for (const e of cfg.deployment.experts || []) experts[e.id] = e;
-      renderLegend();
-    })
+    .then((cfg) => applyDeployment(cfg.deployment, cfg.deployment_error))
     .catch(() => {});
 
   // ------------------------------------------------------------------ the form
@@ -138,9 +182,9 @@
     const steps = numberOrNull("steps");
     const text = digits.length
       ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + " · " + (steps ?? "?") + " steps"
-      : "no digit chosen";
+      : "no label chosen";
     $("form-summary").textContent = text;
-    $("strategy-hint").textContent = STRATEGY_HINTS[$("strategy").value] || "";
+    $("strategy-hint").textContent = strategyHint($("strategy").value);
   }
 
   $("all-ten").addEventListener("click", () => {
@@ -155,6 +199,7 @@
     $("seed").value = String(Math.floor(Math.random() * 4294967296));
     updateSummary();
   });
+  $("guidance").addEventListener("input", () => ($("guidance").dataset.touched = "1"));
   form.addEventListener("input", updateSummary);
   form.addEventListener("change", updateSummary);
   updateSummary();
@@ -167,7 +212,7 @@
       labels: digits.length === 10 ? "all" : digits,
       n_per_label: numberOrNull("n_per_label"),
       steps: numberOrNull("steps"),
-      strategy: $("strategy").value,
+      strategy: $("strategy").value || null,
       guidance: numberOrNull("guidance"),
       seed: numberOrNull("seed"),
     };
@@ -319,7 +364,7 @@
       ctx.fillStyle = "#0b0e13";
       ctx.fillRect(0, 0, canvas.width, canvas.height);
       const bar = el("div", "tile-bar");
-      const cap = el("figcaption", "tile-cap", job.labels.length ? "digit " + job.labels[i] : "#" + (i + 1));
+      const cap = el("figcaption", "tile-cap", job.labels.length ? className(job.labels[i]) : "#" + (i + 1));
       tile.append(canvas, bar, cap);
       tiles.append(tile);
       job.canvases.push(canvas);
@@ -562,17 +607,17 @@
         row.append(sw, el("span", null, expertLabel(k) + " — mean weight " + mean[k].toFixed(2) + ", " + served + "/" + f.weights.length + " images"));
         tooltip.append(row);
       }
-      // the router's weights per image, images with the same weights grouped: "digits 5 6 7 → e1 1.00"
+      // the router's weights per image, images with the same weights grouped: "5, 6, 7 → e1 1.00"
       const groups = new Map();
       f.weights.forEach((w, i) => {
         const key = w.map((x, k) => (x > 0 ? "e" + k + " " + x.toFixed(2) : null)).filter(Boolean).join(", ");
-        const label = job.labels.length ? String(job.labels[i]) : "#" + (i + 1);
+        const label = job.labels.length ? className(job.labels[i]) : "#" + (i + 1);
         if (!groups.has(key)) groups.set(key, []);
         if (!groups.get(key).includes(label)) groups.get(key).push(label);
       });
       const lines = Array.from(groups.entries())
         .slice(0, 12)
-        .map(([key, labels]) => (job.labels.length ? "digit " : "image ") + labels.join(" ") + " → " + key);
+        .map(([key, labels]) => (job.labels.length ? "" : "image ") + labels.join(", ") + " → " + key);
       if (groups.size > 12) lines.push("… " + (groups.size - 12) + " more");
       tooltip.append(el("div", "tt-weights mono", "router weights\n" + lines.join("\n")));
     }
@@ -599,6 +644,7 @@
 
   function renderCluster(c) {
     if (!c) return;
+    if ("deployment" in c) applyDeployment(c.deployment, c.deployment_error);
     const errors = $("cluster-errors");
     errors.replaceChildren();
     for (const e of c.errors || []) errors.append(el("p", "cluster-error", e));
@@ -629,7 +675,7 @@
       const devices = liveDevices[k] ? Array.from(liveDevices[k]).map(deviceName).join(" + ") : deviceName(e.device);
       head.append(el("span", "device-chip", devices));
       const facts = el("div", "expert-facts");
-      facts.append(el("span", null, classesText(e.classes) || "digits ?"));
+      facts.append(el("span", null, classesText(e.classes) || "labels ?"));
       facts.append(el("span", live ? "ok" : "bad", live ? live + " live worker" + (live === 1 ? "" : "s") : "no live worker"));
       const qtext = q === undefined ? "queue ?" : q === null ? "queue not declared" : "queue " + q.messages + " waiting · " + q.consumers + " consumer" + (q.consumers === 1 ? "" : "s");
       facts.append(el("span", "muted", qtext));

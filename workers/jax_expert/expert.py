@@ -17,8 +17,7 @@ from ddm.schema.errors import DeviceError
 from ddm.workers.checkpoint import config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.jax_expert.checkpoint import load_weights
-from ddm.workers.jax_expert.train import init_params
-from ddm.workers.jax_expert.unet import UNet
+from ddm.workers.jax_expert.unet import UNet, init_params
 from ddm.workers.layout import canonical_to_flax
 
 DEVICES = ("auto", "cpu", "gpu")

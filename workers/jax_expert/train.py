@@ -15,19 +15,9 @@ import optax
 from ddm.workers.checkpoint import TRAIN_STATE_FILE
 from ddm.workers.config import UNetConfig
 from ddm.workers.jax_expert.checkpoint import load_train_state, save_train_state, save_weights
-from ddm.workers.jax_expert.unet import UNet
+from ddm.workers.jax_expert.unet import UNet, init_params
 from ddm.workers.layout import flax_to_canonical
 from ddm.workers.training import TrainConfig
-
-
-def init_params(model: UNet, seed: int) -> dict:
-    """A fresh params tree (also the template for restoring checkpoints)."""
-    x = jnp.zeros((1, 32, 32, model.cfg.in_channels), jnp.float32)
-    # jitted: eager init dispatches every op one by one (tens of seconds on a busy CPU)
-    init = jax.jit(model.init)
-    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[
-        "params"
-    ]
 
 
 class JaxTrainer:
@@ -77,4 +67,4 @@ def _train_step(model, tx, tree, x_t, t, y, v, lr, ema):
     return {"params": params, "ema": ema_params, "opt": opt}, loss
 
 
-__all__ = ["JaxTrainer", "init_params"]
+__all__ = ["JaxTrainer"]

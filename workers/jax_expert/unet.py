@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from ddm.workers.config import UNetConfig
@@ -89,3 +90,13 @@ class UNet(nn.Module):
             kernel_init=nn.initializers.zeros,
             name="out_conv",
         )(h)  # [B, 32, 32, 1]
+
+
+def init_params(model: UNet, seed: int) -> dict:
+    """A fresh params tree (also the template for restoring checkpoints)."""
+    x = jnp.zeros((1, 32, 32, model.cfg.in_channels), jnp.float32)
+    # jitted: eager init dispatches every op one by one (tens of seconds on a busy CPU)
+    init = jax.jit(model.init)
+    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[
+        "params"
+    ]

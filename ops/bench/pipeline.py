@@ -1,0 +1,143 @@
+"""The pipeline side of `ddm bench`: real worker processes on the real RabbitMQ and Redis, under a
+prefix of their own, and the measurement of one concurrency level through the client library."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from ddm.ops.cleanup import delete_prefix
+from ddm.ops.up.bringup import expert_thread_env
+from ddm.ops.up.supervisor import stop_processes
+from ddm.router.client import Client
+from ddm.schema.deployment import Deployment
+from ddm.schema.errors import DDMError
+from ddm.schema.heartbeat import WorkerHeartbeat
+from ddm.schema.messages import JobSpec, JobStatus
+from ddm.schema.names import Names
+from ddm.schema.settings import Settings
+from ddm.workers.redis_conn import redis_client
+
+READY_TIMEOUT_S = 300.0  # a JAX expert compiles its buckets at start (15-40 s on a busy 2-core CPU)
+
+
+class PipelineProcesses:
+    """One expert worker per expert and one router, as `ddm up` runs them, isolated by a fresh prefix."""
+
+    def __init__(self, deployment: Path, log_dir: Path, settings: Settings | None = None):
+        base = settings or Settings.from_env()
+        self.deployment = Deployment.load(deployment)
+        self.prefix = f"bench{uuid.uuid4().hex[:8]}."
+        self.names = Names(self.prefix)
+        self.env = {
+            **os.environ,
+            "DDM_PREFIX": self.prefix,
+            "DDM_AMQP_URL": base.amqp_url,
+            "DDM_REDIS_URL": base.redis_url,
+            "DDM_HEARTBEAT_S": "0.25",  # fresh batch counters right after each level
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.settings = Settings.from_env(self.env)
+        self.log_dir = log_dir
+        self.cwd: Path | None = None  # the children's working directory (default: ours)
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def __enter__(self) -> PipelineProcesses:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        threads = expert_thread_env(self.deployment.num_experts)  # as `ddm up` runs them
+        for entry in self.deployment.experts:
+            self._spawn(f"bench-expert{entry.id}", ["expert", "--expert", str(entry.id)], threads)
+        self._spawn("bench-router", ["router"])
+        self._wait_ready()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stop_processes(self.procs.values(), grace_s=10)
+        expert_ids = [e.id for e in self.deployment.experts]
+        delete_prefix(self.settings.amqp_url, self.settings.redis_url, self.prefix, expert_ids)
+
+    def expert_ids(self) -> list[str]:
+        return [name for name in self.procs if name.startswith("bench-expert")]
+
+    def command(self, name: str, argv: list[str]) -> list[str]:
+        """The command line of child `name` running `ddm <argv>` (subclasses wrap it)."""
+        return [sys.executable, "-m", "ddm.ops.cli", *argv]
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
+        argv = ["worker", *args, "--deployment", str(self.deployment.path), "--worker-id", name]
+        self.procs[name] = subprocess.Popen(
+            self.command(name, argv),
+            env={**self.env, **(env or {})},
+            cwd=self.cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def _wait_ready(self) -> None:
+        r = redis_client(self.settings.redis_url)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not all(r.exists(self.names.worker(name)) for name in self.procs):
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise DDMError(f"{name} exited with {proc.returncode}; see {self.log_dir / name}.log")
+            if time.monotonic() > deadline:
+                raise DDMError(f"workers not ready after {READY_TIMEOUT_S:g} s; logs in {self.log_dir}")
+            time.sleep(0.2)
+        r.close()
+
+    def batch_counters(self) -> tuple[int, int]:
+        """(forward passes, rows) summed over the expert workers' latest heartbeats."""
+        r = redis_client(self.settings.redis_url)
+        batches = rows = 0
+        for name in self.expert_ids():
+            beat = WorkerHeartbeat.decode(r.hgetall(self.names.worker(name)))
+            batches += int(beat.counters.get("batches", 0))
+            rows += int(beat.counters.get("rows", 0))
+        r.close()
+        return batches, rows
+
+
+def run_level(procs: PipelineProcesses, specs: list[JobSpec], heartbeat_s: float = 0.25) -> dict:
+    """Submit every job at once, wait for all, and measure: images/s, job latency, per-step overhead
+    (the router's step wall time minus the expert forward pass that served it), mean batch size."""
+    before = procs.batch_counters()
+    with Client(settings=procs.settings) as client:
+        # The specs are explicit (strategy and guidance set), so no descriptor is needed; skipping the
+        # check also lets `bench.ab` drive revisions whose routers publish none.
+        ids = [client.submit(spec, check=False) for spec in specs]
+        statuses = [client.wait(job_id, timeout=1800) for job_id in ids]
+        failed = [st for st in statuses if st.status is not JobStatus.DONE]
+        if failed:
+            raise DDMError(f"{len(failed)} benchmark job(s) failed, e.g. {failed[0].error}")
+        step_ms, overhead_ms, compute_ms = [], [], []
+        for job_id in ids:
+            for frame in client.frames(job_id, follow=False):
+                step_ms.append(frame.latency_ms)
+                overhead_ms.append(frame.latency_ms - frame.compute_ms)
+                compute_ms.append(frame.compute_ms)
+    time.sleep(3 * heartbeat_s)  # the workers' next heartbeats carry the counters of this level
+    after = procs.batch_counters()
+    created = [st.created_at for st in statuses]
+    finished = [st.finished_at for st in statuses]
+    latency = np.asarray(finished) - np.asarray(created)
+    images = sum(spec.n for spec in specs)
+    batches, rows = after[0] - before[0], after[1] - before[1]
+    return {
+        "jobs": len(specs),
+        "images_per_s": images / (max(finished) - min(created)),
+        "latency_p50_s": float(np.percentile(latency, 50)),
+        "latency_p95_s": float(np.percentile(latency, 95)),
+        "step_ms_p50": float(np.median(step_ms)),
+        "compute_ms_p50": float(np.median(compute_ms)),
+        "overhead_ms_p50": float(np.median(overhead_ms)),
+        "overhead_ms_p95": float(np.percentile(overhead_ms, 95)),
+        "mean_batch_size": rows / batches if batches else 0.0,
+        "forward_passes": batches,
+    }

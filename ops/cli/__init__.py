@@ -1,0 +1,79 @@
+"""The `ddm` command line.
+
+Each subcommand lives in its own module under ddm.ops.cli (ddm.ops.cli.<command>), exposing
+`configure(parser)` and `main(args) -> int`. Modules are imported only when their command runs,
+so `ddm --help` does not pay for importing torch or jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ddm.schema.errors import DDMError
+
+# (command, module, one-line help). Order is the order shown by `ddm --help`.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("data", "ddm.ops.cli.data", "download or inspect datasets (MNIST, Fashion-MNIST)"),
+    ("partition", "ddm.ops.cli.partition", "split a dataset into expert clusters (labels, k-means, random)"),
+    ("train", "ddm.ops.cli.train", "train one expert alone (PyTorch or JAX/Flax)"),
+    ("convert", "ddm.ops.cli.convert", "convert an expert checkpoint between PyTorch and JAX"),
+    ("sample", "ddm.ops.cli.sample", "sample images in-process from a deployment (the reference sampler)"),
+    ("eval", "ddm.ops.cli.eval", "sample n images from a deployment and score them (accuracy, FD, cost)"),
+    ("worker", "ddm.ops.cli.worker", "run an expert worker or a router worker against RabbitMQ and Redis"),
+    ("up", "ddm.ops.cli.up", "bring up a deployment here: expert workers and router, supervised"),
+    ("ui", "ddm.ops.cli.ui", "serve the web UI: submit jobs and watch them denoise live"),
+    (
+        "submit",
+        "ddm.ops.cli.submit",
+        "queue a sampling job on the pipeline (optionally wait and save images)",
+    ),
+    ("status", "ddm.ops.cli.status", "show a job's status from Redis, or the most recent jobs"),
+    ("bench", "ddm.ops.cli.bench", "benchmark the pipeline against the in-process limit and HTTP per step"),
+]
+
+EPILOG = """\
+typical first run (MNIST offline, two experts on two frameworks):
+  ddm partition --dataset mnist --split 'test[:8000]' --by labels:0-4,5-9 --out runs/p.json
+  ddm train expert --framework torch --partition runs/p.json --expert 0 --preset small --out runs/e0
+  ddm train expert --framework jax   --partition runs/p.json --expert 1 --preset small --out runs/e1
+  ddm sample --local --deployment runs/deployment.toml --all-labels --out grid.png
+Run `ddm COMMAND --help` for the flags of each command.
+"""
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ddm",
+        description="Decentralized Diffusion Models: train isolated experts, route between them per step.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    wanted = argv[0] if argv else None
+    for name, module, help_text in COMMANDS:
+        child = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:  # import only the module of the command being run
+            mod = importlib.import_module(module)
+            mod.configure(child)
+            child.set_defaults(_main=mod.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    if not argv:  # bare `ddm`: the command list, not just "COMMAND is required"
+        parser.print_help()
+        return 2
+    args = parser.parse_args(argv)
+    try:
+        return int(args._main(args) or 0)
+    except DDMError as exc:
+        print(f"ddm {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,81 @@
+"""`ddm bench [--preset small] [--steps 50] --json OUT`: pipeline vs in-process limit vs HTTP per step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from ddm.ops.bench.jobs import parse_levels
+from ddm.schema.errors import ConfigError, expected
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deployment", type=Path, default=None, help="deployment TOML (default: the shipped checkpoints)"
+    )
+    parser.add_argument(
+        "--preset",
+        default=None,
+        choices=("tiny", "small", "base"),
+        help="time random-weight experts of this UNet preset instead (torch 0-4, JAX 5-9, oracle routing); "
+        "the cost of a forward pass does not depend on the weights",
+    )
+    parser.add_argument("--steps", type=int, default=50, help="Euler steps per job (default 50)")
+    parser.add_argument(
+        "--strategy", default=None, help="routing strategy (default: top1, or oracle with --preset)"
+    )
+    parser.add_argument("--concurrency", type=parse_levels, default=(1, 4, 16, 64), help="default 1,4,16,64")
+    parser.add_argument(
+        "--limit-batches", type=parse_levels, default=(1, 4, 16, 64), help="default 1,4,16,64"
+    )
+    parser.add_argument("--no-http", action="store_true", help="skip the HTTP-per-step baseline")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of every level; the table shows medians (default 3)"
+    )
+    parser.add_argument("--json", type=Path, required=True, help="write every number here (JSON)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddm.ops.bench.jobs import BenchConfig
+    from ddm.ops.bench.report import floor_line, table
+    from ddm.ops.bench.suite import run
+    from ddm.schema.deployment import resolve_deployment
+
+    if not 1 <= args.steps <= 1000:
+        raise ConfigError(expected("--steps in 1..1000", args.steps))
+    if not 1 <= args.repeat <= 20:
+        raise ConfigError(expected("--repeat in 1..20", args.repeat))
+    with tempfile.TemporaryDirectory(prefix="ddm-bench-") as tmp:
+        work = Path(tmp)
+        if args.preset:
+            if args.deployment:
+                raise ConfigError("expected either --deployment or --preset, not both")
+            from ddm.ops.random_experts import write_label_split
+
+            deployment = write_label_split(work / "experts", args.preset)
+            strategy = args.strategy or "oracle"
+        else:
+            deployment = resolve_deployment(args.deployment)
+            strategy = args.strategy or "top1"
+        cfg = BenchConfig(
+            deployment=deployment,
+            steps=args.steps,
+            strategy=strategy,
+            limit_batches=args.limit_batches,
+            concurrency=args.concurrency,
+            http=not args.no_http,
+            repeat=args.repeat,
+        )
+        print(f"ddm bench: {deployment}, {cfg.steps} steps, strategy {cfg.strategy}, {cfg.repeat} repeats")
+        result = run(cfg, work)
+        if args.preset:
+            result["deployment"]["path"] = f"random weights, preset {args.preset}"
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print()
+    print(table(result))
+    print(floor_line(result))
+    print(f"\nwrote {args.json}")
+    return 0

@@ -1,0 +1,59 @@
+"""Flags that describe a sampling job, shared by `ddm sample --local` and `ddm submit`."""
+
+from __future__ import annotations
+
+import argparse
+
+from ddm.schema.errors import ConfigError
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags describing a job; shared with `ddm submit`."""
+    who = parser.add_mutually_exclusive_group()
+    who.add_argument("--label", type=int, help="one label, repeated --n times")
+    who.add_argument(
+        "--labels",
+        help="comma-separated labels; the whole list is repeated --n times, e.g. --labels 3,8 --n 2 "
+        "gives 3,8,3,8 (one grid column per label)",
+    )
+    who.add_argument(
+        "--all-labels",
+        action="store_true",
+        help="labels 0-9, the whole list repeated --n times (0..9,0..9,...: one grid column per label)",
+    )
+    parser.add_argument(
+        "--n", type=int, default=None, help="images per label (default: 8 for one label, else 4)"
+    )
+    parser.add_argument("--steps", type=int, default=50, help="Euler steps (default: 50)")
+    parser.add_argument(
+        "--strategy",
+        default=None,
+        help="oracle | top1 | topk:K | full (default: the serving deployment's default strategy)",
+    )
+    parser.add_argument(
+        "--guidance",
+        type=float,
+        default=None,
+        help="classifier-free guidance scale (1 = none; default: the serving deployment's)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial noise")
+
+
+def job_labels(args: argparse.Namespace) -> tuple[list[int], int]:
+    """(labels per image, grid columns). Images are ordered row by row with one column per label: the
+    label list is repeated --n times (--labels 3,8 --n 2 -> [3, 8, 3, 8], 2 columns)."""
+    if args.labels:
+        try:
+            base = [int(s) for s in args.labels.split(",") if s.strip()]
+        except ValueError:
+            raise ConfigError(f"expected --labels like 0,3,7, got {args.labels!r}") from None
+    elif args.all_labels:
+        base = list(range(10))
+    else:
+        base = [3 if args.label is None else args.label]
+    n = args.n if args.n is not None else (8 if len(base) == 1 else 4)
+    if n < 1:
+        raise ConfigError(f"expected --n >= 1, got {n}")
+    if len(base) == 1:
+        return base * n, min(n, 8)
+    return base * n, len(base)

@@ -1,0 +1,79 @@
+"""`ddm sample --local`: the in-process reference sampler every other path is checked against."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ddm.ops.cli.job_flags import add_job_arguments, job_labels
+from ddm.schema.deployment import DEFAULT_DEPLOYMENT, resolve_deployment
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--local", action="store_true", required=True, help="sample in this process")
+    parser.add_argument(
+        "--deployment",
+        type=Path,
+        default=None,
+        help=f"deployment TOML (default: $DDM_DEPLOYMENT, else {DEFAULT_DEPLOYMENT})",
+    )
+    add_job_arguments(parser)
+    parser.add_argument("--device", default=None, help="override every expert's device from the deployment")
+    parser.add_argument(
+        "--out", type=Path, default=Path("samples.png"), help="PNG grid (default: samples.png)"
+    )
+    parser.add_argument(
+        "--npy", type=Path, default=None, help="also save the final latents float32 [n,1,32,32]"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ddm.ops.images import save_grid
+    from ddm.router.deployment_loader import describe, load_experts, load_policy
+    from ddm.router.sampler import sample_local
+    from ddm.schema.deployment import Deployment
+    from ddm.schema.messages import JobSpec
+
+    labels, cols = job_labels(args)
+    deployment = Deployment.load(resolve_deployment(args.deployment))
+    policy = load_policy(deployment)
+    spec = JobSpec.new(
+        labels, steps=args.steps, strategy=args.strategy, guidance=args.guidance, seed=args.seed
+    )
+    # Exactly as the router does: check against the deployment's descriptor, fill in its defaults.
+    descriptor = describe(deployment, policy, "local")
+    descriptor.check(spec)
+    spec = descriptor.resolve(spec)
+    t0 = time.perf_counter()
+    experts = load_experts(deployment, device=args.device)
+    load_s = time.perf_counter() - t0
+    fns = {k: e.velocity for k, e in experts.items()}
+    used = np.zeros(deployment.num_experts, np.int64)
+    bar = tqdm(total=spec.steps, desc="sample")
+
+    def on_step(step, t, x, plan):
+        for k, rows in plan.rows.items():
+            used[k] += len(rows)
+        bar.update(1)
+
+    t0 = time.perf_counter()
+    x = sample_local(fns, policy, spec, on_step=on_step)
+    bar.close()
+    sample_s = time.perf_counter() - t0
+    save_grid(x, args.out, cols=cols)
+    if args.npy:
+        np.save(args.npy, x)
+    served = ", ".join(f"expert {k} ({experts[k].meta.framework}): {used[k]} img-steps" for k in experts)
+    print(
+        f"{spec.n} images, {spec.steps} steps, strategy {spec.strategy}, guidance {spec.guidance:g}: {served}"
+    )
+    print(
+        f"load {load_s:.1f} s, sampling {sample_s:.1f} s -> {args.out}"
+        + (f", {args.npy}" if args.npy else "")
+    )
+    return 0

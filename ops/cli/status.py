@@ -1,0 +1,115 @@
+"""`ddm status`: one job's state from Redis (a table or --json), or the most recent jobs. Shows the
+strategy and guidance the router resolved (the job's own, or the serving deployment's defaults)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from ddm.schema.jobs import JobHash
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Show a job's status from Redis (DDM_REDIS_URL, DDM_PREFIX): progress, the strategy and guidance "
+        "the router resolved, timings, errors. "
+        "Without a JOB, --recent lists the newest jobs."
+    )
+    parser.add_argument("job", nargs="?", help="job id (as printed by `ddm submit`)")
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    parser.add_argument("--recent", type=int, metavar="N", default=None, help="list the N newest jobs")
+
+
+def _when(ts: float | None, now: float) -> str:
+    if ts is None:
+        return "-"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return f"{stamp} ({now - ts:.1f} s ago)"
+
+
+def _routing(job: JobHash) -> str:
+    """The strategy and guidance the router resolved; before it started, what the job asked for."""
+    if job.strategy is not None:
+        return f"{job.strategy}, guidance {job.guidance:g}"
+    spec = job.spec
+    asked = [spec.strategy if spec and spec.strategy else "the deployment's default"]
+    asked.append(f"guidance {spec.guidance:g}" if spec and spec.guidance is not None else "default guidance")
+    return ", ".join(asked) + " (not resolved yet)"
+
+
+def format_status(job: JobHash, now: float | None = None) -> str:
+    """A job hash (Client.status) as aligned `key  value` lines."""
+    now = time.time() if now is None else now
+    progress = f"{job.step}/{job.steps} steps"
+    if job.steps:
+        progress += f" ({100 * job.step / job.steps:.0f}%)"
+    rows = [
+        ("job", job.job_id),
+        ("status", job.status.value),
+        ("progress", progress),
+        ("images", f"{job.n} (labels {','.join(map(str, job.labels))})"),
+        ("strategy", _routing(job)),
+        ("seed", str(job.seed)),
+        ("router", job.router or "-"),
+        ("attempts", str(job.attempts)),
+        ("created", _when(job.created_at, now)),
+        ("started", _when(job.started_at, now)),
+        ("updated", _when(job.updated_at, now)),
+        ("finished", _when(job.finished_at, now)),
+    ]
+    if job.mean_step_ms is not None:
+        rows.append(("mean step", f"{job.mean_step_ms:.1f} ms"))
+    if job.resumed_from:
+        rows.append(("resumed", f"from step {job.resumed_from}"))
+    if job.error:
+        rows.append(("error", job.error))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def format_recent(jobs: list[tuple[str, JobHash | None]], now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    header = ("JOB", "STATUS", "STEP", "N", "STRATEGY", "GUIDANCE", "AGE", "ERROR")
+    rows = [header]
+    for job_id, job in jobs:
+        if job is None:
+            rows.append((job_id, "(expired)", "-", "-", "-", "-", "-", ""))
+            continue
+        rows.append(
+            (
+                job_id,
+                job.status.value,
+                f"{job.step}/{job.steps}",
+                str(job.n),
+                job.strategy or "-",
+                "-" if job.guidance is None else f"{job.guidance:g}",
+                f"{now - job.created_at:.0f} s" if job.created_at is not None else "-",
+                (job.error or "")[:60],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def _recent_json(jobs: list[tuple[str, JobHash | None]]) -> list[dict]:
+    return [job.to_dict() if job is not None else {"job_id": job_id, "status": None} for job_id, job in jobs]
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddm.router.client import Client
+    from ddm.schema.errors import ConfigError
+
+    if args.job is None and args.recent is None:
+        raise ConfigError("expected a JOB id or --recent N (see `ddm status --help`)")
+    with Client() as client:
+        if args.job is not None:
+            st = client.status(args.job)
+            print(json.dumps(st.to_dict(), indent=2) if args.json else format_status(st))
+        if args.recent is not None:
+            jobs = client.recent(args.recent)
+            if args.json:
+                print(json.dumps(_recent_json(jobs), indent=2))
+            else:
+                print(format_recent(jobs) if jobs else f"no jobs under prefix {client.names.prefix!r}")
+    return 0

@@ -1,0 +1,83 @@
+"""`ddm submit`: queue a sampling job on the pipeline; optionally wait, follow its steps, save the result."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ddm.ops.cli.job_flags import add_job_arguments, job_labels
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Validate a job against the serving router's deployment, queue it on ddm.jobs and print its id. "
+        "Strategy and guidance left out get the serving deployment's defaults (the router resolves them; "
+        "`ddm status` shows what it used). With --wait, follow its steps from Redis and save the final "
+        "images. Broker, Redis and prefix come from DDM_AMQP_URL, DDM_REDIS_URL, DDM_PREFIX."
+    )
+    add_job_arguments(parser)
+    # No deployment file here: what a job means is the serving router's to say.
+    parser.add_argument(
+        "--no-check", action="store_true", help="skip the check against the serving deployment's descriptor"
+    )
+    parser.add_argument("--wait", action="store_true", help="follow the job to the end (a progress bar)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (with --wait)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="save a PNG grid of the result (implies --wait)"
+    )
+    parser.add_argument(
+        "--npy", type=Path, default=None, help="save the final latents float32 [n,1,32,32] (implies --wait)"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddm.router.client import Client
+    from ddm.schema.messages import JobSpec
+
+    labels, cols = job_labels(args)
+    spec = JobSpec.new(
+        labels, steps=args.steps, strategy=args.strategy, guidance=args.guidance, seed=args.seed
+    )
+    with Client() as client:
+        job_id = client.submit(spec, check=not args.no_check)
+        print(job_id, flush=True)  # stdout carries only the id: JOB=$(ddm submit ...)
+        if not (args.wait or args.out or args.npy):
+            return 0
+        return _wait(client, spec, cols, args)
+
+
+def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:
+    import numpy as np
+    from tqdm import tqdm
+
+    t0 = time.monotonic()
+    used: set[int] = set()
+    with tqdm(total=spec.steps, desc=f"job {spec.job_id[:8]}", unit="step", file=sys.stderr) as bar:
+        for frame in client.frames(spec.job_id, timeout=args.timeout):
+            used.update(frame.experts)
+            bar.update(frame.step - bar.n)
+            bar.set_postfix_str(f"t={frame.t:.2f} experts={sorted(used)}", refresh=False)
+    left = None if args.timeout is None else max(0.0, args.timeout - (time.monotonic() - t0))
+    x = client.result(spec.job_id, timeout=left)
+    st = client.status(spec.job_id)
+    saved = []
+    if args.out:
+        from ddm.ops.images import save_grid
+
+        saved.append(str(save_grid(x, args.out, cols=cols)))
+    if args.npy:
+        args.npy.parent.mkdir(parents=True, exist_ok=True)
+        np.save(args.npy, x)
+        saved.append(str(args.npy))
+    mean, resumed = st.mean_step_ms, st.resumed_from
+    print(
+        f"job {spec.job_id} done: {spec.n} images, {spec.steps} steps, strategy {st.strategy}, "
+        f"guidance {st.guidance}, experts {sorted(used)}, {time.monotonic() - t0:.1f} s"
+        + (f", mean step {mean:.1f} ms" if mean is not None else "")
+        + (f", resumed from step {resumed}" if resumed else "")
+        + (f" -> {', '.join(saved)}" if saved else ""),
+        file=sys.stderr,
+    )
+    return 0

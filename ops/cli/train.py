@@ -1,0 +1,197 @@
+"""`ddm train expert|router|classifier`: one expert alone on one cluster of a partition manifest, the
+learned router on the manifest, or the evaluation classifier. The work is done in workers/, router/
+and ops/eval/."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ddm.workers.config import PRESETS
+from ddm.workers.training import TrainConfig
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="what", metavar="WHAT", required=True)
+    p = sub.add_parser(
+        "expert",
+        help="train one expert on one cluster of a partition",
+        description="Train one flow-matching expert on the samples of one cluster, in isolation. "
+        "A monolith is the same command on a one-cluster manifest (ddm partition --by all).",
+    )
+    p.add_argument("--framework", choices=("torch", "jax"), required=True)
+    p.add_argument("--partition", required=True, type=Path, help="manifest JSON from `ddm partition`")
+    p.add_argument("--expert", required=True, type=int, help="cluster id in the manifest")
+    p.add_argument("--preset", default="small", choices=sorted(PRESETS), help="UNet size (default: small)")
+    p.add_argument("--steps", type=int, default=TrainConfig.steps)
+    p.add_argument("--batch", type=int, default=TrainConfig.batch)
+    p.add_argument("--lr", type=float, default=TrainConfig.lr)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save-every", type=int, default=TrainConfig.save_every, help="checkpoint period (steps)")
+    p.add_argument("--device", default="cpu", help="torch: cpu or cuda (training on Neuron is not supported)")
+    p.add_argument("--data-dir", default=None, help="dataset folder (default: $DDM_DATA_DIR or ./data)")
+    p.add_argument("--out", required=True, type=Path, help="checkpoint folder")
+    p.add_argument("--resume", action="store_true", help="continue the run already in --out")
+    p.add_argument("--no-progress", action="store_true")
+
+    r = sub.add_parser(
+        "router",
+        help="train the learned router p(cluster | x_t, t, y) on a partition",
+        description="Train the JAX/Flax router with cross-entropy on the manifest's cluster ids (x_t noised "
+        "by "
+        "the flow convention), then report its accuracy as a function of t on held-out data (plot).",
+    )
+    r.add_argument("--partition", required=True, type=Path, help="manifest JSON from `ddm partition`")
+    r.add_argument("--steps", type=int, default=1500)
+    r.add_argument("--batch", type=int, default=128)
+    r.add_argument("--lr", type=float, default=2e-3)
+    r.add_argument("--channels", type=int, default=32, help="router width (default 32)")
+    r.add_argument(
+        "--label-dropout",
+        type=float,
+        default=0.5,
+        help="share of samples shown with the null label, so the router also learns from x_t alone "
+        "(with labels a label partition is trivial to route)",
+    )
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument(
+        "--eval-split", default=None, help="held-out split (default: the rest of the manifest's split)"
+    )
+    r.add_argument("--data-dir", default=None)
+    r.add_argument("--out", required=True, type=Path)
+    r.add_argument("--no-progress", action="store_true")
+
+    c = sub.add_parser(
+        "classifier",
+        help="train the evaluation classifier (class accuracy and FD features for `ddm eval`)",
+        description="Train a small CNN classifier; its test accuracy goes to meta.json.",
+    )
+    c.add_argument("--dataset", default="mnist", choices=("mnist", "fashion-mnist"))
+    c.add_argument(
+        "--split", default="test[:8000]", help="training split (default: test[:8000], offline MNIST)"
+    )
+    c.add_argument("--eval-split", default=None, help="test split (default: the rest of --split)")
+    c.add_argument("--epochs", type=int, default=15)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--data-dir", default=None)
+    c.add_argument("--out", required=True, type=Path)
+    c.add_argument("--no-progress", action="store_true")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.what == "router":
+        return train_router_command(args)
+    if args.what == "classifier":
+        return train_classifier_command(args)
+    return train_expert_command(args)
+
+
+def train_expert_command(args: argparse.Namespace) -> int:
+    from ddm.ops.data.dataset import load_dataset
+    from ddm.schema.errors import ConfigError, expected
+    from ddm.schema.partition import read_manifest
+    from ddm.workers.checkpoint import check_resume, expert_meta
+    from ddm.workers.training import make_trainer, train_loop
+
+    manifest = read_manifest(args.partition)
+    if not 0 <= args.expert < manifest.num_clusters:
+        raise ConfigError(expected(f"--expert in [0, {manifest.num_clusters})", args.expert))
+    dataset = load_dataset(manifest.dataset, manifest.split, args.data_dir)
+    manifest.check_dataset(dataset)
+    idx = manifest.indices(args.expert)
+    label_counts = manifest.clusters[args.expert].label_counts
+    meta = expert_meta(
+        args.framework, args.preset, args.expert, manifest.identity(), label_counts, args.device
+    )
+    check_resume(args.out, meta, args.resume)
+    tcfg = TrainConfig(
+        preset=args.preset,
+        steps=args.steps,
+        batch=args.batch,
+        lr=args.lr,
+        seed=args.seed,
+        save_every=args.save_every,
+    )
+    trainer = make_trainer(args.framework, tcfg, device=args.device)
+    print(
+        f"training {args.framework} expert {args.expert} ({args.preset}) on {len(idx)} samples "
+        f"of {manifest.dataset} {manifest.split}, classes {meta['classes']} -> {args.out}"
+    )
+    images, labels = dataset.as_model_input()[idx], dataset.labels[idx]
+    final = train_loop(trainer, images, labels, tcfg, args.out, meta, progress=not args.no_progress)
+    print(
+        f"done: {final['steps']} steps, batch {final['batch']}, {final['wall_time_s']} s, "
+        f"final loss {final['final_loss']:.4f}"
+    )
+    return 0
+
+
+def train_router_command(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ddm.ops.data.dataset import load_dataset
+    from ddm.ops.eval.router_data import router_eval_set
+    from ddm.router.router_net import RouterConfig
+    from ddm.router.train_router import evaluate_router, train_router
+    from ddm.schema.checkpoint_meta import utc_now
+    from ddm.schema.partition import read_manifest
+
+    manifest = read_manifest(args.partition)
+    dataset = load_dataset(manifest.dataset, manifest.split, args.data_dir)
+    manifest.check_dataset(dataset)
+    print(
+        f"training router for {manifest.num_clusters} clusters on {len(dataset)} samples of "
+        f"{manifest.dataset} {manifest.split} -> {args.out}"
+    )
+    final = train_router(
+        dataset.as_model_input(),
+        np.asarray(dataset.labels),
+        np.asarray(manifest.assignments),
+        RouterConfig(num_clusters=manifest.num_clusters, channels=args.channels),
+        args.out,
+        {"partition": manifest.identity(), "created": utc_now()},
+        steps=args.steps,
+        batch=args.batch,
+        lr=args.lr,
+        seed=args.seed,
+        label_dropout=args.label_dropout,
+        progress=not args.no_progress,
+    )
+    held = router_eval_set(manifest, dataset, args.eval_split, args.data_dir)
+    curves = evaluate_router(args.out, held.images, held.labels, held.clusters, held.where)
+    print(
+        f"done: {final['steps']} steps, {final['wall_time_s']} s, loss {final['final_loss']:.4f}; "
+        f"accuracy on {held.where}:"
+    )
+    for name, c in curves.items():
+        points = zip(c["t_mid"], c["accuracy"], strict=True)
+        print(f"  {name:26s} " + " ".join(f"t~{m:.2f}:{a:.3f}" for m, a in points))
+    print(f"plot: {args.out / 'accuracy_by_t.png'}")
+    return 0
+
+
+def train_classifier_command(args: argparse.Namespace) -> int:
+    from ddm.ops.data.dataset import load_dataset
+    from ddm.ops.data.splits import heldout_split
+    from ddm.ops.eval.classifier import train_classifier
+    from ddm.schema.errors import ConfigError
+
+    train = load_dataset(args.dataset, args.split, args.data_dir)
+    eval_split = args.eval_split or heldout_split(train.split)
+    if eval_split is None:
+        raise ConfigError(
+            f"expected --eval-split: {train.split} has no held-out rest (e.g. --split 'test[:8000]')"
+        )
+    test = load_dataset(args.dataset, eval_split, args.data_dir)
+    print(
+        f"training the {args.dataset} classifier on {len(train)} images of {train.split}, "
+        f"testing on {test.split}"
+    )
+    final = train_classifier(
+        train, test, args.out, epochs=args.epochs, seed=args.seed, progress=not args.no_progress
+    )
+    print(
+        f"test accuracy {final['test_accuracy']:.4f} on {final['num_test']} images of {test.split} "
+        f"({final['wall_time_s']} s) -> {args.out}"
+    )
+    return 0

@@ -1,0 +1,129 @@
+"""A loaded split of a known dataset (images, labels, content hash), and loading one from disk."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from ddm.ops.data.catalog import DATASETS, DataFile, get_spec
+from ddm.ops.data.files import find_split_files, resolve_data_dir
+from ddm.ops.data.idx import parse_idx, read_raw
+from ddm.ops.data.splits import format_split, parse_split
+from ddm.schema.errors import ConfigError, expected
+from ddm.schema.flow import NUM_CLASSES, pad_to_32
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A loaded split: images uint8 [N, 28, 28], labels int64 [N] (both read-only).
+
+    `split` is canonical ("test[:8000]", "test"); together with `name` and the bytes it makes `sha256`,
+    which a partition manifest records so training refuses data other than what was partitioned.
+    """
+
+    name: str
+    split: str
+    images: np.ndarray
+    labels: np.ndarray
+
+    def __post_init__(self) -> None:
+        images, labels = self.images, self.labels
+        if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28):
+            raise ConfigError(expected("images uint8 [N, 28, 28]", f"{images.dtype} {images.shape}"))
+        if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
+            raise ConfigError(expected(f"labels [N={images.shape[0]}]", labels.shape))
+        labels = labels.astype(np.int64)
+        if labels.size and (labels.min() < 0 or labels.max() >= NUM_CLASSES):
+            raise ConfigError(
+                expected(f"labels in [0, {NUM_CLASSES})", (int(labels.min()), int(labels.max())))
+            )
+        images = np.array(images, copy=True)
+        images.setflags(write=False)
+        labels.setflags(write=False)
+        object.__setattr__(self, "images", images)
+        object.__setattr__(self, "labels", labels)
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+    @cached_property
+    def sha256(self) -> str:
+        """Hex sha256 of name, split, shape, image bytes and labels (int64 little-endian)."""
+        h = hashlib.sha256()
+        h.update(b"ddm-dataset-v1\0")
+        h.update(self.name.encode() + b"\0" + self.split.encode() + b"\0")
+        h.update(str(self.images.shape).encode() + b"\0")
+        h.update(np.ascontiguousarray(self.images).tobytes())
+        h.update(self.labels.astype("<i8").tobytes())
+        return h.hexdigest()
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        spec = DATASETS.get(self.name)
+        return spec.classes if spec else tuple(str(c) for c in range(NUM_CLASSES))
+
+    def label_counts(self) -> np.ndarray:
+        """int64 [10]: samples per class."""
+        return label_histogram(self.labels)
+
+    def as_model_input(self) -> np.ndarray:
+        """float32 [N, 1, 32, 32] in [-1, 1] (zero border = -1), the UNet's input layout."""
+        return pad_to_32(self.images)
+
+
+def label_histogram(labels: np.ndarray) -> np.ndarray:
+    """int64 [10]: how many of each class in a label array."""
+    return np.bincount(np.asarray(labels, dtype=np.int64), minlength=NUM_CLASSES).astype(np.int64)
+
+
+def md5_hex(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def _load_checked(path: Path, df: DataFile, verify: bool) -> np.ndarray:
+    raw = read_raw(path)
+    if verify:
+        got = md5_hex(raw)
+        if got != df.raw_md5:
+            raise ConfigError(
+                f"{path}: {expected(f'the official {df.raw_name} (decompressed md5 {df.raw_md5})', got)}; "
+                "the file is corrupt or belongs to another dataset - remove it and fetch again"
+            )
+    return parse_idx(raw, str(path))
+
+
+def load_dataset(
+    name: str, split_spec: str, data_dir: str | Path | None = None, *, verify: bool = True
+) -> Dataset:
+    """Load a split of a known dataset, e.g. load_dataset("mnist", "test[:8000]").
+
+    data_dir=None resolves through resolve_data_dir (flag, $DDM_DATA_DIR, ./data). With verify (the
+    default) the decompressed files must match the official md5s.
+    """
+    get_spec(name)
+    split, start, stop = parse_split(split_spec)
+    spec = DATASETS[name]
+    images_path, labels_path = find_split_files(name, split, resolve_data_dir(data_dir))
+    images_df, labels_df = spec.files[split]
+    images = _load_checked(images_path, images_df, verify)
+    labels = _load_checked(labels_path, labels_df, verify)
+    if images.ndim != 3 or images.shape[1:] != (28, 28) or images.dtype != np.uint8:
+        raise ConfigError(
+            f"{images_path}: {expected('uint8 images [N, 28, 28]', f'{images.dtype} {images.shape}')}"
+        )
+    if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
+        raise ConfigError(f"{labels_path}: {expected(f'{images.shape[0]} labels [N]', labels.shape)}")
+    total = images.shape[0]
+    stop = total if stop is None else stop
+    if start >= total or stop > total:
+        raise ConfigError(expected(f"a range inside {split}[0:{total}]", split_spec))
+    return Dataset(
+        name=name,
+        split=format_split(split, start, stop, total),
+        images=images[start:stop],
+        labels=labels[start:stop].astype(np.int64),
+    )

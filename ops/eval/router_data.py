@@ -1,0 +1,50 @@
+"""The samples a freshly trained router is scored on: held-out data placed by the manifest's rule, or,
+for random shards (which have no rule for new samples), a sample of the training split, said so."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ddm.ops.data.dataset import Dataset, load_dataset
+from ddm.ops.data.partitions import assign_clusters
+from ddm.ops.data.splits import heldout_split
+from ddm.schema.partition import PartitionManifest
+
+TRAINING_SAMPLE = 2000  # images of the training split scored when there is no held-out rule
+
+
+@dataclass(frozen=True)
+class RouterEvalSet:
+    images: np.ndarray  # float32 [N,1,32,32]
+    labels: np.ndarray  # int64 [N]
+    clusters: np.ndarray  # int64 [N]: each image's true cluster
+    where: str  # what the images are, for reports and plots
+
+
+def router_eval_set(
+    manifest: PartitionManifest,
+    dataset: Dataset,
+    eval_split: str | None = None,
+    data_dir: str | Path | None = None,
+) -> RouterEvalSet:
+    """eval_split (default: the rest of the manifest's split) of the manifest's dataset, placed by
+    the manifest's rule; the training `dataset` itself when there is no held-out split or rule."""
+    eval_split = eval_split or heldout_split(manifest.split)
+    if eval_split is not None and manifest.method != "random":
+        held = load_dataset(manifest.dataset, eval_split, data_dir)
+        return RouterEvalSet(
+            held.as_model_input(),
+            np.asarray(held.labels),
+            assign_clusters(manifest, held.images, held.labels),
+            f"held-out {manifest.dataset} {held.split}",
+        )
+    idx = np.random.default_rng(0).permutation(len(dataset))[:TRAINING_SAMPLE]
+    return RouterEvalSet(
+        dataset.as_model_input()[idx],
+        np.asarray(dataset.labels)[idx],
+        manifest.assignments[idx],
+        f"{len(idx)} training samples ({manifest.method} shards have no rule for new samples)",
+    )

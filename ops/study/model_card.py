@@ -1,0 +1,91 @@
+"""Write MODEL_CARD.md for a checkpoint folder from its meta.json (and eval metrics, if given).
+
+    python -m ddm.ops.study.model_card checkpoints/mnist/expert0_torch [--metrics DIR/metrics.json ...]
+
+Every number on a card is read from files a command wrote; nothing is typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ddm.schema.checkpoint_meta import kind_of, read_meta
+
+OFFLINE_NOTE = (
+    "Offline, only the MNIST **test** split exists on the machines this was trained on: training used its "
+    "first 8,000 images (`test[:8000]`) and every held-out figure uses the other 2,000 (`test[8000:]`). "
+    "It is not comparable with models trained on the 60,000-image train split."
+)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def card(folder: Path, metrics: list[dict]) -> str:
+    meta = read_meta(folder)
+    kind = kind_of(meta)
+    part = meta.get("partition", {})
+    lines = [f"# {folder.name}: {kind} ({meta.get('framework', '?')})", ""]
+    if kind == "expert":
+        lines += [
+            f"A {meta['preset']} conditional UNet flow-matching expert (PyTorch and Flax twins share one "
+            f"parameter layout; `ddm convert` moves it across), trained alone on cluster {meta['expert']} "
+            f"of partition "
+            f"`{part.get('id')}` ({part.get('method')}, {part.get('num_clusters')} clusters) of "
+            f"{part.get('dataset')} `{part.get('split')}`: classes {meta.get('classes')}.",
+            "",
+        ]
+    rows = {
+        "training samples": meta.get("num_train_samples"),
+        "steps": meta.get("steps"),
+        "batch": meta.get("batch"),
+        "wall time (s, 2 CPU cores shared with other work)": meta.get("wall_time_s"),
+        "final loss (mean of last 100 steps)": meta.get("final_loss"),
+        "parameters": meta.get("num_params"),
+        "test accuracy": meta.get("test_accuracy"),
+        "learning rate": meta.get("train", {}).get("lr", meta.get("lr")),
+        "EMA decay": meta.get("train", {}).get("ema_decay"),
+        "label dropout (guidance)": meta.get("train", {}).get("label_dropout", meta.get("label_dropout")),
+        "seed": meta.get("train", {}).get("seed"),
+    }
+    lines += ["| | |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in rows.items() if v is not None]
+    if "accuracy_by_t" in meta:
+        lines += ["", "Accuracy by t (held-out data; `accuracy_by_t.png`):", ""]
+        for name, c in meta["accuracy_by_t"].items():
+            lines.append(
+                f"- {name}: "
+                + ", ".join(f"t~{m:.2f}: {a:.3f}" for m, a in zip(c["t_mid"], c["accuracy"], strict=True))
+            )
+    for m in metrics:
+        lines += [
+            "",
+            f"Deployment evaluation, strategy `{m['strategy']}`, guidance {m.get('guidance', 1.0):g}, "
+            f"{m['n']} images, {m['steps']} Euler steps "
+            f"(`ddm eval`): class accuracy {m['accuracy']:.4f}, FD {m['fd']:.3f} "
+            f"(real vs real {m['fd_real_vs_real']:.3f}), {m['forward_passes_per_image']:.1f} expert forward "
+            f"passes and {m['seconds_per_image'] * 1000:.0f} ms per image.",
+        ]
+    lines += ["", f"Data: {OFFLINE_NOTE}", "", "Created: " + str(meta.get("created", "?")), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--metrics", type=Path, nargs="*", default=[])
+    args = parser.parse_args(argv)
+    text = card(args.folder, [json.loads(p.read_text()) for p in args.metrics])
+    (args.folder / "MODEL_CARD.md").write_text(text)
+    print(f"wrote {args.folder / 'MODEL_CARD.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,347 @@
+"""`ddm up`: bring up a whole deployment on this machine - expert workers and router - and keep it up.
+
+Checks that RabbitMQ and Redis answer, starts `ddm worker expert` (N replicas per expert) and
+`ddm worker router` as child processes, waits until each one's heartbeat appears in Redis, prints
+what runs where, restarts a child that dies (with backoff) and stops them all on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from ddm.ops.up.supervisor import MAX_START_FAILURES, ChildSpec, Supervisor, describe_exit
+from ddm.ops.up.ui import port_problem, ui_child, ui_url, wait_ui
+from ddm.schema.errors import ConfigError, SchemaError, expected
+from ddm.schema.heartbeat import WorkerHeartbeat
+
+START_HINT = (
+    "start them with `rabbitmq-server -detached` and `redis-server --daemonize yes --bind 127.0.0.1 "
+    "--port 6379` (or `docker compose up -d rabbitmq redis`), or point DDM_AMQP_URL / DDM_REDIS_URL at "
+    "running ones"
+)
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """What `ddm up` brings up and how (its flags, ddm.ops.cli.up)."""
+
+    deployment: Path | None = None  # None: resolve_deployment's default
+    replicas: tuple[str, ...] = ()  # ["K=N", "K=N,K=N"]: worker replicas per expert (default 1)
+    routers: int = 1
+    max_batch: int | None = None  # expert workers' flags, passed on when set
+    max_wait_ms: float | None = None
+    buckets: str | None = None
+    max_jobs: int | None = None  # the routers' flag
+    ui: bool = True
+    ui_host: str = "127.0.0.1"
+    ui_port: int = 8000
+    ready_timeout: float = 600.0
+    grace: float = 10.0
+    broker_nodes: int = 0  # > 0: a local cluster of that many RabbitMQ nodes (ops/up/broker_cluster.py)
+
+
+def parse_replicas(items: list[str], num_experts: int) -> dict[int, int]:
+    """['0=2', '1=1,2=3'] -> {0: 2, 1: 1, 2: 3, ...}; every expert of the deployment defaults to 1."""
+    counts = dict.fromkeys(range(num_experts), 1)
+    for item in ",".join(items).split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        try:
+            k, n = int(key), int(value)
+        except ValueError:
+            k = n = -1
+        if not sep or not 0 <= k < num_experts or not 1 <= n <= 64:
+            raise ConfigError(
+                expected(f"--replicas K=N with K an expert id in 0..{num_experts - 1} and N in 1..64", item)
+            )
+        counts[k] = n
+    return counts
+
+
+def check_services(settings) -> list[str]:
+    """Problems reaching RabbitMQ and Redis, one line each (empty when both answer)."""
+    from ddm.schema.errors import ServiceUnavailableError
+    from ddm.workers.amqp import connect
+    from ddm.workers.redis_conn import connect_redis
+
+    problems = []
+    try:
+        connect(settings.amqp_url).close()
+    except ServiceUnavailableError as exc:
+        problems.append(f"RabbitMQ: {exc}")
+    try:
+        connect_redis(settings.redis_url).close()
+    except ServiceUnavailableError as exc:
+        problems.append(f"Redis: {exc}")
+    return problems
+
+
+def read_heartbeat(r, key: str) -> WorkerHeartbeat | None:
+    """A worker's heartbeat record, or None when absent or not a heartbeat (another key type, another
+    program's hash): `ddm up` only reads it to show devices and to spot a worker already running."""
+    try:
+        raw = r.hgetall(key)
+        return WorkerHeartbeat.decode(raw) if raw else None
+    except (redis.ResponseError, SchemaError):
+        return None
+
+
+def expert_thread_env(expert_workers: int, environ=None, cpus: int | None = None) -> dict[str, str]:
+    """OMP_NUM_THREADS for each expert worker: the cores shared out among them (at least 1), unless the
+    user set it. With the default (all cores per process) every worker's OpenMP threads spin against
+    the others, the router and the broker: on 2 cores one job ran at 0.68 images/s with default threads
+    and 1.08 with one thread per worker (docs/BENCHMARKS.md)."""
+    environ = os.environ if environ is None else environ
+    if "OMP_NUM_THREADS" in environ:
+        return {}
+    cpus = cpus or os.cpu_count() or 1
+    return {"OMP_NUM_THREADS": str(max(1, cpus // max(1, expert_workers)))}
+
+
+def build_children(deployment, replicas: dict[int, int], options: UpOptions) -> list:
+    """ChildSpecs and their roles: [(ChildSpec, role, expert id or None)]."""
+    base = (sys.executable, "-m", "ddm.ops.cli", "worker")
+    dep = ("--deployment", str(deployment.path))
+    expert_flags: tuple[str, ...] = ()
+    if options.max_batch is not None:
+        expert_flags += ("--max-batch", str(options.max_batch))
+    if options.max_wait_ms is not None:
+        expert_flags += ("--max-wait-ms", str(options.max_wait_ms))
+    if options.buckets is not None:
+        expert_flags += ("--buckets", options.buckets)
+    out = []
+    threads = expert_thread_env(sum(replicas.values())) or None
+    for k, n in sorted(replicas.items()):
+        for i in range(n):
+            name = f"up-e{k}-{i}"
+            argv = (*base, "expert", *dep, "--expert", str(k), "--worker-id", name, *expert_flags)
+            out.append((ChildSpec(name, argv, env=threads), "expert", k))
+    router_flags = ("--max-jobs", str(options.max_jobs)) if options.max_jobs is not None else ()
+    for i in range(options.routers):
+        name = "up-router" if options.routers == 1 else f"up-router-{i}"
+        argv = (*base, "router", *dep, "--worker-id", name, *router_flags)
+        out.append((ChildSpec(name, argv), "router", None))
+    return out
+
+
+def format_table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+# ---------------------------------------------------------------- run
+
+
+class _TerminatedError(Exception):
+    """SIGTERM arrived."""
+
+
+def _on_sigterm(signum, frame):
+    raise _TerminatedError()
+
+
+def _say(line: str, error: bool = False) -> None:
+    print(f"ddm up: {line}", file=sys.stderr if error else sys.stdout, flush=True)
+
+
+def run_up(options: UpOptions) -> int:
+    """Bring the deployment up and keep it up until Ctrl-C or SIGTERM; the exit code of `ddm up`."""
+    from ddm.schema.deployment import Deployment, resolve_deployment
+    from ddm.schema.settings import Settings
+    from ddm.workers.checkpoint import read_meta
+    from ddm.workers.redis_conn import connect_redis
+
+    if not 1 <= options.routers <= 16:
+        raise ConfigError(expected("--routers in 1..16", options.routers))
+    if options.broker_nodes:
+        return _run_on_local_cluster(options)
+    deployment = Deployment.load(resolve_deployment(options.deployment))
+    replicas = parse_replicas(list(options.replicas), deployment.num_experts)
+    metas = {e.id: read_meta(e.checkpoint) for e in deployment.experts}  # fail before starting anything
+    settings = Settings.from_env()
+    problems = check_services(settings)
+    if problems:
+        for line in problems:
+            _say(line, error=True)
+        _say(f"nothing was started; {START_HINT}.", error=True)
+        return 2
+    r = connect_redis(settings.redis_url)
+    children = build_children(deployment, replicas, options)
+    workers = [spec.name for spec, _, _ in children]  # the ones that write heartbeats
+    if options.ui:
+        problem = port_problem(options.ui_host, options.ui_port)
+        if problem:
+            _say(f"web UI: {problem}; pass --ui-port PORT or --no-ui", error=True)
+            return 2
+        children.append((ui_child(options.ui_host, options.ui_port), "ui", None))
+    clash = _already_running(r, settings.names, [spec.name for spec, _, _ in children])
+    if clash:
+        _say(
+            f"{clash} is already running here under prefix {settings.prefix!r} (its heartbeat is live); "
+            "stop that `ddm up` first, or set another DDM_PREFIX",
+            error=True,
+        )
+        return 2
+    # a heartbeat left by an earlier, crashed run under the same ids would look like readiness
+    r.delete(*[settings.names.worker(spec.name) for spec, _, _ in children])
+    up = _Running(options, deployment, settings, r, metas, children)
+    return up.supervise(workers)
+
+
+def _run_on_local_cluster(options: UpOptions) -> int:
+    """--broker-nodes N: start a local N-node RabbitMQ cluster, bring the deployment up on it with
+    quorum queues (its DDM_AMQP_URL lists every node), stop and remove the cluster afterwards."""
+    import dataclasses
+
+    from ddm.ops.up.broker_cluster import BrokerCluster
+
+    if not 3 <= options.broker_nodes <= 9:
+        why = "--broker-nodes in 3..9 (quorum queues survive the loss of a minority: 3 nodes tolerate 1)"
+        raise ConfigError(expected(why, options.broker_nodes))
+    cluster = BrokerCluster(options.broker_nodes)
+    _say(f"starting a local {options.broker_nodes}-node RabbitMQ cluster in {cluster.folder}")
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)  # a SIGTERM during the boot stops the nodes
+    saved = {k: os.environ.get(k) for k in cluster.service_env()}
+    try:
+        for line in cluster.start().lines():
+            _say(f"broker cluster: {line}")
+        signal.signal(signal.SIGTERM, previous)
+        os.environ.update(cluster.service_env())  # for Settings.from_env() and every child
+        return run_up(dataclasses.replace(options, broker_nodes=0))
+    except _TerminatedError:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _say("stopping the broker cluster", error=True)
+        cluster.stop()
+
+
+class _Running:
+    """A bring-up past its checks: the supervisor, and what the table of what runs where needs."""
+
+    def __init__(self, options: UpOptions, deployment, settings, r, metas: dict, children: list):
+        self.options, self.deployment, self.settings = options, deployment, settings
+        self.r, self.metas = r, metas
+        self.names = settings.names
+        self.role = {spec.name: (kind, k) for spec, kind, k in children}
+        specs = [spec for spec, _, _ in children]
+        self.sup = Supervisor(specs, grace_s=options.grace, output=sys.stdout)
+
+    def supervise(self, workers: list[str]) -> int:
+        from ddm.schema.settings import redact
+
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        s, o = self.settings, self.options
+        _say(
+            f"deployment {self.deployment.name!r} ({self.deployment.path}); broker {redact(s.amqp_url)}; "
+            f"redis {redact(s.redis_url)}; prefix {s.prefix!r}"
+        )
+        try:
+            self.sup.start()
+            if not _wait_ready(self.sup, self.r, self.names, o.ready_timeout, workers):
+                return 1
+            if o.ui and not wait_ui(self.sup, o.ui_host, o.ui_port, o.ready_timeout):
+                return 1
+            print(format_table(self.table()), flush=True)
+            if o.ui:
+                _say(f"web UI at {ui_url(o.ui_host, o.ui_port)}")
+            _say("ready. Submit with `ddm submit --label 7 --wait`; Ctrl-C stops everything.")
+            while True:
+                for name, rc in self.sup.poll():
+                    _say(f"{name} {describe_exit(rc)}; it will be restarted", error=True)
+                time.sleep(0.5)
+        except (KeyboardInterrupt, _TerminatedError):
+            _say("stopping...", error=True)
+            return 0
+        finally:
+            try:
+                codes = self.sup.stop()
+            except KeyboardInterrupt:  # a second Ctrl-C: no more grace
+                codes = self.sup.stop(grace_s=0)
+            signal.signal(signal.SIGTERM, previous)
+            stopped = ", ".join(f"{n} ({describe_exit(c)})" for n, c in codes.items() if c is not None)
+            _say(f"stopped {stopped or 'nothing'}", error=True)
+
+    def table(self) -> list[tuple[str, ...]]:
+        """One row per child: name, pid, role, expert, framework, device, queue (or the UI's URL)."""
+        rows = [("NAME", "PID", "ROLE", "EXPERT", "FRAMEWORK", "DEVICE", "QUEUE")]
+        for name, child in self.sup.children.items():
+            kind, k = self.role[name]
+            beat = read_heartbeat(self.r, self.names.worker(name))
+            seen = beat.device if beat is not None else None
+            if kind == "expert":
+                framework = self.metas[k].get("framework", "?")
+                device = str(seen or self.deployment.expert(k).device)
+                queue = self.names.expert_queue(k)
+            elif kind == "ui":
+                framework, device, queue = "-", "-", ui_url(self.options.ui_host, self.options.ui_port)
+            else:
+                framework, device, queue = "-", str(seen or "cpu"), self.names.jobs
+            rows.append((name, str(child.pid), kind, "-" if k is None else str(k), framework, device, queue))
+        return rows
+
+
+def _already_running(r, names, worker_ids: list[str]) -> str | None:
+    """The first of `worker_ids` whose heartbeat names a live process on this host, if any."""
+    import socket
+
+    for worker_id in worker_ids:
+        beat = read_heartbeat(r, names.worker(worker_id))
+        if beat is None or beat.pid is None or beat.host != socket.gethostname() or beat.pid == os.getpid():
+            continue
+        pid = beat.pid
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            pass  # alive, someone else's
+        return f"{worker_id} (pid {pid})"
+    return None
+
+
+def _wait_ready(sup, r, names, timeout: float, waiting: list[str] | None = None) -> bool:
+    """Poll children and heartbeat keys until each of `waiting` (default: every child) has one;
+    False on timeout or a crash loop."""
+    t0 = time.monotonic()
+    pending = set(sup.children if waiting is None else waiting)
+    while pending:
+        for name, rc in sup.poll():
+            print(f"ddm up: {name} {describe_exit(rc)} before it was ready", file=sys.stderr, flush=True)
+        for name in sorted(pending):
+            child = sup.children[name]
+            if child.failures >= MAX_START_FAILURES:
+                print(
+                    f"ddm up: {name} died {child.failures} times before its first heartbeat; last output:\n"
+                    + "\n".join(f"    {line}" for line in child.tail)
+                    + f"\nddm up: command: {' '.join(child.spec.argv)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return False
+            if child.running and r.exists(names.worker(name)):
+                pending.discard(name)
+                print(f"ddm up: {name} ready after {time.monotonic() - t0:.1f} s", flush=True)
+        if pending and time.monotonic() - t0 > timeout:
+            print(
+                f"ddm up: not ready after {timeout:.0f} s: {', '.join(sorted(pending))} (no heartbeat at "
+                f"{names.worker(sorted(pending)[0])}); raise --ready-timeout if they are still compiling",
+                file=sys.stderr,
+                flush=True,
+            )
+            return False
+        time.sleep(0.25)
+    return True

@@ -1,0 +1,125 @@
+"""Which job deliveries a router may run, decided against Redis: one owner per job, one spec per id.
+
+    decide(delivery) ->
+      Refuse   the id names another spec (the digest stored at creation differs): dead-letter it; the
+               job that id names is untouched
+      Settle   the job already ended (a crash lost the ack): ack
+      Hold     another router holds the job's lease (a second delivery of a running job): keep the
+               delivery unacked and ask again later; never run it in parallel
+      Fail     this router took the lease but cannot serve the job (strategy, labels, a stored state of
+               the wrong shape): fail that job alone
+      Run      this router holds the lease: a JobRun from the stored state (or fresh noise)
+
+A redelivered job keeps the strategy and guidance its first router recorded, so its steps mean one
+thing throughout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ddm.router.policies import RoutingPolicy
+from ddm.router.sampler import JobArrays, initial_noise
+from ddm.router.scheduler import JobRun
+from ddm.router.store import JobStore
+from ddm.schema.descriptor import DeploymentDescriptor
+from ddm.schema.errors import DDMError, SchemaError
+from ddm.schema.jobs import JobHash, spec_digest
+from ddm.schema.messages import JobSpec
+from ddm.schema.strategy import Strategy
+
+
+@dataclass(frozen=True, eq=False)
+class Delivery:
+    """A job message this router holds unacked: the glue's handle on it."""
+
+    tag: int
+    spec: JobSpec
+    props: object
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Refuse:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Settle:
+    pass
+
+
+@dataclass(frozen=True)
+class Hold:
+    pass
+
+
+@dataclass(frozen=True)
+class Fail:
+    error: str
+
+
+@dataclass(frozen=True)
+class Run:
+    job: JobRun
+
+
+class Intake:
+    def __init__(
+        self, store: JobStore, descriptor: DeploymentDescriptor, policy: RoutingPolicy, router_id: str
+    ):
+        self.store = store
+        self.descriptor = descriptor
+        self.policy = policy
+        self.router_id = router_id
+
+    def decide(self, delivery: Delivery) -> Refuse | Settle | Hold | Fail | Run:
+        """Redis errors propagate: the glue pauses and asks again once Redis answers."""
+        spec = delivery.spec
+        try:
+            stored = self.store.job(spec.job_id)
+        except SchemaError as exc:
+            return Refuse(f"job {spec.job_id}: its stored job hash is malformed ({exc})")
+        named = _digest_of(stored)
+        if named is not None and named != spec_digest(spec):
+            return Refuse(
+                f"job id {spec.job_id} names another spec (digest {named[:12]}, this message "
+                f"{spec_digest(spec)[:12]}): a job id names one spec forever; submit under a new id"
+            )
+        if stored is not None and stored.status.terminal:
+            return Settle()
+        if not self.store.acquire(spec.job_id):
+            return Hold()
+        try:
+            resolved = self._resolve(spec, stored)
+        except DDMError as exc:
+            self.store.start(spec.job_id, self.router_id, 0, self.descriptor.resolve(spec), spec)
+            return Fail(str(exc))
+        try:
+            state = self.store.load_state(spec.job_id, spec.n)
+        except SchemaError as exc:
+            self.store.start(spec.job_id, self.router_id, 0, resolved, spec)
+            return Fail(f"its stored state cannot be resumed: {exc}")
+        step, x = state if state is not None else (0, initial_noise(spec))
+        self.store.start(spec.job_id, self.router_id, step, resolved, spec)
+        return Run(JobRun(JobArrays.of(resolved), delivery, x, step))
+
+    def _resolve(self, spec: JobSpec, stored: JobHash | None) -> JobSpec:
+        """The spec with this deployment's defaults, checked against it; a resumed job keeps the values
+        its first router recorded."""
+        if stored is not None and stored.strategy is not None and stored.guidance is not None:
+            spec = dataclasses.replace(spec, strategy=stored.strategy, guidance=stored.guidance)
+        resolved = self.descriptor.resolve(spec)
+        self.descriptor.check(resolved)
+        self.policy.check_strategy(Strategy.parse(resolved.strategy))
+        return resolved
+
+
+def _digest_of(stored: JobHash | None) -> str | None:
+    """The digest the id was created with (hashes from before the field: the stored spec's)."""
+    if stored is None:
+        return None
+    if stored.digest is not None:
+        return stored.digest
+    return spec_digest(stored.spec) if stored.spec is not None else None

@@ -1,0 +1,95 @@
+"""The checkpoint meta record: meta.json beside the weights of every expert, router and classifier.
+
+One writer (`write_meta`, atomic) and one reader (`read_meta`, checked) for every checkpoint folder.
+What each kind must record:
+
+    expert      framework, config (the UNet config, ddm.workers.config)  - "kind" may be absent: expert
+                checkpoints written before the field existed have none
+    router      kind = "router", framework, config (RouterConfig), partition
+    classifier  kind = "classifier", framework, dataset
+
+Everything else a trainer records (steps, loss, wall time, partition, classes...) is kept as it came.
+The folder-level checks that need the model code (weights file present, config valid) live with that
+code: ddm.workers.checkpoint.read_meta for experts, ddm.router.learned for the router.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from ddm.schema.errors import ConfigError, expected
+
+META_FILE = "meta.json"
+META_FORMAT = 1
+KINDS = ("expert", "router", "classifier")
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "expert": ("framework", "config"),
+    "router": ("framework", "config", "partition"),
+    "classifier": ("framework", "dataset"),
+}
+
+
+def kind_of(meta: dict) -> str:
+    """The checkpoint's kind; a meta without one is an expert's (see the module docstring)."""
+    return meta.get("kind", "expert")
+
+
+def check_meta(meta: object, source: str = META_FILE) -> dict:
+    """The meta itself when it is a valid record, else ConfigError saying what is missing."""
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{source}: {expected('a JSON object', type(meta).__name__)}")
+    if meta.get("format", META_FORMAT) != META_FORMAT:
+        raise ConfigError(f"{source}: {expected(f'format {META_FORMAT}', meta.get('format'))}")
+    kind = kind_of(meta)
+    if kind not in KINDS:
+        raise ConfigError(f"{source}: {expected(f'kind in {KINDS}', kind)}")
+    missing = [field for field in REQUIRED_FIELDS[kind] if field not in meta]
+    if missing:
+        want = f"the {kind} fields {list(REQUIRED_FIELDS[kind])}"
+        raise ConfigError(f"{source}: {expected(want, f'a meta without {missing}')}")
+    return meta
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Text to a temporary file, then renamed over `path`: a reader sees the old file or the new one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def write_json_atomic(path: str | Path, data: dict) -> Path:
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_meta(folder: str | Path, meta: dict) -> Path:
+    """Check `meta` and write folder/meta.json atomically (with format 1 when the meta has none)."""
+    folder = Path(folder)
+    record = check_meta({"format": META_FORMAT, **meta}, str(folder / META_FILE))
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_json_atomic(folder / META_FILE, record)
+
+
+def read_meta(folder: str | Path, kind: str | None = None) -> dict:
+    """folder/meta.json, checked; with `kind`, a checkpoint of another kind is refused."""
+    path = Path(folder) / META_FILE
+    if not path.is_file():
+        what = f"a {kind} checkpoint folder" if kind else "a checkpoint folder"
+        raise ConfigError(expected(f"{what} with {META_FILE} at {folder}", "no such file"))
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    check_meta(meta, str(path))
+    if kind is not None and kind_of(meta) != kind:
+        raise ConfigError(expected(f"{path} with kind = {kind}", kind_of(meta)))
+    return meta
+
+
+def utc_now() -> str:
+    """The `created` stamp of a checkpoint: UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,141 @@
+"""The deployment descriptor: what the serving router says a job means.
+
+The router publishes it to Redis (Names.deployment, JSON) when it starts and with every heartbeat, so
+it expires by itself when no router serves. Clients and the web UI validate against it and show it;
+none of them needs the deployment file. A job that leaves strategy or guidance unset gets this
+descriptor's defaults (resolve), and the router records the values it used in the job hash.
+
+    {"name", "protocol_version", "router_kind", "experts": [{"id", "framework", "device", "labels",
+     "cluster"}], "strategies", "default_strategy", "default_guidance", "class_names", "router_id",
+     "published_at"}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SchemaError, expected
+from .flow import NUM_CLASSES
+from .messages import MAX_GUIDANCE, PROTOCOL_VERSION, JobSpec
+from .names import check_worker_id
+from .strategy import Strategy
+
+DIGITS = tuple(str(c) for c in range(NUM_CLASSES))  # class names when a deployment names none
+
+
+@dataclass(frozen=True)
+class ExpertInfo:
+    """One expert as the router deploys it: framework, configured device, the labels it was trained on
+    and how its cluster was made (the partition method, e.g. 'labels' or 'kmeans')."""
+
+    id: int
+    framework: str
+    device: str
+    labels: tuple[int, ...]
+    cluster: str
+
+    @classmethod
+    def from_dict(cls, d: object) -> ExpertInfo:
+        d = _exact_keys("expert", d, cls)
+        labels = d["labels"]
+        if not isinstance(labels, list) or not all(type(y) is int and 0 <= y < NUM_CLASSES for y in labels):
+            raise SchemaError(expected(f"expert labels as a list of ints in 0..{NUM_CLASSES - 1}", labels))
+        if type(d["id"]) is not int or not all(
+            isinstance(d[k], str) for k in ("framework", "device", "cluster")
+        ):
+            raise SchemaError(expected("expert id int and framework, device, cluster strings", d))
+        return cls(d["id"], d["framework"], d["device"], tuple(labels), d["cluster"])
+
+
+@dataclass(frozen=True)
+class DeploymentDescriptor:
+    name: str
+    router_kind: str
+    experts: tuple[ExpertInfo, ...]
+    strategies: tuple[str, ...]  # canonical spellings, every one the router accepts
+    default_strategy: str
+    default_guidance: float
+    class_names: tuple[str, ...]  # one per label 0..9
+    router_id: str
+    published_at: float
+    protocol_version: int = PROTOCOL_VERSION
+
+    def __post_init__(self) -> None:
+        if self.protocol_version != PROTOCOL_VERSION:
+            raise SchemaError(
+                expected(f"descriptor protocol_version {PROTOCOL_VERSION}", self.protocol_version)
+            )
+        if [e.id for e in self.experts] != list(range(len(self.experts))) or not self.experts:
+            raise SchemaError(expected("experts with ids 0..K-1 in order", [e.id for e in self.experts]))
+        for s in self.strategies:
+            if str(Strategy.parse(s)) != s:
+                raise SchemaError(expected("strategies in canonical spelling", s))
+        if self.default_strategy not in self.strategies:
+            raise SchemaError(expected(f"default_strategy in {list(self.strategies)}", self.default_strategy))
+        g = self.default_guidance
+        if not isinstance(g, int | float) or not math.isfinite(g) or not 0.0 <= g <= MAX_GUIDANCE:
+            raise SchemaError(expected(f"default_guidance in [0, {MAX_GUIDANCE:g}]", g))
+        if len(self.class_names) != NUM_CLASSES or not all(isinstance(c, str) for c in self.class_names):
+            raise SchemaError(expected(f"{NUM_CLASSES} class names", self.class_names))
+        check_worker_id(self.router_id)
+
+    @property
+    def labels(self) -> tuple[int, ...]:
+        """Every label some expert was trained on, ascending."""
+        return tuple(sorted({y for e in self.experts for y in e.labels}))
+
+    def check(self, spec: JobSpec) -> None:
+        """Refuse a job this deployment cannot serve (SchemaError naming the deployment): a strategy it
+        does not route, or a label no expert was trained on. Defaults left unset are always servable."""
+        where = f"deployment {self.name!r} (served by {self.router_id})"
+        if spec.strategy is not None and str(Strategy.parse(spec.strategy)) not in self.strategies:
+            raise SchemaError(f"{where}: " + expected(f"strategy in {list(self.strategies)}", spec.strategy))
+        unknown = sorted(set(spec.labels) - set(self.labels))
+        if unknown:
+            raise SchemaError(
+                f"{where}: " + expected(f"labels some expert was trained on {list(self.labels)}", unknown)
+            )
+
+    def resolve(self, spec: JobSpec) -> JobSpec:
+        """`spec` with an unset strategy or guidance filled in from this deployment's defaults."""
+        return dataclasses.replace(
+            spec,
+            strategy=self.default_strategy if spec.strategy is None else spec.strategy,
+            guidance=self.default_guidance if spec.guidance is None else spec.guidance,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["experts"] = [{**dataclasses.asdict(e), "labels": list(e.labels)} for e in self.experts]
+        d["strategies"], d["class_names"] = list(self.strategies), list(self.class_names)
+        return d
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> DeploymentDescriptor:
+        """Parse and check what encode() wrote; anything else raises SchemaError."""
+        try:
+            d = json.loads(data)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise SchemaError(expected("a deployment descriptor as JSON", data)) from exc
+        d = _exact_keys("deployment descriptor", d, cls)
+        for key in ("strategies", "class_names", "experts"):
+            if not isinstance(d[key], list):
+                raise SchemaError(expected(f"descriptor {key} as a list", d[key]))
+        d["experts"] = tuple(ExpertInfo.from_dict(e) for e in d["experts"])
+        d["strategies"], d["class_names"] = tuple(d["strategies"]), tuple(d["class_names"])
+        return cls(**d)
+
+
+def _exact_keys(what: str, d: object, cls: type) -> dict:
+    names = {f.name for f in dataclasses.fields(cls)}
+    if not isinstance(d, dict) or set(d) != names:
+        got = sorted(d, key=str) if isinstance(d, dict) else type(d).__name__
+        raise SchemaError(expected(f"{what} with keys {sorted(names)}", got))
+    return dict(d)

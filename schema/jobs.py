@@ -1,0 +1,285 @@
+"""Every job record that crosses the Redis boundary, each with one encoder and one decoder.
+
+    names.job(id)     hash   JobHash: status, spec, strategy, guidance, step, steps, n, router,
+                             resumed_from, attempts, created_at, started_at, updated_at, finished_at,
+                             error, mean_step_ms (all values strings)
+    names.traj(id)    stream one entry per step: {FRAME_FIELD: Frame.encode()}
+    names.state(id)   hash   ResumeState: {"step": str, "x": float32 [n,1,32,32] raw bytes}
+    names.result(id)  string encode_result(x) = codec.packb(float32 [n,1,32,32])
+
+Writers: the client's submit writes the queued hash (queued_fields); the router, through its store
+(router/store.py), writes everything after that. `strategy` and `guidance` in the hash are the values
+the router RESOLVED (the spec's own, or the serving deployment's defaults): unset while queued.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .codec import DEFAULT_MAX_BYTES, packb, unpackb
+from .errors import SchemaError, expected
+from .flow import IMAGE_SHAPE
+from .messages import MAX_GUIDANCE, Frame, JobSpec, JobStatus
+from .names import check_job_id
+from .strategy import Strategy
+
+FRAME_FIELD = b"frame"  # the one field of a trajectory entry
+MAX_ERROR_CHARS = 2000
+LATENT_BYTES = int(np.prod(IMAGE_SHAPE)) * 4  # one float32 latent [1, 32, 32]
+
+# Job hash fields by how they decode; an empty string means "not set yet" (None).
+INT_FIELDS = ("step", "steps", "n", "resumed_from", "attempts")
+FLOAT_FIELDS = ("guidance", "created_at", "started_at", "updated_at", "finished_at", "mean_step_ms")
+TEXT_FIELDS = ("strategy", "router", "error", "digest")
+FIELDS = ("status", "spec", *INT_FIELDS, *FLOAT_FIELDS, *TEXT_FIELDS)
+ATTEMPTS = "attempts"  # HINCRBY by the router at every start
+_INT_RE = re.compile(r"-?[0-9]{1,18}")
+
+
+def stamp(t: float) -> str:
+    """A unix time as the hashes store it."""
+    return f"{t:.6f}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+# ---------------------------------------------------------------- the job hash
+
+
+@dataclass(frozen=True)
+class JobHash:
+    """The job hash ddm:job:<id>, typed. spec is the JobSpec as submitted (None when the job came
+    straight from the queue and no client wrote it); strategy and guidance are what the router resolved
+    (None until a router started the job)."""
+
+    job_id: str
+    status: JobStatus
+    steps: int
+    n: int
+    spec: JobSpec | None = None
+    strategy: str | None = None
+    guidance: float | None = None
+    step: int = 0
+    router: str | None = None
+    resumed_from: int | None = None
+    attempts: int = 0
+    created_at: float | None = None
+    started_at: float | None = None
+    updated_at: float | None = None
+    finished_at: float | None = None
+    error: str | None = None
+    mean_step_ms: float | None = None
+    digest: str | None = None  # spec_digest of the spec this id was created with: it names that spec forever
+
+    @property
+    def labels(self) -> tuple[int, ...]:
+        return self.spec.labels if self.spec is not None else ()
+
+    @property
+    def seed(self) -> int | None:
+        return self.spec.seed if self.spec is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly: status as its value, spec as JobSpec.to_dict() (or None)."""
+        out = {k: getattr(self, k) for k in ("job_id", *FIELDS)}
+        out["status"] = self.status.value
+        out["spec"] = None if self.spec is None else self.spec.to_dict()
+        return out
+
+    @classmethod
+    def decode(cls, job_id: str, raw: dict) -> JobHash:
+        """The hash as Redis returns it (bytes or str keys and values) -> JobHash; SchemaError naming
+        the job and the field for anything else (an unknown field, a missing status, steps or n)."""
+        check_job_id(job_id)
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        unknown = sorted(set(fields) - set(FIELDS))
+        if unknown:
+            raise SchemaError(f"job {job_id}: " + expected(f"hash fields among {list(FIELDS)}", unknown))
+        missing = [k for k in ("status", "steps", "n") if fields.get(k, "") == ""]
+        if missing:
+            raise SchemaError(f"job {job_id}: hash without {missing} (fields {sorted(fields)})")
+        kwargs: dict[str, Any] = {}
+        for key, text in fields.items():
+            try:
+                kwargs[key] = _decode_field(key, text)
+            except (SchemaError, ValueError) as exc:
+                raise SchemaError(f"job {job_id} hash field {key}: {exc}") from None
+        if kwargs.get("step") is None:
+            kwargs.pop("step", None)
+        if kwargs.get("attempts") is None:
+            kwargs.pop("attempts", None)
+        return cls(job_id=job_id, **kwargs)
+
+
+def _decode_field(key: str, text: str) -> Any:
+    if key == "status":
+        if text not in {s.value for s in JobStatus}:
+            raise SchemaError(expected(f"status in {[s.value for s in JobStatus]}", text))
+        return JobStatus(text)
+    if text == "":
+        return None
+    if key == "spec":
+        return JobSpec.from_json(text)
+    if key in INT_FIELDS:
+        if not _INT_RE.fullmatch(text) or int(text) < 0:
+            raise SchemaError(expected("an integer >= 0", text))
+        return int(text)
+    if key in FLOAT_FIELDS:
+        try:
+            value = float(text)
+        except ValueError:
+            raise SchemaError(expected("a number", text)) from None
+        if not math.isfinite(value):
+            raise SchemaError(expected("a finite number", text))
+        if key == "guidance" and not 0.0 <= value <= MAX_GUIDANCE:
+            raise SchemaError(expected(f"guidance in [0, {MAX_GUIDANCE:g}]", text))
+        return value
+    if key == "strategy":
+        return str(Strategy.parse(text))
+    return text
+
+
+# Encoders: the fields each writer sets, as str -> str for HSET.
+
+
+def spec_digest(spec: JobSpec) -> str:
+    """sha256 of the canonical JSON of a spec as submitted (keys sorted, no spaces): a job id names the
+    spec it was created with, and a JobSpec reusing the id with any other field is refused."""
+    canonical = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def queued_fields(spec: JobSpec, now: float) -> dict[str, str]:
+    """What the client writes at submit (status queued); strategy and guidance are left to the router."""
+    t = stamp(now)
+    return {
+        "status": JobStatus.QUEUED.value,
+        "spec": spec.to_json(),
+        "digest": spec_digest(spec),
+        "step": "0",
+        "steps": str(spec.steps),
+        "n": str(spec.n),
+        "created_at": t,
+        "updated_at": t,
+    }
+
+
+def first_start_fields(spec: JobSpec, now: float) -> dict[str, str]:
+    """Set by the router only where missing (HSETNX): the submitted spec and its digest (written by the
+    client, unless the job came straight from the queue), created_at and started_at."""
+    t = stamp(now)
+    return {"spec": spec.to_json(), "digest": spec_digest(spec), "created_at": t, "started_at": t}
+
+
+def running_fields(spec: JobSpec, router_id: str, resumed_from: int, now: float) -> dict[str, str]:
+    """What the router writes when it (re)starts a job: `spec` must be resolved (strategy and guidance
+    set, DeploymentDescriptor.resolve), and those are the values recorded."""
+    if spec.strategy is None or spec.guidance is None:
+        raise SchemaError(
+            f"job {spec.job_id}: "
+            + expected("a resolved spec (strategy and guidance set)", (spec.strategy, spec.guidance))
+        )
+    return {
+        "status": JobStatus.RUNNING.value,
+        "router": router_id,
+        "resumed_from": str(int(resumed_from)),
+        "updated_at": stamp(now),
+        "steps": str(spec.steps),
+        "n": str(spec.n),
+        "strategy": str(Strategy.parse(spec.strategy)),
+        "guidance": repr(float(spec.guidance)),
+    }
+
+
+def step_fields(step: int, mean_step_ms: float, now: float) -> dict[str, str]:
+    """Progress after a stored step."""
+    return {"step": str(int(step)), "updated_at": stamp(now), "mean_step_ms": f"{mean_step_ms:.3f}"}
+
+
+def done_fields(now: float) -> dict[str, str]:
+    return {"status": JobStatus.DONE.value, "finished_at": stamp(now)}
+
+
+def failed_fields(error: str, now: float) -> dict[str, str]:
+    return {"status": JobStatus.FAILED.value, "error": error[:MAX_ERROR_CHARS], "finished_at": stamp(now)}
+
+
+# ---------------------------------------------------------------- trajectory entry
+
+
+def traj_entry(frame: Frame) -> dict[bytes, bytes]:
+    """One XADD entry of the trajectory stream."""
+    return {FRAME_FIELD: frame.encode()}
+
+
+def decode_traj_entry(job_id: str, fields: dict, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Frame:
+    """A stream entry's fields -> the Frame of `job_id`; SchemaError for anything else."""
+    data = fields.get(FRAME_FIELD, fields.get(FRAME_FIELD.decode()))
+    if data is None or len(fields) != 1:
+        raise SchemaError(
+            f"job {job_id}: "
+            + expected("trajectory entries with one field 'frame'", sorted(map(_text, fields)))
+        )
+    frame = Frame.decode(data, max_bytes=max_bytes)
+    if frame.job_id != job_id:
+        raise SchemaError(f"stream of job {job_id}: " + expected(f"frame.job_id {job_id}", frame.job_id))
+    return frame
+
+
+# ---------------------------------------------------------------- resume state
+
+
+class ResumeState(NamedTuple):
+    """What a redelivered job resumes from: steps done and x float32 [n, 1, 32, 32] at full precision
+    (unlike the float16 frame). Unpacks as (step, x)."""
+
+    step: int
+    x: np.ndarray
+
+    def encode(self) -> dict[str, str | bytes]:
+        return {"step": str(int(self.step)), "x": np.ascontiguousarray(self.x, "<f4").tobytes()}
+
+    @classmethod
+    def decode(cls, raw: dict, n: int) -> ResumeState:
+        """The state hash -> ResumeState of n latents; SchemaError for a wrong length or step."""
+        fields = {_text(k): v for k, v in raw.items()}
+        step, data = fields.get("step"), fields.get("x")
+        if step is None or data is None or set(fields) != {"step", "x"}:
+            raise SchemaError(expected("a stored state with fields step and x", sorted(fields)))
+        step = _text(step)
+        if not _INT_RE.fullmatch(step) or int(step) < 0:
+            raise SchemaError(expected("a stored state step >= 0", step))
+        if not isinstance(data, bytes) or len(data) != n * LATENT_BYTES:
+            got = f"{len(data)} bytes" if isinstance(data, bytes) else type(data).__name__
+            raise SchemaError(expected(f"a stored state of {n} latents ({n * LATENT_BYTES} bytes)", got))
+        return cls(int(step), np.frombuffer(data, dtype="<f4").reshape(n, *IMAGE_SHAPE).copy())
+
+
+# ---------------------------------------------------------------- result
+
+
+def encode_result(x: np.ndarray) -> bytes:
+    """The final latents float32 [n, 1, 32, 32] as the result string."""
+    return packb(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def decode_result(
+    job_id: str, data: bytes, n: int | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> np.ndarray:
+    """The result string -> float32 [n, 1, 32, 32] (any n when n is None); SchemaError otherwise."""
+    x = unpackb(data, max_bytes=max_bytes)
+    ok = isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 4 and x.shape[1:] == IMAGE_SHAPE
+    if not ok or (n is not None and x.shape[0] != n) or x.shape[0] < 1:
+        want = "[" + ", ".join(str(d) for d in (n if n is not None else "n", *IMAGE_SHAPE)) + "]"
+        got = f"{x.dtype} {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
+        raise SchemaError(f"job {job_id} result: " + expected(f"float32 array {want}", got))
+    return x

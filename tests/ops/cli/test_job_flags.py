@@ -1,0 +1,48 @@
+"""The job flags shared by `ddm sample --local` and `ddm submit`: the order of the images they ask for,
+and a help text that says that order."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from ddm.ops.cli.job_flags import add_job_arguments, job_labels
+from ddm.schema.errors import ConfigError
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "labels", "cols"),
+    [
+        # the whole list is repeated --n times: row by row, one grid column per label
+        (("--labels", "3,8", "--n", "2"), [3, 8, 3, 8], 2),
+        (("--labels", "0,3,7", "--n", "1"), [0, 3, 7], 3),
+        (("--labels", "5"), [5] * 8, 8),
+        (("--all-labels", "--n", "2"), [*range(10), *range(10)], 10),
+        (("--label", "4", "--n", "3"), [4, 4, 4], 3),
+        ((), [3] * 8, 8),
+    ],
+)
+def test_labels_are_the_list_repeated_n_times(argv, labels, cols):
+    assert job_labels(parse(*argv)) == (labels, cols)
+
+
+def test_the_help_text_says_that_order():
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser)
+    helps = {a.dest: a.help for a in parser._actions}
+    assert "--labels 3,8 --n 2 gives 3,8,3,8" in helps["labels"]
+    assert job_labels(parse("--labels", "3,8", "--n", "2"))[0] == [3, 8, 3, 8]  # what the example claims
+    assert "whole list repeated --n times" in helps["all_labels"]
+
+
+@pytest.mark.parametrize("argv", [("--labels", "3,x"), ("--labels", "3", "--n", "0")])
+def test_bad_labels_or_n_are_config_errors(argv):
+    with pytest.raises(ConfigError, match="expected"):
+        job_labels(parse(*argv))

@@ -1,0 +1,107 @@
+"""The deployment descriptor: the serving router's word on what a job means."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ddm.schema import JobSpec, SchemaError
+from ddm.schema.descriptor import DIGITS, DeploymentDescriptor, ExpertInfo
+from ddm.schema.strategy import Strategy, accepted_strategies, default_strategy
+
+
+def descriptor(**changes) -> DeploymentDescriptor:
+    base = DeploymentDescriptor(
+        name="demo",
+        router_kind="oracle",
+        experts=(
+            ExpertInfo(0, "torch", "cpu", (0, 1, 2, 3, 4), "labels"),
+            ExpertInfo(1, "jax", "auto", (5, 6, 7, 8), "labels"),
+        ),
+        strategies=accepted_strategies(2, has_oracle=True),
+        default_strategy="oracle",
+        default_guidance=1.5,
+        class_names=DIGITS,
+        router_id="router-a",
+        published_at=1.0,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def test_round_trip_is_exact():
+    d = descriptor()
+    assert DeploymentDescriptor.decode(d.encode()) == d
+
+
+def test_resolve_fills_only_what_the_job_left_unset():
+    d = descriptor()
+    spec = JobSpec("j", (3,))
+    assert (d.resolve(spec).strategy, d.resolve(spec).guidance) == ("oracle", 1.5)
+    chosen = JobSpec("j", (3,), strategy="full", guidance=1.0)
+    assert d.resolve(chosen) == chosen
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (JobSpec("j", (3,), strategy="topk:3"), r"strategy in \['oracle', 'top1', 'topk:2', 'full'\]"),
+        (JobSpec("j", (9,)), r"labels some expert was trained on \[0, 1, 2, 3, 4, 5, 6, 7, 8\], got \[9\]"),
+    ],
+)
+def test_check_refuses_what_the_deployment_cannot_serve(spec, message):
+    with pytest.raises(SchemaError, match=message):
+        descriptor().check(spec)
+
+
+def test_check_accepts_any_spelling_of_an_accepted_strategy():
+    descriptor().check(JobSpec("j", (3,), strategy="topk:1"))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"default_strategy": "topk:3"},
+        {"strategies": ("topk:1", "full"), "default_strategy": "full"},
+        {"default_guidance": 21.0},
+        {"class_names": ("a",)},
+        {"experts": ()},
+        {"protocol_version": 2},
+        {"router_id": "a b"},
+    ],
+)
+def test_invalid_descriptors_are_refused(changes):
+    with pytest.raises(SchemaError):
+        descriptor(**changes)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"not json", b"[]", b"{}", b'{"name": "x"}', b"[" * 100_000],
+)
+def test_decode_refuses_anything_else(text):
+    with pytest.raises(SchemaError):
+        DeploymentDescriptor.decode(text)
+
+
+def test_decode_refuses_extra_keys():
+    d = descriptor().to_dict()
+    d["extra"] = 1
+    import json
+
+    with pytest.raises(SchemaError, match="keys"):
+        DeploymentDescriptor.decode(json.dumps(d))
+
+
+def test_accepted_strategies_grow_with_the_experts():
+    assert accepted_strategies(1, has_oracle=False) == ("top1", "full")
+    assert accepted_strategies(3, has_oracle=False) == ("top1", "topk:2", "topk:3", "full")
+    assert accepted_strategies(2, has_oracle=True) == ("oracle", "top1", "topk:2", "full")
+    assert (default_strategy(True), default_strategy(False)) == ("oracle", "top1")
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"), [("top1", "top1"), ("topk:1", "top1"), ("topk:12", "topk:12")]
+)
+def test_strategy_has_one_canonical_spelling(text, canonical):
+    assert str(Strategy.parse(text)) == canonical

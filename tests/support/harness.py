@@ -1,0 +1,204 @@
+"""Run the real pipeline for a test: `ddm` worker processes on the real RabbitMQ and Redis, isolated by
+a unique prefix for every queue and key, torn down (processes, queues, keys) afterwards; and the waits
+that go with child processes (readiness, a line of output, a job's progress)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import redis
+
+from ddm.ops.up.supervisor import stop_processes
+from ddm.schema.messages import JobSpec
+from ddm.schema.names import Names
+from ddm.schema.settings import Settings
+
+from .constants import TEST_BUCKETS
+from .services import AMQP_URL, REDIS_URL, cleanup_prefix, new_prefix
+
+DDM_CLI = (sys.executable, "-m", "ddm.ops.cli")  # `ddm` as a child process of this interpreter
+
+
+def service_env(prefix: str, **extra: str) -> dict[str, str]:
+    """This process's environment, plus what a `ddm` child needs: the test's broker, Redis and prefix,
+    one math thread, unbuffered output. `extra` (DDM_* settings) goes on top."""
+    env = {**os.environ, "DDM_PREFIX": prefix, "DDM_AMQP_URL": AMQP_URL, "DDM_REDIS_URL": REDIS_URL}
+    return env | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"} | extra
+
+
+def spawn_worker(args: list[str], name: str, env: dict[str, str], log_dir: Path) -> subprocess.Popen:
+    """`ddm worker ARGS --worker-id NAME`, its merged output in log_dir/NAME.log."""
+    log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the process
+    return subprocess.Popen(
+        [*DDM_CLI, "worker", *args, "--worker-id", name], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+
+
+def buckets_flag(buckets=TEST_BUCKETS) -> str:
+    return ",".join(str(b) for b in buckets)
+
+
+class Pipeline:
+    """Expert and router workers on one fresh prefix. A context manager: leaving it stops every
+    process and deletes the prefix's queues and keys."""
+
+    def __init__(
+        self,
+        deployment: Path,
+        log_dir: Path,
+        *,
+        timeout_s: float = 4.0,
+        max_wait_ms: float = 5.0,
+        env: dict[str, str] | None = None,
+    ):
+        """env: more DDM_* settings for every process (e.g. a private Redis's DDM_REDIS_URL)."""
+        self.deployment = deployment
+        self.log_dir = log_dir
+        self.prefix = new_prefix()
+        self.names = Names(self.prefix)
+        self.env = service_env(
+            self.prefix,
+            DDM_REQUEST_TIMEOUT_S=str(timeout_s),
+            DDM_HEARTBEAT_S="0.5",
+            DDM_HEARTBEAT_TTL_S="5",
+            DDM_MAX_WAIT_MS=str(max_wait_ms),
+            **(env or {}),
+        )
+        self.settings = Settings.from_env(self.env)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.redis = redis.Redis.from_url(self.settings.redis_url)
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- processes -------------------------------------------------------------------------------
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        self.procs[name] = spawn_worker(args, name, self.env, self.log_dir)
+        return self.procs[name]
+
+    def start_expert(
+        self, expert: int, name: str, buckets: str = buckets_flag(), extra=()
+    ) -> subprocess.Popen:
+        args = ["expert", "--deployment", str(self.deployment), "--expert", str(expert)]
+        return self._spawn(name, [*args, "--buckets", buckets, *extra])
+
+    def start_router(self, name: str = "router", extra=()) -> subprocess.Popen:
+        return self._spawn(name, ["router", "--deployment", str(self.deployment), *extra])
+
+    def up(self, experts: dict[str, int], routers=("router",)) -> Pipeline:
+        """Start the named expert replicas ({name: expert id}) and routers; wait until all are ready."""
+        for name, expert in experts.items():
+            self.start_expert(expert, name)
+        for name in routers:
+            self.start_router(name)
+        self.wait_ready(*experts, *routers)
+        return self
+
+    def wait_ready(self, *names: str, timeout: float = 180.0) -> None:
+        """Until every named worker has written its heartbeat."""
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while not self.redis.exists(self.names.worker(name)):
+                proc = self.procs[name]
+                if proc.poll() is not None:
+                    raise RuntimeError(
+                        f"{name} exited with {proc.returncode}; see {self.log_dir / (name + '.log')}"
+                    )
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{name} not ready after {timeout} s; see {self.log_dir / (name + '.log')}"
+                    )
+                time.sleep(0.1)
+
+    def heartbeat(self, name: str) -> dict[str, str]:
+        return {k.decode(): v.decode() for k, v in self.redis.hgetall(self.names.worker(name)).items()}
+
+    def counter(self, name: str, field: str, at_least: int, timeout: float = 10.0) -> int:
+        """A heartbeat counter once it reaches `at_least` (heartbeats lag the work by up to one period),
+        or its last value after `timeout` so the caller's assertion shows what was seen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = int(self.heartbeat(name).get(field, 0))
+            if value >= at_least or time.monotonic() > deadline:
+                return value
+            time.sleep(0.1)
+
+    def kill9(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def client(self):
+        from ddm.router.client import Client
+
+        return Client(settings=self.settings)
+
+    # -- teardown --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        stop_processes(self.procs.values(), grace_s=10)
+        self.procs.clear()
+        cleanup_prefix(self.prefix)
+
+
+class OutputWatcher:
+    """Collects a child's merged stdout/stderr lines on a thread; wait_line blocks for one."""
+
+    def __init__(self, proc: subprocess.Popen, name: str = "ddm up"):
+        self.proc, self.name, self.lines = proc, name, []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(proc.stdout), daemon=True)
+        self.reader.start()
+
+    def tail(self, n: int = 40) -> str:
+        return "".join(self.lines[-n:])
+
+    def wait_line(self, text: str, timeout: float = 240.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if hit := next((x for x in list(self.lines) if text in x), None):
+                return hit
+            assert self.proc.poll() is None, f"{self.name} exited:\n" + self.tail()
+            time.sleep(0.2)
+        raise AssertionError(f"no {text!r} from {self.name}:\n" + self.tail())
+
+
+def wait_for_step(client, job_id: str, step: int, timeout: float = 120.0) -> int:
+    """The job's stored step once it reaches `step` (polled from its hash through the client)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = client.status(job_id).step or 0
+        if done >= step:
+            return done
+        time.sleep(0.05)
+    raise TimeoutError(f"job {job_id} did not reach step {step}")
+
+
+def local_reference(deployment_path, spec: JobSpec) -> np.ndarray:
+    """What `ddm sample --local` gives for `spec` (its unset fields resolved as the router resolves them):
+    the answer a pipeline run must equal."""
+    return local_references(deployment_path, [spec])[0]
+
+
+def local_references(deployment_path, specs: list[JobSpec]) -> list[np.ndarray]:
+    """local_reference of every spec, loading (and compiling) the experts once."""
+    from ddm.router.deployment_loader import describe, load_experts, load_policy
+    from ddm.router.sampler import sample_local
+    from ddm.schema.deployment import Deployment
+
+    deployment = Deployment.load(deployment_path)
+    policy = load_policy(deployment)
+    experts = load_experts(deployment)
+    velocities = {k: e.velocity for k, e in experts.items()}
+    descriptor = describe(deployment, policy, "local")
+    return [sample_local(velocities, policy, descriptor.resolve(spec)) for spec in specs]
