@@ -1,12 +1,42 @@
-"""`from ddm.client import Client`: the public door to a running pipeline (see ddm.router.client)."""
+"""`from ddm.client import Client, JobSpec`: the public door to a running pipeline (see ddm.router.client).
 
+    from ddm.client import Client, png_bytes
+
+    with Client() as c:
+        x = c.generate([3, 8], n=2)            # float32 [4, 1, 32, 32], the deployment's defaults
+        open("digits.png", "wb").write(png_bytes(x, cols=2))
+
+Everything here installs with the base package (no torch, JAX or Flask); pillow makes the pictures.
+"""
+
+from ddm.ops.images import pil_images, png_bytes
 from ddm.router.client import (
     Client,
+    ExpertUnavailableError,
+    JobCancelledError,
     JobFailedError,
     JobNotFoundError,
     JobTimeoutError,
     NoDeploymentError,
 )
+from ddm.schema.errors import DDMError, ServiceUnavailableError
 from ddm.schema.jobs import JobHash
+from ddm.schema.messages import Frame, JobSpec, JobStatus
 
-__all__ = ["Client", "JobFailedError", "JobHash", "JobNotFoundError", "JobTimeoutError", "NoDeploymentError"]
+__all__ = [
+    "Client",
+    "DDMError",
+    "ExpertUnavailableError",
+    "Frame",
+    "JobCancelledError",
+    "JobFailedError",
+    "JobHash",
+    "JobNotFoundError",
+    "JobSpec",
+    "JobStatus",
+    "JobTimeoutError",
+    "NoDeploymentError",
+    "ServiceUnavailableError",
+    "pil_images",
+    "png_bytes",
+]

@@ -1,18 +1,21 @@
 """The client side of the pipeline: submit jobs, read their status, follow their frames, fetch results.
 
-    from ddm.client import Client
+    from ddm.client import Client, JobSpec
 
     with Client() as c:                                   # DDM_AMQP_URL / DDM_REDIS_URL / DDM_PREFIX
         print(c.deployment().strategies)                  # what the serving router accepts
+        x = c.generate([3, 8], n=2, timeout=120)          # one call: float32 [4, 1, 32, 32]
         job = c.submit(JobSpec.new([7] * 4, steps=50))    # strategy, guidance: the deployment's defaults
         for frame in c.frames(job):                       # replays stored steps, then follows live
             print(frame.step, frame.experts)
         x = c.result(job, timeout=60)                     # float32 [4, 1, 32, 32]
+        c.cancel(job)                                     # a job still running stops at its next step
 
 The client needs no deployment file: it validates against the descriptor the serving router publishes
-(Client.deployment). It writes only at submit time: it creates the job hash (status queued) and
-publishes the JobSpec to ddm.jobs. Everything after that is written by the router worker, which records
-the strategy and guidance it resolved; the records are schema/jobs.py, the layout docs/PROTOCOL.md.
+(Client.deployment). It writes only at submit time (the job hash, status queued, and the JobSpec on
+ddm.jobs) and to cancel (the request; a job no router has taken yet it ends at once). Everything else is
+written by the router worker, which records the strategy and guidance it resolved; the records are
+schema/jobs.py, the layout docs/PROTOCOL.md. Following a job (frames, wait) is router/following.py.
 """
 
 from __future__ import annotations
@@ -20,43 +23,27 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Sequence
 
 import numpy as np
 
+from ddm.router.client_errors import (
+    ExpertUnavailableError,
+    JobCancelledError,
+    JobFailedError,
+    JobNotFoundError,
+    JobTimeoutError,
+    NoDeploymentError,
+)
+from ddm.router.following import JobFollowing, read_stream
 from ddm.schema.descriptor import DeploymentDescriptor
-from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
-from ddm.schema.jobs import JobHash, decode_result, decode_traj_entry, queued_fields
-from ddm.schema.messages import Frame, JobSpec, JobStatus
+from ddm.schema.errors import DDMError, SchemaError, expected
+from ddm.schema.jobs import JobHash, cancel_fields, cancelled_fields, decode_result, queued_fields
+from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import check_job_id
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis, unavailable
-
-POLL_S = 0.5  # longest XREAD BLOCK before the job hash is looked at again (failure, expiry)
-REDIS_OUTAGE_S = 120.0  # how long following a job rides out a Redis that does not answer
-
-
-class JobNotFoundError(DDMError, LookupError):
-    """No job hash under this id (never submitted with this prefix, or expired after job_ttl_s)."""
-
-
-class JobFailedError(DDMError, RuntimeError):
-    """The job ended with status failed; `error` is the router's reason."""
-
-    def __init__(self, job_id: str, error: str):
-        super().__init__(f"job {job_id} failed: {error or '(no error text stored)'}")
-        self.job_id = job_id
-        self.error = error
-
-
-class JobTimeoutError(DDMError, TimeoutError):
-    """A wait on a job ran past its timeout."""
-
-
-class NoDeploymentError(ServiceUnavailableError):
-    """No router has published a deployment descriptor under this prefix (none is serving, or the last
-    one stopped more than heartbeat_ttl_s ago)."""
 
 
 def _redis_errors(fn):
@@ -76,50 +63,7 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class _Outage:
-    """Rides out a Redis outage while a job is followed (wait, frames): retry with bounded backoff;
-    give up after REDIS_OUTAGE_S, or at the caller's deadline, with ServiceUnavailableError."""
-
-    def __init__(self, url: str, deadline: float | None):
-        self.url, self.deadline = url, deadline
-        self.since: float | None = None
-        self.delay = 0.1
-
-    def wait(self, exc: Exception) -> None:
-        now = time.monotonic()
-        self.since = now if self.since is None else self.since
-        if now - self.since > REDIS_OUTAGE_S or (self.deadline is not None and now >= self.deadline):
-            raise unavailable(self.url, exc) from None
-        time.sleep(self.delay)
-        self.delay = min(2.0, self.delay * 2)
-
-    def clear(self) -> None:
-        self.since, self.delay = None, 0.1
-
-
-OUTAGE_ERRORS = (ServiceUnavailableError, *REDIS_CONNECTION_ERRORS)
-
-
-def _poll_s(deadline: float | None, timed_out: Callable[[], str]) -> float:
-    """How long the next blocking read may wait: POLL_S, or less when the deadline is nearer;
-    JobTimeoutError(timed_out()) once it has passed."""
-    left = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
-    if left <= 0:
-        raise JobTimeoutError(timed_out())
-    return left
-
-
-def read_stream(r, stream: str, last_id: bytes, *, count: int, block_ms: int | None) -> list:
-    """[(entry id, fields), ...] after `last_id` (XREAD, blocking up to block_ms when given)."""
-    reply = r.xread({stream: last_id}, count=count, block=block_ms)
-    if not reply:
-        return []
-    if isinstance(reply, dict):  # RESP3
-        return next(iter(reply.values()))[0]
-    return reply[0][1]  # RESP2: [[stream, [(id, fields), ...]]]
-
-
-class Client:
+class Client(JobFollowing):
     """Submit jobs to RabbitMQ and read them back from Redis.
 
     Arguments default to Settings.from_env() (DDM_AMQP_URL, DDM_REDIS_URL, DDM_PREFIX). Connections
@@ -202,8 +146,28 @@ class Client:
             )
         return DeploymentDescriptor.decode(data)
 
+    def _unserved(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> list[int]:
+        """The experts this job needs that have no consumer on their queue (none at all, for a mixing
+        strategy, where any one live expert will do)."""
+        experts, every_one = descriptor.experts_needed(spec)
+        unserved = [k for k in experts if self._consumers(self.names.expert_queue(k)) == 0]
+        return unserved if every_one or len(unserved) == len(experts) else []
+
+    def _consumers(self, queue: str) -> int:
+        """Consumers on `queue` now (0 when nobody declared it yet): the broker's own count."""
+        import pika
+
+        channel = self._open_channel()
+        try:
+            return channel.queue_declare(queue, passive=True).method.consumer_count
+        except pika.exceptions.ChannelClosedByBroker:  # 404: no such queue, so nobody consumes it
+            return 0
+        finally:
+            if channel.is_open:
+                channel.close()
+
     @_redis_errors
-    def submit(self, spec: JobSpec, *, check: bool = True) -> str:
+    def submit(self, spec: JobSpec, *, check: bool = True, queue_anyway: bool = False) -> str:
         """Validate `spec`, create its job hash (status queued) and queue it on ddm.jobs. Returns the job id.
 
         Validation happens before anything is written: the JobSpec rules (steps 1..1000, 1..64 labels in
@@ -216,7 +180,16 @@ class Client:
             raise SchemaError(expected("a JobSpec", type(spec).__name__))
         spec.validate()
         if check:
-            self.deployment().check(spec)
+            descriptor = self.deployment()
+            descriptor.check(spec)
+            unserved = [] if queue_anyway else self._unserved(spec, descriptor)
+            if unserved:
+                raise ExpertUnavailableError(
+                    f"job {spec.job_id} needs expert(s) {unserved} and no worker serves "
+                    + ", ".join(self.names.expert_queue(k) for k in unserved)
+                    + ": start one (`ddm worker expert --expert K`), or queue it anyway (--queue-anyway) "
+                    "and it runs once a worker is up"
+                )
         body = spec.encode(max_bytes=self.settings.max_message_bytes)
         key = self.names.job(spec.job_id)
         now = time.time()
@@ -274,11 +247,14 @@ class Client:
         check_job_id(job_id)
         raw = self.redis.hgetall(self.names.job(job_id))
         if not raw:
-            raise JobNotFoundError(
-                f"no job {job_id} in Redis at {self.names.job(job_id)} (prefix {self.names.prefix!r}): "
-                f"never submitted there, or expired after job_ttl_s={self.settings.job_ttl_s}"
-            )
+            raise self._not_found(job_id)
         return JobHash.decode(job_id, raw)
+
+    def _not_found(self, job_id: str) -> JobNotFoundError:
+        return JobNotFoundError(
+            f"no job {job_id} in Redis at {self.names.job(job_id)} (prefix {self.names.prefix!r}): "
+            f"never submitted there, or expired after job_ttl_s={self.settings.job_ttl_s}"
+        )
 
     @_redis_errors
     def recent(self, limit: int = 10) -> list[tuple[str, JobHash | None]]:
@@ -291,114 +267,47 @@ class Client:
         rows = zip(ids, pipe.execute(), strict=True)
         return [(job_id, JobHash.decode(job_id, raw) if raw else None) for job_id, raw in rows]
 
-    def frames(self, job_id: str, follow: bool = True, timeout: float | None = None) -> Iterator[Frame]:
-        """Frames of a job in step order: every stored one from the start, then (follow) new ones live.
-
-        Stops after the frame with step == steps, or once the job is done/failed and its stream is
-        drained (a failed job simply ends; `result` or `status` tell why). A step already yielded is not
-        yielded again (a resumed router may rewrite the step it resumed at). With follow=False, yields
-        what is stored and returns. Raises JobTimeoutError after `timeout` seconds in total.
-        """
-        check_job_id(job_id)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            yield from self._frames(job_id, follow, deadline, timeout)
-        except REDIS_CONNECTION_ERRORS as exc:
-            raise unavailable(self.settings.redis_url, exc) from None
-
-    def _frames(self, job_id: str, follow: bool, deadline: float | None, timeout: float | None):
-        steps = self.status(job_id).steps
-        stream = self.names.traj(job_id)
-        last_id, last_step = b"0-0", 0
-        outage = _Outage(self.settings.redis_url, deadline)
-        while True:
-            try:
-                entries = self._next_entries(
-                    job_id, stream, last_id, last_step, steps, follow, deadline, timeout
-                )
-            except OUTAGE_ERRORS as exc:
-                outage.wait(exc)
-                continue
-            outage.clear()
-            if entries is None:
-                return
-            for entry_id, fields in entries:
-                last_id = entry_id
-                frame = self._decode_frame(job_id, fields)
-                if frame.step <= last_step:
-                    continue
-                last_step = frame.step
-                yield frame
-                if frame.step >= steps:
-                    return
-
-    def _next_entries(self, job_id, stream, last_id, last_step, steps, follow, deadline, timeout):
-        """The stream entries after last_id, waiting for some when following; None when there are no
-        more (not following, or the job ended and its stream is drained)."""
-        entries = self._xread(stream, last_id, block_s=None)
-        if entries:
-            return entries
-        if not follow:
-            return None
-        st = self.status(job_id)
-        if st.status.terminal:
-            return self._xread(stream, last_id, block_s=None) or None  # frames precede the status
-        left = _poll_s(
-            deadline,
-            lambda: (
-                f"job {job_id}: no frame after step {last_step}/{steps} "
-                f"within {timeout} s (status {st.status.value}; is a router worker running?)"
-            ),
-        )
-        return self._xread(stream, last_id, block_s=left)
-
-    def _xread(self, stream: str, last_id: bytes, block_s: float | None) -> list:
-        block = None if block_s is None else max(1, int(block_s * 1000))
-        return read_stream(self.redis, stream, last_id, count=256, block_ms=block)
-
-    def _decode_frame(self, job_id: str, fields: dict) -> Frame:
-        return decode_traj_entry(job_id, fields, max_bytes=self.settings.max_message_bytes)
-
     @_redis_errors
-    def wait(self, job_id: str, timeout: float | None = None) -> JobHash:
-        """Block until the job is done or failed; returns its job hash (does not raise on failed).
+    def cancel(self, job_id: str) -> JobHash:
+        """Ask the router to stop the job at its next step; returns the job hash after the request.
 
-        Wakes on every new frame (XREAD BLOCK on the stream), so it returns right after the last step.
+        A running job keeps status running with `cancel_requested_at` set until its router stores its
+        next step and marks it cancelled (its frames are kept; `wait` returns then). A queued job that
+        no router holds is cancelled at once (a router that takes its message later acks it unrun). A job
+        that has already ended is left as it is. Raises JobNotFoundError for an unknown job.
         """
         check_job_id(job_id)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        stream = self.names.traj(job_id)
-        last_id = b"$"  # only frames after now: they are wake-ups, not data
-        outage = _Outage(self.settings.redis_url, deadline)
-        while True:
-            try:
-                st = self.status(job_id)
-                if st.status.terminal:
-                    return st
-                left = _poll_s(
-                    deadline,
-                    lambda st=st: (
-                        f"job {job_id} not finished after {timeout} s: status {st.status.value}, "
-                        f"step {st.step}/{st.steps} (is a router worker running? `ddm up`)"
-                    ),
-                )
-                entries = self._xread(stream, last_id, block_s=left)
-            except OUTAGE_ERRORS as exc:
-                outage.wait(exc)
-                continue
-            outage.clear()
-            if entries:
-                last_id = entries[-1][0]
+        key, lease = self.names.job(job_id), self.names.lease(job_id)
+
+        def request(pipe) -> None:  # atomic against a router starting the job (WATCH key and lease)
+            raw = pipe.hgetall(key)
+            if not raw:
+                raise self._not_found(job_id)
+            status = JobHash.decode(job_id, raw).status
+            if status.terminal:
+                return
+            untaken = status is JobStatus.QUEUED and not pipe.exists(lease)
+            now = time.time()
+            pipe.multi()
+            pipe.hset(key, mapping=cancel_fields(now) | (cancelled_fields(now) if untaken else {}))
+            if untaken:  # the end of the job: its hash expires like any ended job's
+                pipe.expire(key, self.settings.job_ttl_s)
+
+        self.redis.transaction(request, key, lease)
+        return self.status(job_id)
 
     @_redis_errors
     def result(self, job_id: str, timeout: float | None = None) -> np.ndarray:
         """Wait for the job and return its final latents float32 [n, 1, 32, 32] (about [-1, 1]).
 
-        Raises JobFailedError (with the router's error text), JobTimeoutError or JobNotFoundError.
+        Raises JobFailedError (with the router's error text), JobCancelledError, JobTimeoutError or
+        JobNotFoundError.
         """
         st = self.wait(job_id, timeout)
         if st.status is JobStatus.FAILED:
             raise JobFailedError(job_id, st.error or "")
+        if st.status is JobStatus.CANCELLED:
+            raise JobCancelledError(job_id, st.step, st.steps)
         data = self.redis.get(self.names.result(job_id))
         if data is None:
             raise JobNotFoundError(
@@ -407,11 +316,37 @@ class Client:
             )
         return decode_result(job_id, data, st.n, max_bytes=self.settings.max_message_bytes)
 
+    def generate(
+        self,
+        labels: int | Sequence[int],
+        n: int = 1,
+        *,
+        steps: int = 50,
+        strategy: str | None = None,
+        guidance: float | None = None,
+        seed: int = 0,
+        timeout: float | None = None,
+    ) -> np.ndarray:
+        """Submit, wait and return the images in one call: float32 [len(labels) * n, 1, 32, 32].
+
+        labels: one label or a list; the list is repeated n times (n images per label, as `ddm submit
+        --labels 3,8 --n 2` gives 3,8,3,8). strategy and guidance None take the serving deployment's
+        defaults. Raises what submit and result raise (JobFailedError, JobTimeoutError, ...).
+        """
+        base = [labels] if isinstance(labels, int | np.integer) else list(labels)
+        if not isinstance(n, int | np.integer) or n < 1:
+            raise SchemaError(expected("n >= 1 images per label", n))
+        spec = JobSpec.new(base * int(n), steps=steps, strategy=strategy, guidance=guidance, seed=seed)
+        return self.result(self.submit(spec), timeout=timeout)
+
 
 __all__ = [
     "Client",
+    "ExpertUnavailableError",
+    "JobCancelledError",
     "JobFailedError",
     "JobNotFoundError",
     "JobTimeoutError",
     "NoDeploymentError",
+    "read_stream",
 ]

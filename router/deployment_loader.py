@@ -61,6 +61,7 @@ def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> D
         strategies=policy.strategies(),
         default_strategy=deployment.strategy or default_strategy(has_oracle),
         default_guidance=deployment.guidance,
+        default_on_expert_loss=deployment.on_expert_loss,
         class_names=deployment.class_names,
         router_id=router_id,
         published_at=round(time.time(), 3),

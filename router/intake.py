@@ -3,7 +3,8 @@
     decide(delivery) ->
       Refuse   the id names another spec (the digest stored at creation differs): dead-letter it; the
                job that id names is untouched
-      Settle   the job already ended (a crash lost the ack): ack
+      Settle   the job already ended (a crash lost the ack), or a client cancelled it before it ran on:
+               end it as cancelled under our lease, then ack; it does not run
       Hold     another router holds the job's lease (a second delivery of a running job): keep the
                delivery unacked and ask again later; never run it in parallel
       Fail     this router took the lease but cannot serve the job (strategy, labels, a stored state of
@@ -19,9 +20,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ddm.router.jobrun import JobRun
 from ddm.router.policies import RoutingPolicy
 from ddm.router.sampler import JobArrays, initial_noise
-from ddm.router.scheduler import JobRun
 from ddm.router.store import JobStore
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError
@@ -91,6 +92,8 @@ class Intake:
             return Settle()
         if not self.store.acquire(spec.job_id):
             return Hold()
+        if stored is not None and stored.cancel_requested_at is not None:
+            return Settle() if self.store.cancel(spec.job_id) else Hold()
         try:
             resolved = self._resolve(spec, stored)
         except DDMError as exc:
@@ -103,13 +106,18 @@ class Intake:
             return Fail(f"its stored state cannot be resumed: {exc}")
         step, x = state if state is not None else (0, initial_noise(spec))
         self.store.start(spec.job_id, self.router_id, step, resolved, spec)
-        return Run(JobRun(JobArrays.of(resolved), delivery, x, step))
+        job = JobRun(JobArrays.of(resolved), delivery, x, step)
+        if stored is not None and stored.degraded and step:  # a resumed job keeps its record
+            job.degraded = {k: list(steps) for k, steps in stored.degraded.items()}
+        return Run(job)
 
     def _resolve(self, spec: JobSpec, stored: JobHash | None) -> JobSpec:
         """The spec with this deployment's defaults, checked against it; a resumed job keeps the values
         its first router recorded."""
         if stored is not None and stored.strategy is not None and stored.guidance is not None:
-            spec = dataclasses.replace(spec, strategy=stored.strategy, guidance=stored.guidance)
+            spec = dataclasses.replace(
+                spec, strategy=stored.strategy, guidance=stored.guidance, on_expert_loss=stored.on_expert_loss
+            )
         resolved = self.descriptor.resolve(spec)
         self.descriptor.check(resolved)
         self.policy.check_strategy(Strategy.parse(resolved.strategy))

@@ -125,6 +125,33 @@ class RoutingPolicy:
         return strategy_weights(self.router.probs(x, t, y), strategy)
 
 
+def without_gone(
+    policy: RoutingPolicy,
+    x: np.ndarray,
+    t: np.ndarray,
+    y: np.ndarray,
+    strategy: Strategy,
+    gone: frozenset[int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, rerouted) [B, K] for one step: the routing, and the same with the experts in `gone` (no
+    live worker) left out where the strategy allows it: a mixing strategy routes over the live
+    experts. A row only gone experts could serve, and every row of oracle and top1, keeps its routing in
+    `rerouted` too (it has to wait for the expert; the scheduler bounds the wait)."""
+    if not gone or not strategy.mixes:
+        w = policy.weights(x, t, y, strategy)
+        return w, w
+    probs = np.asarray(policy.router.probs(x, t, y), dtype=np.float32)
+    weights = strategy_weights(probs, strategy)
+    live = np.ones(probs.shape[1], bool)
+    live[sorted(gone)] = False
+    masked = probs * live
+    servable = masked.sum(axis=1) > 0
+    rerouted = weights.copy()
+    if servable.any():
+        rerouted[servable] = strategy_weights(masked[servable], strategy)
+    return weights, rerouted
+
+
 def build_policy(kind: str, label_counts: np.ndarray, learned: Router | None = None) -> RoutingPolicy:
     """Routing policy for a deployment: router kind oracle | label-prior | learned."""
     table = oracle_table(label_counts)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddm.router.policies import RoutingPolicy
+from ddm.router.policies import RoutingPolicy, without_gone
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.flow import IMAGE_SHAPE, euler_step, time_grid
 from ddm.schema.messages import JobSpec
@@ -74,6 +74,7 @@ class StepPlan:
 
     weights: np.ndarray  # float32 [n, K]
     rows: dict[int, np.ndarray]  # expert id -> int64 row indices with weight > 0 (ascending ids)
+    missing: tuple[int, ...] = ()  # experts the routing chose that had no live worker: left out
 
     @property
     def experts(self) -> tuple[int, ...]:
@@ -87,9 +88,19 @@ def plan_step(
     return _plan(policy.weights(x, np.full(len(x), t, np.float32), labels, strategy))
 
 
-def _plan(weights: np.ndarray) -> StepPlan:
+def _plan(weights: np.ndarray, missing: tuple[int, ...] = ()) -> StepPlan:
     rows = {k: np.flatnonzero(weights[:, k] > 0) for k in range(weights.shape[1])}
-    return StepPlan(weights=weights, rows={k: r for k, r in rows.items() if len(r)})
+    return StepPlan(weights=weights, rows={k: r for k, r in rows.items() if len(r)}, missing=missing)
+
+
+def _plan_without(weights: np.ndarray, rerouted: np.ndarray, gone: frozenset[int]) -> StepPlan:
+    """One job's plan with the gone experts routed around, if that frees the whole job: when some row
+    still needs a gone expert the job waits for it anyway, so every row keeps its routing."""
+    idle = sorted(gone)
+    if not idle or rerouted[:, idle].any():
+        return _plan(weights)
+    missing = tuple(k for k in idle if weights[:, k].any())
+    return _plan(rerouted, missing)
 
 
 def plan_steps(
@@ -98,16 +109,20 @@ def plan_steps(
     xs: list[np.ndarray],
     ts: list[float],
     labels: list[np.ndarray],
+    gone: frozenset[int] = frozenset(),
 ) -> list[StepPlan]:
     """plan_step for several jobs at once, with ONE router call over all their samples (the router
     worker plans every job whose step is due together; a learned router is a network, and one call on
-    64 rows costs about what one call on 1 row does)."""
-    if len(xs) == 1:
-        return [plan_step(policy, strategy, xs[0], ts[0], labels[0])]
+    64 rows costs about what one call on 1 row does). Experts in `gone` have no live worker: a mixing
+    strategy routes around them (policies.without_gone) and the plan lists them as missing."""
     sizes = [len(x) for x in xs]
     t_rows = np.concatenate([np.full(n, t, np.float32) for n, t in zip(sizes, ts, strict=True)])
-    weights = policy.weights(np.concatenate(xs), t_rows, np.concatenate(labels), strategy)
-    return [_plan(w) for w in np.split(weights, np.cumsum(sizes)[:-1])]
+    weights, rerouted = without_gone(
+        policy, np.concatenate(xs), t_rows, np.concatenate(labels), strategy, gone
+    )
+    split = np.cumsum(sizes)[:-1]
+    pairs = zip(np.split(weights, split), np.split(rerouted, split), strict=True)
+    return [_plan_without(w, r, gone) for w, r in pairs]
 
 
 def combine(plan: StepPlan, velocities: Mapping[int, np.ndarray], n: int) -> np.ndarray:

@@ -7,12 +7,15 @@ Outbox: requests to publish, finished steps to store, jobs done or failed.
     flush(out)          plan every due step with ONE router call per strategy, then send each expert
                         requests carrying the rows of all due jobs it serves (ROWS_PER_REQUEST at most)
     on_reply(reply, out) the rows of a request are in: a job whose every expert answered steps
-    sweep(out)          resend requests older than the timeout (velocity is pure: duplicates are
-                        harmless); fail their jobs after max_attempts sends
+    observe(k, ...)     what the glue saw of expert k's queue and heartbeats (router/experts.py): an
+                        expert just lost makes the mixing jobs waiting on it route around it
+    sweep(out)          per request in flight: hedge a late one to another replica, wait for a busy
+                        expert, resend a lost one (velocity is pure: duplicates are harmless), fail
+                        jobs whose expert makes no progress or stays gone past the grace period
 
-An expert has at most as many of our requests in flight as it has slots (its queue's consumers, set
-by the glue); rows that fall due meanwhile are held and ride the next request, so jobs submitted a few
-milliseconds apart merge into one batch at the next step instead of alternating at the expert.
+An expert has at most its window of our requests in flight (router/experts.py: enough per replica to
+cover its link); rows that fall due meanwhile are held and ride the next request, so jobs submitted a
+few milliseconds apart merge into one batch at the next step instead of alternating at the expert.
 """
 
 from __future__ import annotations
@@ -20,87 +23,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from ddm.router.experts import ExpertHealth
+from ddm.router.jobrun import JobRun, Part, Request
+from ddm.router.outbox import Outbox, Send, StepDone
 from ddm.router.policies import RoutingPolicy
-from ddm.router.sampler import JobArrays, StepPlan, plan_steps
+from ddm.router.sampler import plan_steps
+from ddm.schema.descriptor import routes_around
 from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.messages import Frame, VelocityReply, VelocityRequest
 
 ROWS_PER_REQUEST = 64  # rows of several jobs share one request up to this (the experts' largest bucket)
 MAX_ATTEMPTS = 5  # sends of one request before its jobs fail for good
-
-
-@dataclass
-class JobRun:
-    """One running job: its arrays, its latent after `step` steps, and the step in progress."""
-
-    arrays: JobArrays
-    tag: object  # the glue's handle on the job message (its delivery tag), opaque here
-    x: np.ndarray  # float32 [n,1,32,32]
-    step: int  # steps done
-    plan: StepPlan | None = None
-    got: dict[int, np.ndarray] = field(default_factory=dict)  # expert -> its rows' velocities
-    compute_ms: float = 0.0  # the slowest expert forward pass that served this step
-    step_started: float = 0.0
-    step_ms_total: float = 0.0
-    steps_run: int = 0
-
-    @property
-    def job_id(self) -> str:
-        return self.arrays.spec.job_id
-
-    @property
-    def finished(self) -> bool:
-        return self.step >= self.arrays.spec.steps
-
-
-@dataclass(frozen=True)
-class Part:
-    """The rows of one job's step inside a request, in request order."""
-
-    job_id: str
-    step: int
-    rows: int
-
-
-@dataclass
-class Request:
-    expert: int
-    body: bytes
-    parts: list[Part]
-    sent_at: float
-    attempts: int = 1
-
-
-@dataclass(frozen=True)
-class Send:
-    expert: int
-    request_id: str
-    body: bytes
-    resend: bool = False
-
-
-@dataclass(frozen=True)
-class StepDone:
-    """A finished step to store: its frame, the full-precision latent, the job's mean step time."""
-
-    frame: Frame
-    x: np.ndarray
-    mean_step_ms: float
-    latency_ms: float
-
-
-@dataclass
-class Outbox:
-    """What one scheduler call asks the glue to do, in this order: publish, store, settle."""
-
-    sends: list[Send] = field(default_factory=list)
-    steps: list[StepDone] = field(default_factory=list)
-    done: list[JobRun] = field(default_factory=list)
-    failed: list[tuple[JobRun, str]] = field(default_factory=list)
 
 
 class Scheduler:
@@ -112,15 +48,26 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
         rows_per_request: int = ROWS_PER_REQUEST,
         max_attempts: int = MAX_ATTEMPTS,
+        grace_s: float = 30.0,
+        hedge_floor_ms: float = 250.0,
+        hedge_max_fraction: float = 0.05,
+        describe: Callable[[int], str] = lambda k: f"expert {k}",
     ):
         self.policy = policy
         self.timeout_s = timeout_s
         self.clock = clock
         self.rows_per_request = rows_per_request
         self.max_attempts = max_attempts
+        self.grace_s = grace_s
+        self.describe = describe  # expert id -> how error messages name it (with its queue)
         self.jobs: dict[str, JobRun] = {}
         self.pending: dict[str, Request] = {}
-        self.slots: dict[int, int] = {}  # expert -> requests in flight allowed (its queue's consumers)
+        self.experts = {
+            k: ExpertHealth(
+                k, timeout_s * max_attempts, hedge_floor_ms, hedge_max_fraction, last_progress=clock()
+            )
+            for k in range(policy.num_experts)
+        }
         self._due: list[JobRun] = []
         self._held: dict[int, list[JobRun]] = {}  # expert -> planned jobs waiting for a free slot
         self._request_prefix = "r"
@@ -164,6 +111,44 @@ class Scheduler:
         self.jobs.pop(job.job_id, None)
         out.done.append(job)
 
+    # ------------------------------------------------------------ experts
+
+    def observe(
+        self, expert: int, consumers: int, depth: int, heartbeats: int | None, served: int | None
+    ) -> None:
+        """What the glue saw of one expert: its queue's consumers and ready depth, its workers' live
+        heartbeats and their total forward passes. An expert just lost sends every mixing job waiting on
+        it back to planning (it routes around it at the next flush). Requests sent to an expert while it
+        is gone wait in its queue; a returning replica serves them."""
+        health = self.experts[expert]
+        if health.observe(self.clock(), consumers, depth, heartbeats, served) and not health.live:
+            for job in list(self.jobs.values()):
+                if job.plan is not None and routes_around(job.arrays.spec) and self._needs(job, expert):
+                    self._replan(job)
+            self._forget_unwanted()
+
+    def _forget_unwanted(self) -> None:
+        """Stop counting requests no job waits for any more against their expert's window."""
+        for request_id, p in list(self.pending.items()):
+            if not self._waiting(p):
+                del self.pending[request_id]
+
+    def _gone(self) -> frozenset[int]:
+        return frozenset(k for k, h in self.experts.items() if not h.live)
+
+    @staticmethod
+    def _needs(job: JobRun, expert: int) -> bool:
+        return expert in job.plan.rows and expert not in job.got
+
+    def _replan(self, job: JobRun) -> None:
+        """Plan the job's step again (an expert it waits on is gone): replies to the old plan are ignored."""
+        for held in self._held.values():
+            if job in held:
+                held.remove(job)
+        job.plan, job.got = None, {}
+        job.round += 1
+        self._due.append(job)
+
     # ------------------------------------------------------------ sending
 
     def flush(self, out: Outbox) -> None:
@@ -171,11 +156,12 @@ class Scheduler:
         expert has a free slot again: a reply or a dropped request frees one without making a step due."""
         due = [job for job in self._due if self._live(job)]
         self._due.clear()
-        by_strategy: dict = {}
+        by_strategy: dict = {}  # (strategy, whether it routes around a gone expert) -> jobs
         for job in due:
-            by_strategy.setdefault(job.arrays.strategy, []).append(job)
+            by_strategy.setdefault((job.arrays.strategy, routes_around(job.arrays.spec)), []).append(job)
         planned: list[JobRun] = []
-        for strategy, jobs in by_strategy.items():
+        gone = self._gone()
+        for (strategy, around), jobs in by_strategy.items():
             try:
                 plans = plan_steps(
                     self.policy,
@@ -183,6 +169,7 @@ class Scheduler:
                     [j.x for j in jobs],
                     [j.arrays.t(j.step) for j in jobs],
                     [j.arrays.labels for j in jobs],
+                    gone if around else frozenset(),
                 )
             except DDMError as exc:
                 for j in jobs:
@@ -203,16 +190,20 @@ class Scheduler:
         return sum(1 for p in self.pending.values() if p.expert == expert)
 
     def _dispatch(self, expert: int, out: Outbox) -> None:
-        """Send the rows held for `expert` in as many requests as it has free slots (at least one row
-        each, at most rows_per_request); what does not fit waits for a reply to free a slot."""
-        held = [job for job in self._held.pop(expert, []) if self._live(job) and expert not in job.got]
-        free = self.slots.get(expert, 1) - self._in_flight(expert)
+        """Send the rows held for `expert` in as many requests as its window has room for: one per
+        replica when they fit (at least one row each, at most rows_per_request), so the rows due
+        together stay one batch; rows that fall due later use the rest of the window at once instead of
+        waiting a round trip for a reply."""
+        held = [job for job in self._held.pop(expert, []) if self._live(job) and self._needs(job, expert)]
+        health = self.experts[expert]
+        free = health.window() - self._in_flight(expert)
         if not held or free <= 0:
             if held:
                 self._held[expert] = held
             return
         total = sum(len(job.plan.rows[expert]) for job in held)
-        size = min(self.rows_per_request, math.ceil(total / free))  # spread over the free replicas
+        spread = min(free, max(1, health.consumers))
+        size = min(self.rows_per_request, math.ceil(total / spread))
         chunk: list[JobRun] = []
         rows = 0
         while held and free > 0:
@@ -236,25 +227,34 @@ class Scheduler:
         self._request_seq += 1
         request_id = f"{self._request_prefix}.{self._request_seq}"
         body = VelocityRequest(request_id, x, t, y, g).encode()
-        parts = [Part(job.job_id, job.step, len(job.plan.rows[expert])) for job in jobs]
-        self.pending[request_id] = Request(expert, body, parts, sent_at=self.clock())
+        parts = [Part(job.job_id, job.step, job.round, len(job.plan.rows[expert])) for job in jobs]
+        now = self.clock()
+        self.pending[request_id] = Request(expert, body, parts, sent_at=now, first_sent=now)
+        self.experts[expert].sent()
         out.sends.append(Send(expert, request_id, body))
 
     # ------------------------------------------------------------ replies
 
     def _waiting(self, request: Request) -> list[JobRun]:
-        """The jobs that still wait for this request's rows (failed or finished ones do not)."""
+        """The jobs that still wait for this request's rows (failed, finished or re-planned ones do not)."""
         jobs = []
         for part in request.parts:
             job = self.jobs.get(part.job_id)
-            if job is not None and job.step == part.step and request.expert not in job.got:
+            current = (
+                job is not None and job.plan is not None and (job.step, job.round) == (part.step, part.round)
+            )
+            if current and self._needs(job, request.expert):
                 jobs.append(job)
         return jobs
 
     def on_reply(self, reply: VelocityReply, out: Outbox) -> None:
         request = self.pending.pop(reply.request_id, None)
-        if request is None:  # a duplicate after a resend, or a reply from an earlier connection
+        if request is None:  # a duplicate after a resend or hedge, or a reply from an earlier connection
             return
+        now = self.clock()
+        self.experts[request.expert].replied(
+            now, (now - request.first_sent) * 1000.0, reply.compute_ms, reply.worker_id, request.first_sent
+        )
         want = sum(part.rows for part in request.parts)
         if reply.v.shape[0] != want or reply.expert_id != request.expert:
             error = (
@@ -270,7 +270,7 @@ class Scheduler:
             v = reply.v[offset : offset + part.rows]
             offset += part.rows
             job = waiting.get(part.job_id)
-            if job is None:  # the job failed or moved on meanwhile
+            if job is None:  # the job failed, moved on or was re-planned meanwhile
                 continue
             job.got[request.expert] = v
             job.compute_ms = max(job.compute_ms, reply.compute_ms)
@@ -279,52 +279,105 @@ class Scheduler:
 
     def _step(self, job: JobRun, out: Outbox) -> None:
         """Every expert answered: mix, Euler, and the frame to store; then the next step or done."""
-        arrays, i = job.arrays, job.step
-        x = arrays.advance(job.x, i, job.plan, job.got)
+        arrays, i, plan = job.arrays, job.step, job.plan
+        x = arrays.advance(job.x, i, plan, job.got)
         latency_ms = (self.clock() - job.step_started) * 1000.0
         try:
             frame = Frame.from_latent(
-                job.job_id,
-                i + 1,
-                arrays.t(i + 1),
-                x,
-                job.plan.experts,
-                job.plan.weights,
-                latency_ms,
-                job.compute_ms,
-            )
+                job.job_id, i + 1, arrays.t(i + 1), x, plan.experts, plan.weights, latency_ms, job.compute_ms,
+                plan.missing,
+            )  # fmt: skip
         except SchemaError as exc:  # the latent diverged (NaN or beyond float16): fail, do not store it
             self.fail(job, f"step {i + 1}: {exc}", out)
             return
         job.x, job.step = x, i + 1
         job.step_ms_total += latency_ms
         job.steps_run += 1
-        out.steps.append(StepDone(frame, x, job.step_ms_total / job.steps_run, latency_ms))
+        for k in plan.missing:
+            job.degraded.setdefault(k, []).append(i + 1)
+        out.steps.append(
+            StepDone(frame, x, job.step_ms_total / job.steps_run, latency_ms, dict(job.degraded))
+        )
         if job.finished:
             self._settle(job, out)
         else:
             self._due.append(job)
 
-    # ------------------------------------------------------------ timeouts
+    # ------------------------------------------------------------ timeouts, hedges, lost experts
 
     def sweep(self, out: Outbox) -> None:
-        """Resend requests that timed out; fail their jobs after max_attempts sends."""
+        """Per request in flight, in this order: a gone expert's requests wait in its queue for a replica
+        (the grace rule below bounds that); a late one is hedged to a replica that answers; past the
+        timeout a lost one (later requests were answered, or nothing moves and nothing is queued) is
+        resent, a busy expert (its backlog drains) is waited for (with one resend per stall period, in
+        case the request was lost behind the backlog), and one with no progress for max_attempts
+        timeouts fails its jobs. Then jobs that wait on a gone expert past the grace fail."""
         now = self.clock()
         for request_id, p in list(self.pending.items()):
+            waiting = self._waiting(p)
+            health = self.experts[p.expert]
+            if not waiting:  # every job in it finished, failed or was re-planned meanwhile
+                del self.pending[request_id]
+                continue
+            if not health.live:
+                continue
+            # the n-th hedge after n late periods, each to a replica not tried yet (the one that
+            # answered last may be the very one holding the request)
+            late_ms = (now - p.first_sent) * 1000.0 / (1 + len(p.hedged_to))
+            replica = health.hedge_target(now, late_ms, exclude=p.hedged_to)
+            if replica is not None:
+                p.hedged_to.append(replica)
+                out.sends.append(Send(p.expert, request_id, p.body, resend=True, replica=replica))
+                continue
             if now - p.sent_at < self.timeout_s:
                 continue
-            waiting = self._waiting(p)
-            if not waiting:  # every job in it finished or failed meanwhile
-                self.pending.pop(request_id, None)
-            elif p.attempts >= self.max_attempts:
+            lost = health.overtook(p.sent_at) or (
+                not health.progressed_within(now, self.timeout_s) and not health.depth
+            )
+            if lost:
+                self._resend_or_fail(request_id, p, waiting, now, out)
+            elif now - p.sent_at > health.stall_s and not health.stalled(now):
+                # busy this long: perhaps lost behind a backlog we cannot see; once more, without failing
+                p.sent_at = now
+                out.sends.append(Send(p.expert, request_id, p.body, resend=True))
+            elif health.stalled(now):
                 self.pending.pop(request_id, None)
                 error = (
-                    f"expert {p.expert} did not answer {request_id} after {p.attempts} sends of "
-                    f"{self.timeout_s:g} s each (is a worker for it running?)"
+                    f"{self.describe(p.expert)} made no progress for {health.stall_s:g} s: "
+                    f"{health.consumers} consumer(s), {health.depth} request(s) queued"
                 )
                 for job in waiting:
                     self.fail(job, error, out)
-            else:
-                p.attempts += 1
-                p.sent_at = now
-                out.sends.append(Send(p.expert, request_id, p.body, resend=True))
+        self._fail_past_grace(now, out)
+
+    def _resend_or_fail(
+        self, request_id: str, p: Request, waiting: list[JobRun], now: float, out: Outbox
+    ) -> None:
+        if p.attempts >= self.max_attempts:
+            self.pending.pop(request_id, None)
+            error = (
+                f"{self.describe(p.expert)} did not answer {request_id} after {p.attempts} sends of "
+                f"{self.timeout_s:g} s each, though it has live workers"
+            )
+            for job in waiting:
+                self.fail(job, error, out)
+            return
+        p.attempts += 1
+        p.sent_at = now
+        out.sends.append(Send(p.expert, request_id, p.body, resend=True))
+
+    def _fail_past_grace(self, now: float, out: Outbox) -> None:
+        """A job whose step needs an expert that has had no live worker for grace_s fails, naming it."""
+        for k, health in self.experts.items():
+            if health.live:
+                continue
+            for job in list(self.jobs.values()):
+                if job.plan is None or not self._needs(job, k):
+                    continue
+                if now - max(health.gone_since, job.step_started) >= self.grace_s:
+                    self.fail(
+                        job,
+                        f"step {job.step + 1} needs {self.describe(k)}, which has had no live worker "
+                        f"for {self.grace_s:g} s",
+                        out,
+                    )

@@ -1,7 +1,8 @@
 """The router's records in Redis (the records themselves: schema/jobs.py), and the deployment descriptor.
 
     names.job(id)     hash   JobHash (schema/jobs.py): status, spec, strategy and guidance as resolved,
-                             step, steps, n, router, resumed_from, attempts, *_at, error, mean_step_ms
+                             step, steps, n, router, resumed_from, attempts, *_at, error, mean_step_ms,
+                             cancel_requested_at (written by Client.cancel)
     names.traj(id)    stream one entry per step: {"frame": Frame.encode()}
     names.state(id)   hash   ResumeState {"step": str, "x": float32 [n,1,32,32] raw bytes} - what a
                              redelivered job resumes from (x at full precision, unlike the float16 frame)
@@ -18,12 +19,14 @@ script for steps, WATCH/MULTI for the end), so a job delivered twice is never wr
 A burst's steps are ONE script (frame + state + hash per job), so the stored state never runs ahead of
 or behind the trajectory. The router stores a burst's finished steps right after sending their next
 steps, so a crash loses at most the steps in flight and the ones finished just before (recomputed on resume;
-velocity is a pure function).
+velocity is a pure function). A cancel is a client's request in the job hash: the step script reports
+the job when it stores its next step, and the router ends it there (cancel), keeping its frames.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import redis
@@ -60,10 +63,11 @@ for _, key in ipairs(KEYS) do
 end
 return 0
 """
-# KEYS: per job lease, traj, state, job. ARGV: token ('' = unchecked), the frame field name, then per job
-# the frame, then the state and the job fields as counted field/value pairs. Returns the jobs skipped.
+# KEYS: per job lease, traj, state, job. ARGV: token ('' = unchecked), the frame field name, the cancel
+# field name, then per job the frame, then the state and the job fields as counted field/value pairs.
+# Returns {the jobs skipped (lease not ours), the jobs written whose cancel a client requested}.
 _WRITE_STEPS = """
-local token, field, lost, a = ARGV[1], ARGV[2], {}, 3
+local token, field, cancel, lost, cancelled, a = ARGV[1], ARGV[2], ARGV[3], {}, {}, 4
 for i = 0, #KEYS / 4 - 1 do
   local k, frame, ns = 4 * i, ARGV[a], tonumber(ARGV[a + 1])
   local state = {unpack(ARGV, a + 2, a + 1 + 2 * ns)}
@@ -75,12 +79,24 @@ for i = 0, #KEYS / 4 - 1 do
     redis.call('XADD', KEYS[k + 2], '*', field, frame)
     redis.call('HSET', KEYS[k + 3], unpack(state))
     redis.call('HSET', KEYS[k + 4], unpack(job))
+    if redis.call('HEXISTS', KEYS[k + 4], cancel) == 1 then
+      cancelled[#cancelled + 1] = i
+    end
   else
     lost[#lost + 1] = i
   end
 end
-return lost
+return {lost, cancelled}
 """
+
+
+@dataclass(frozen=True)
+class StepWrites:
+    """What JobStore.write_steps found: jobs whose lease another router holds now (nothing written),
+    and jobs whose step was stored but whose cancel a client requested (the router stops them)."""
+
+    lost: list[str]
+    cancelled: list[str]
 
 
 def _pairs(mapping: dict) -> list:
@@ -171,27 +187,32 @@ class JobStore:
             self.r.zrem(self.names.jobs_index, *gone)
         return len(gone)
 
-    def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> None:
+    def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> StepWrites:
         """Frame to the stream, full-precision state and progress to Redis, in one transaction."""
-        self.write_steps([(frame, x, mean_step_ms)])
+        return self.write_steps([(frame, x, mean_step_ms, None)])
 
-    def write_steps(self, steps: list[tuple[Frame, np.ndarray, float]]) -> list[str]:
+    def write_steps(self, steps: list[tuple[Frame, np.ndarray, float, dict | None]]) -> StepWrites:
         """write_step for several jobs in ONE atomic script and one round trip (the router writes every
         step that finished in one burst of replies together; per-step round trips dominated its time).
-        Only the jobs whose lease this store holds are written; returns the ids of the others."""
+        Only the jobs whose lease this store holds are written (the others come back as lost); a written
+        job whose cancel a client requested comes back as cancelled: its step is kept, and the router
+        ends it there (cancel)."""
         if not steps:
-            return []
-        keys, args = [], [self.owner, jobs.FRAME_FIELD]
+            return StepWrites([], [])
+        keys, args = [], [self.owner, jobs.FRAME_FIELD, jobs.CANCEL_FIELD]
         now = time.time()
-        for frame, x, mean_step_ms in steps:
+        for frame, x, mean_step_ms, degraded in steps:
             job_id = frame.job_id
             keys += [self.names.lease(job_id), self.names.traj(job_id)]
             keys += [self.names.state(job_id), self.names.job(job_id)]
             args.append(jobs.traj_entry(frame)[jobs.FRAME_FIELD])
             args += _pairs(ResumeState(frame.step, x).encode())
-            args += _pairs(jobs.step_fields(frame.step, mean_step_ms, now))
-        lost = self._write_steps(keys=keys, args=args)
-        return [steps[int(i)][0].job_id for i in lost]
+            args += _pairs(jobs.step_fields(frame.step, mean_step_ms, now, degraded))
+        lost, cancelled = self._write_steps(keys=keys, args=args)
+        return StepWrites(
+            lost=[steps[int(i)][0].job_id for i in lost],
+            cancelled=[steps[int(i)][0].job_id for i in cancelled],
+        )
 
     def finish(self, job_id: str, x: np.ndarray) -> bool:
         """Store the result, mark done, and let every key of the job expire after job_ttl_s; the lease
@@ -210,6 +231,17 @@ class JobStore:
 
         def write(pipe) -> None:
             pipe.hset(self.names.job(job_id), mapping=jobs.failed_fields(error, time.time()))
+
+        return self._end(job_id, write)
+
+    def cancel(self, job_id: str) -> bool:
+        """Mark cancelled (a client asked: Client.cancel); its frames are kept, its resume state goes,
+        and every key of the job expires after job_ttl_s. False (nothing written) if another router
+        holds the lease."""
+
+        def write(pipe) -> None:
+            pipe.hset(self.names.job(job_id), mapping=jobs.cancelled_fields(time.time()))
+            pipe.delete(self.names.state(job_id))  # nothing will resume it
 
         return self._end(job_id, write)
 

@@ -12,14 +12,14 @@ store finished steps, settle jobs (ack their message).
     reply        -> scheduler.on_reply
     after every burst of events (pump): scheduler.flush sends every due step, then the finished steps
                     are stored in Redis while the experts compute
-    timers       -> scheduler.sweep (resends); leases renewed; held deliveries asked again; refresh:
-                    replicas per expert, the descriptor, the index
+    timers       -> sweep (hedges, resends, expert loss); leases; held deliveries asked again; observe
+                    each expert (consumers, depth, heartbeats); refresh the descriptor and the index
 
 Redis going away pauses the router instead of ending it: every running job goes back to the held
 deliveries (their messages stay unacked, the broker connection stays up), and once Redis answers again
 each resumes from its stored state. A job whose lease was taken over is dropped the same way.
 
-The job message is acked only when the job is done or failed for good, so if this process dies the
+The job message is acked only when the job is done, failed or cancelled, so if this process dies the
 broker redelivers the job and whichever router gets it resumes from the last step stored in Redis.
 """
 
@@ -37,13 +37,15 @@ import redis
 
 from ddm.router.deployment_loader import describe, load_policy
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle
-from ddm.router.scheduler import Outbox, Scheduler
+from ddm.router.outbox import Outbox, Send
+from ddm.router.scheduler import Scheduler
 from ddm.router.store import JobStore
 from ddm.schema.deployment import Deployment, resolve_deployment
 from ddm.schema.errors import SchemaError
 from ddm.schema.messages import JobSpec, JobStatus, VelocityReply, VelocityRequest
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE
+from ddm.workers.heartbeat import read_live_workers
 from ddm.workers.metrics import RouterMetrics
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis
 from ddm.workers.runtime import ConsumerRuntime, Session
@@ -53,6 +55,7 @@ log = logging.getLogger("ddm.router")
 SWEEP_S = 0.25  # how often requests in flight are checked for timeouts
 WAIT_S = 0.5  # longest wait for deliveries when nothing else is due
 RETRY_S = 1.0  # how often held deliveries (another router's job, or Redis away) ask again
+OBSERVE_S = 0.5  # how often each expert's queue and heartbeats are looked at (a lost one is known in 2 s)
 
 
 @dataclass
@@ -61,10 +64,11 @@ class RouterStats:
     jobs_failed: int = 0
     steps: int = 0
     resends: int = 0
+    hedges: int = 0
 
     def fields(self) -> dict[str, int]:
         return {"jobs_done": self.jobs_done, "jobs_failed": self.jobs_failed, "steps": self.steps,
-                "resends": self.resends}  # fmt: skip
+                "resends": self.resends, "hedges": self.hedges}  # fmt: skip
 
 
 class RouterWorker:
@@ -96,10 +100,19 @@ class RouterWorker:
         self.intake = Intake(self.store, self.descriptor, self.policy, self.worker_id)
         self.waiting: list[Delivery] = []  # held unacked: another router's job, or Redis away
         self.paused = False  # Redis did not answer: no steps run until it does
-        self.scheduler = Scheduler(self.policy, timeout_s=settings.request_timeout_s)
+        self.scheduler = Scheduler(
+            self.policy,
+            timeout_s=settings.request_timeout_s,
+            grace_s=settings.expert_grace_s,
+            hedge_floor_ms=settings.hedge_floor_ms,
+            hedge_max_fraction=settings.hedge_max_fraction,
+            describe=lambda k: f"expert {k} (queue {self.names.expert_queue(k)})",
+        )
         self.stats = RouterStats()
         self.metrics = RouterMetrics(self.worker_id)
         self.metrics.in_flight.set_function(lambda: len(self.scheduler.jobs))
+        for k in range(self.deployment.num_experts):
+            self.metrics.hedges.labels(str(k))  # export zeros from the start, so rate() works at once
         self.runtime = ConsumerRuntime(
             settings, self.worker_id, self, self.metrics, metrics_port=metrics_port, hooks=hooks
         )
@@ -148,7 +161,9 @@ class RouterWorker:
         session.every(SWEEP_S, self._guarded(self._sweep))
         session.every(self.lease_ttl_s / 3, self._guarded(self._renew))
         session.every(RETRY_S, self._retry)
+        session.every(OBSERVE_S, self._guarded(self._observe))
         session.every(self.settings.heartbeat_s, self._refresh)
+        session.every(self.settings.heartbeat_s, lambda: self.metrics.probe_queue(ch, self.names.jobs))
 
     def detach(self, session: Session, lost: bool) -> int:
         # Unacked job messages go back to the queue when the connection closes; whoever gets them
@@ -227,6 +242,8 @@ class RouterWorker:
             self.metrics.jobs.labels(JobStatus.RUNNING.value).inc()
             if job.step:
                 log.info("job %s resumed at step %d/%d", job.job_id, job.step, job.arrays.spec.steps)
+            if not all(h.live for h in self.scheduler.experts.values()):
+                self._observe()  # an expert may have come up since the last look: plan with the news
             self._carry_out(lambda out: self.scheduler.start(job, out))
 
     def _refuse(self, tag: int, props, body: bytes, reason: str) -> None:
@@ -310,8 +327,12 @@ class RouterWorker:
         out = Outbox()
         call(out)
         for send in out.sends:
-            self._publish(send.expert, send.request_id, send.body)
-            if send.resend:
+            self._publish(send)
+            if send.replica is not None:
+                self.stats.hedges += 1
+                self.metrics.hedges.labels(str(send.expert)).inc()
+                log.info("hedging %s to replica %s of expert %d", send.request_id, send.replica, send.expert)
+            elif send.resend:
                 self.stats.resends += 1
                 self.metrics.resends.inc()
                 log.info("resending %s to expert %d", send.request_id, send.expert)
@@ -348,26 +369,64 @@ class RouterWorker:
         step, nothing else (velocity is a pure function)."""
         if self._writes:
             steps, self._writes = self._writes, []
-            for job_id in self.store.write_steps([(d.frame, d.x, d.mean_step_ms) for d in steps]):
+            written = self.store.write_steps([(d.frame, d.x, d.mean_step_ms, d.degraded) for d in steps])
+            for job_id in written.lost:
                 self._lose(job_id)
+            for job_id in written.cancelled:
+                self._cancel(job_id)
 
-    def _publish(self, expert: int, request_id: str, body: bytes) -> None:
+    def _cancel(self, job_id: str) -> None:
+        """A client cancelled this job and its latest step is stored: stop it there, mark it cancelled
+        (its frames stay) and ack its message. A job that ended meanwhile (done, failed) keeps that end."""
+        job = self.scheduler.drop(job_id)  # its rows still in flight are skipped when they come back
+        if job is None:
+            return
+        if not self.store.cancel(job_id):
+            self.waiting.append(job.tag)  # another router owns it now
+            return
+        log.info("job %s cancelled at step %d/%d", job_id, job.step, job.arrays.spec.steps)
+        if self._session.channel.is_open:  # else the redelivery finds it ended and is settled
+            self._session.channel.basic_ack(job.tag.tag)
+        self.metrics.jobs.labels(JobStatus.CANCELLED.value).inc()
+
+    def _publish(self, send: Send) -> None:
+        """To the expert's queue (its replicas compete), or a hedge to one replica's own queue."""
+        expert = send.expert
+        queue = self.names.expert_queue(expert)
+        if send.replica is not None:
+            queue = self.names.replica_queue(expert, send.replica)
         props = pika.BasicProperties(
             reply_to=self._reply_queue,
-            correlation_id=request_id,
+            correlation_id=send.request_id,
             content_type=CONTENT_TYPE,
             type=VelocityRequest.TYPE,
             delivery_mode=1,  # transient: a lost request is resent by the sweep
         )
-        self._session.channel.basic_publish("", self.names.expert_queue(expert), body, props)
+        self._session.channel.basic_publish("", queue, send.body, props)
         self.metrics.requests.labels(str(expert)).inc()
 
-    def _refresh(self) -> None:
-        """Every heartbeat: requests in flight allowed per expert = consumers on its queue (replicas come
-        and go), the descriptor again (it expires when no router refreshes it), the jobs index trimmed."""
+    def _observe(self) -> None:
+        """Every OBSERVE_S: each expert's consumers and ready depth (a passive declare) and its workers'
+        live heartbeats with their forward passes, to the scheduler (router/experts.py judges)."""
+        beats = [b for b in read_live_workers(self.store.r, self.names).values() if b.role == "expert"]
         for k in range(self.deployment.num_experts):
             method = self._session.channel.queue_declare(self.names.expert_queue(k), passive=True).method
-            self.scheduler.slots[k] = max(1, method.consumer_count)
+            mine = [b for b in beats if b.expert_id == k]
+            served = sum(int(b.counters.get("batches", 0)) for b in mine) if mine else None
+            health = self.scheduler.experts[k]
+            was_live = health.live
+            self.scheduler.observe(k, method.consumer_count, method.message_count, len(mine) or None, served)
+            self.metrics.expert_live.labels(str(k)).set(int(health.live))
+            self.metrics.expert_window.labels(str(k)).set(health.window())
+            if was_live != health.live:
+                if was_live:
+                    log.warning("expert %d has no live worker (queue %s)", k, self.names.expert_queue(k))
+                else:
+                    log.info("expert %d is served again", k)
+
+    def _refresh(self) -> None:
+        """Every heartbeat: the descriptor again (it expires when no router refreshes it), the jobs index
+        trimmed."""
         try:
             self.store.publish_descriptor(self.descriptor, int(self.settings.heartbeat_ttl_s))
             self.store.trim_index()

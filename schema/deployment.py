@@ -5,6 +5,8 @@
     strategy = "top1"            # optional: the strategy jobs get by default (else oracle where the
                                  # labels name the expert, else top1)
     class_names = ["0", ...]     # optional: 10 names shown for labels 0..9 (default: the digits)
+    on_expert_loss = "degrade"   # optional: what jobs do by default when an expert has no live
+                                 # worker: degrade (mixing strategies route around it) or wait
 
     [[experts]]
     id = 0                       # ids are 0..K-1: the cluster ids of the partition
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.flow import NUM_CLASSES
-from ddm.schema.messages import MAX_GUIDANCE
+from ddm.schema.messages import EXPERT_LOSS_POLICIES, MAX_GUIDANCE
 from ddm.schema.strategy import Strategy
 
 ROUTER_KINDS = ("oracle", "label-prior", "learned")
@@ -81,6 +83,7 @@ class Deployment:
     guidance: float = 1.0
     strategy: str | None = None  # None: the router's rule (schema.strategy.default_strategy)
     class_names: tuple[str, ...] = tuple(str(c) for c in range(NUM_CLASSES))
+    on_expert_loss: str = "degrade"  # JobSpec.on_expert_loss a job gets when it names none
 
     @property
     def num_experts(self) -> int:
@@ -105,9 +108,17 @@ class Deployment:
     @classmethod
     def from_dict(cls, data: dict, path: Path) -> Deployment:
         base = path.resolve().parent
-        unknown = set(data) - {"name", "guidance", "strategy", "class_names", "experts", "router"}
+        unknown = set(data) - {
+            "name",
+            "guidance",
+            "strategy",
+            "class_names",
+            "on_expert_loss",
+            "experts",
+            "router",
+        }
         if unknown:
-            keys = "keys name, guidance, strategy, class_names, experts, router"
+            keys = "keys name, guidance, strategy, class_names, on_expert_loss, experts, router"
             raise ConfigError(f"{path}: {expected(keys, sorted(unknown))}")
         strategy = data.get("strategy")
         try:
@@ -122,6 +133,11 @@ class Deployment:
         ):
             raise ConfigError(
                 f"{path}: {expected(f'class_names, {NUM_CLASSES} non-empty strings', class_names)}"
+            )
+        on_expert_loss = data.get("on_expert_loss", "degrade")
+        if on_expert_loss not in EXPERT_LOSS_POLICIES:
+            raise ConfigError(
+                f"{path}: {expected(f'on_expert_loss in {list(EXPERT_LOSS_POLICIES)}', on_expert_loss)}"
             )
         guidance = data.get("guidance", 1.0)
         if type(guidance) not in (int, float) or not 0.0 <= guidance <= MAX_GUIDANCE:
@@ -165,4 +181,5 @@ class Deployment:
             guidance=float(guidance),
             strategy=strategy,
             class_names=tuple(class_names),
+            on_expert_loss=on_expert_loss,
         )

@@ -6,8 +6,8 @@ none of them needs the deployment file. A job that leaves strategy or guidance u
 descriptor's defaults (resolve), and the router records the values it used in the job hash.
 
     {"name", "protocol_version", "router_kind", "experts": [{"id", "framework", "device", "labels",
-     "cluster"}], "strategies", "default_strategy", "default_guidance", "class_names", "router_id",
-     "published_at"}
+     "cluster"}], "strategies", "default_strategy", "default_guidance", "default_on_expert_loss",
+     "class_names", "router_id", "published_at"}
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from .errors import SchemaError, expected
 from .flow import NUM_CLASSES
-from .messages import MAX_GUIDANCE, PROTOCOL_VERSION, JobSpec
+from .messages import EXPERT_LOSS_POLICIES, MAX_GUIDANCE, PROTOCOL_VERSION, JobSpec
 from .names import check_worker_id
 from .strategy import Strategy
 
@@ -62,6 +62,7 @@ class DeploymentDescriptor:
     class_names: tuple[str, ...]  # one per label 0..9
     router_id: str
     published_at: float
+    default_on_expert_loss: str = "degrade"  # JobSpec.on_expert_loss a job gets when it names none
     protocol_version: int = PROTOCOL_VERSION
 
     def __post_init__(self) -> None:
@@ -82,6 +83,12 @@ class DeploymentDescriptor:
         if len(self.class_names) != NUM_CLASSES or not all(isinstance(c, str) for c in self.class_names):
             raise SchemaError(expected(f"{NUM_CLASSES} class names", self.class_names))
         check_worker_id(self.router_id)
+        if self.default_on_expert_loss not in EXPERT_LOSS_POLICIES:
+            raise SchemaError(
+                expected(
+                    f"default_on_expert_loss in {list(EXPERT_LOSS_POLICIES)}", self.default_on_expert_loss
+                )
+            )
 
     @property
     def labels(self) -> tuple[int, ...]:
@@ -100,12 +107,26 @@ class DeploymentDescriptor:
                 f"{where}: " + expected(f"labels some expert was trained on {list(self.labels)}", unknown)
             )
 
+    def experts_needed(self, spec: JobSpec) -> tuple[tuple[int, ...], bool]:
+        """(experts, every_one) a job may need: under oracle, the experts of its labels, every one of
+        them; under top1, any expert may be picked at any step, so every one; a mixing strategy that may
+        degrade routes around an expert with no live worker (docs/ARCHITECTURE.md), so any one live
+        expert will do; one that waits needs every one."""
+        resolved = self.resolve(spec)
+        strategy = Strategy.parse(resolved.strategy)
+        if strategy.kind == "oracle":
+            wanted = set(spec.labels)
+            return tuple(e.id for e in self.experts if wanted & set(e.labels)), True
+        return tuple(e.id for e in self.experts), not routes_around(resolved)
+
     def resolve(self, spec: JobSpec) -> JobSpec:
-        """`spec` with an unset strategy or guidance filled in from this deployment's defaults."""
+        """`spec` with an unset strategy, guidance or on_expert_loss filled in from this deployment's
+        defaults."""
         return dataclasses.replace(
             spec,
             strategy=self.default_strategy if spec.strategy is None else spec.strategy,
             guidance=self.default_guidance if spec.guidance is None else spec.guidance,
+            on_expert_loss=spec.on_expert_loss or self.default_on_expert_loss,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,6 +152,12 @@ class DeploymentDescriptor:
         d["experts"] = tuple(ExpertInfo.from_dict(e) for e in d["experts"])
         d["strategies"], d["class_names"] = tuple(d["strategies"]), tuple(d["class_names"])
         return cls(**d)
+
+
+def routes_around(spec: JobSpec) -> bool:
+    """Whether a resolved job routes around an expert with no live worker (a mixing strategy, and
+    on_expert_loss 'degrade') instead of waiting for it."""
+    return Strategy.parse(spec.strategy).mixes and spec.on_expert_loss != "wait"
 
 
 def _exact_keys(what: str, d: object, cls: type) -> dict:

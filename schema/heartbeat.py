@@ -8,7 +8,7 @@ Every worker: worker_id, role ('expert' | 'router'), host, region, pid, started_
 Experts add expert_id, framework, device, queue, max_batch, max_wait_ms, buckets ("1,2,4" or "any");
 routers add deployment and jobs_running. Every other field is a counter (a number): experts write
 requests, batches, rows, mean_batch_size, mean_compute_ms, dead_lettered; routers jobs_done,
-jobs_failed, steps, resends, reconnects. The one writer is workers/heartbeat.py (Heartbeat), used by
+jobs_failed, steps, resends, hedges, reconnects. The one writer is workers/heartbeat.py (Heartbeat), used by
 the consumer runtime both workers run on; readers (the web UI, `ddm up`, tests) decode through here.
 """
 
@@ -25,7 +25,7 @@ from .names import check_expert_id, check_worker_id
 
 ROLES = ("expert", "router")
 EXPERT_COUNTERS = ("requests", "batches", "rows", "mean_batch_size", "mean_compute_ms", "dead_lettered")
-ROUTER_COUNTERS = ("jobs_done", "jobs_failed", "steps", "resends", "reconnects")
+ROUTER_COUNTERS = ("jobs_done", "jobs_failed", "steps", "resends", "hedges", "reconnects")
 INT_FIELDS = ("pid", "expert_id", "max_batch", "jobs_running")
 FLOAT_FIELDS = ("started_at", "updated_at", "max_wait_ms")
 TEXT_FIELDS = ("host", "region", "framework", "device", "queue", "deployment")

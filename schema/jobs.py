@@ -2,14 +2,16 @@
 
     names.job(id)     hash   JobHash: status, spec, strategy, guidance, step, steps, n, router,
                              resumed_from, attempts, created_at, started_at, updated_at, finished_at,
-                             error, mean_step_ms (all values strings)
+                             error, mean_step_ms, cancel_requested_at (all values strings)
     names.traj(id)    stream one entry per step: {FRAME_FIELD: Frame.encode()}
     names.state(id)   hash   ResumeState: {"step": str, "x": float32 [n,1,32,32] raw bytes}
     names.result(id)  string encode_result(x) = codec.packb(float32 [n,1,32,32])
 
-Writers: the client's submit writes the queued hash (queued_fields); the router, through its store
-(router/store.py), writes everything after that. `strategy` and `guidance` in the hash are the values
-the router RESOLVED (the spec's own, or the serving deployment's defaults): unset while queued.
+Writers: the client's submit writes the queued hash (queued_fields), and Client.cancel the cancel
+request (cancel_fields; a job no router has taken yet it also ends at once: cancelled_fields); the
+router, through its store (router/store.py), writes everything else. `strategy` and `guidance` in the
+hash are the values the router RESOLVED (the spec's own, or the serving deployment's defaults): unset
+while queued.
 """
 
 from __future__ import annotations
@@ -34,10 +36,20 @@ FRAME_FIELD = b"frame"  # the one field of a trajectory entry
 MAX_ERROR_CHARS = 2000
 LATENT_BYTES = int(np.prod(IMAGE_SHAPE)) * 4  # one float32 latent [1, 32, 32]
 
+CANCEL_FIELD = "cancel_requested_at"  # set by Client.cancel; the router stops the job when it sees it
+
 # Job hash fields by how they decode; an empty string means "not set yet" (None).
 INT_FIELDS = ("step", "steps", "n", "resumed_from", "attempts")
-FLOAT_FIELDS = ("guidance", "created_at", "started_at", "updated_at", "finished_at", "mean_step_ms")
-TEXT_FIELDS = ("strategy", "router", "error", "digest")
+FLOAT_FIELDS = (
+    "guidance",
+    "created_at",
+    "started_at",
+    "updated_at",
+    "finished_at",
+    "mean_step_ms",
+    CANCEL_FIELD,
+)
+TEXT_FIELDS = ("strategy", "router", "error", "digest", "degraded", "on_expert_loss")
 FIELDS = ("status", "spec", *INT_FIELDS, *FLOAT_FIELDS, *TEXT_FIELDS)
 ATTEMPTS = "attempts"  # HINCRBY by the router at every start
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
@@ -79,6 +91,10 @@ class JobHash:
     error: str | None = None
     mean_step_ms: float | None = None
     digest: str | None = None  # spec_digest of the spec this id was created with: it names that spec forever
+    cancel_requested_at: float | None = None  # when a client asked to cancel (Client.cancel)
+    # expert -> the steps run without it (it had no live worker; a mixing strategy routed around it)
+    degraded: dict[int, tuple[int, ...]] | None = None
+    on_expert_loss: str | None = None  # what the router resolved (JobSpec.on_expert_loss)
 
     @property
     def labels(self) -> tuple[int, ...]:
@@ -145,7 +161,42 @@ def _decode_field(key: str, text: str) -> Any:
         return value
     if key == "strategy":
         return str(Strategy.parse(text))
+    if key == "degraded":
+        return decode_degraded(text)
     return text
+
+
+_DEGRADED_RE = re.compile(r"[0-9]{1,4}:[0-9]{1,6}(-[0-9]{1,6})?(,[0-9]{1,6}(-[0-9]{1,6})?)*")
+
+
+def encode_degraded(degraded: dict[int, list[int]]) -> str:
+    """{1: [4, 5, 6, 9]} -> '1:4-6,9': per expert, the steps run without it, as ranges."""
+    return ";".join(f"{k}:{_ranges(sorted(set(degraded[k])))}" for k in sorted(degraded) if degraded[k])
+
+
+def _ranges(steps: list[int]) -> str:
+    spans = [[steps[0], steps[0]]]
+    for step in steps[1:]:
+        if step == spans[-1][1] + 1:
+            spans[-1][1] = step
+        else:
+            spans.append([step, step])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def decode_degraded(text: str) -> dict[int, tuple[int, ...]]:
+    """encode_degraded's text -> {expert: steps}; SchemaError for anything else."""
+    out: dict[int, tuple[int, ...]] = {}
+    for part in text.split(";"):
+        if not _DEGRADED_RE.fullmatch(part):
+            raise SchemaError(expected("degraded steps like '1:4-6,9;2:3'", part))
+        expert, ranges = part.split(":")
+        steps: list[int] = []
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            steps += range(int(lo), int(hi or lo) + 1)
+        out[int(expert)] = tuple(steps)
+    return out
 
 
 # Encoders: the fields each writer sets, as str -> str for HSET.
@@ -197,12 +248,16 @@ def running_fields(spec: JobSpec, router_id: str, resumed_from: int, now: float)
         "n": str(spec.n),
         "strategy": str(Strategy.parse(spec.strategy)),
         "guidance": repr(float(spec.guidance)),
+        "on_expert_loss": spec.on_expert_loss or "",
     }
 
 
-def step_fields(step: int, mean_step_ms: float, now: float) -> dict[str, str]:
-    """Progress after a stored step."""
-    return {"step": str(int(step)), "updated_at": stamp(now), "mean_step_ms": f"{mean_step_ms:.3f}"}
+def step_fields(step: int, mean_step_ms: float, now: float, degraded=None) -> dict[str, str]:
+    """Progress after a stored step (and, once a step ran without an expert, which steps did)."""
+    fields = {"step": str(int(step)), "updated_at": stamp(now), "mean_step_ms": f"{mean_step_ms:.3f}"}
+    if degraded:
+        fields["degraded"] = encode_degraded(degraded)
+    return fields
 
 
 def done_fields(now: float) -> dict[str, str]:
@@ -211,6 +266,16 @@ def done_fields(now: float) -> dict[str, str]:
 
 def failed_fields(error: str, now: float) -> dict[str, str]:
     return {"status": JobStatus.FAILED.value, "error": error[:MAX_ERROR_CHARS], "finished_at": stamp(now)}
+
+
+def cancel_fields(now: float) -> dict[str, str]:
+    """What Client.cancel writes on a queued or running job: the request the router honours."""
+    return {CANCEL_FIELD: stamp(now), "updated_at": stamp(now)}
+
+
+def cancelled_fields(now: float) -> dict[str, str]:
+    """The end of a cancelled job (the router's, or the client's for a job no router has taken)."""
+    return {"status": JobStatus.CANCELLED.value, "finished_at": stamp(now), "updated_at": stamp(now)}
 
 
 # ---------------------------------------------------------------- trajectory entry

@@ -41,10 +41,12 @@ class JobStatus(StrEnum):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # a client asked (Client.cancel); the router stopped it, its frames are kept
 
     @property
     def terminal(self) -> bool:
-        return self in (JobStatus.DONE, JobStatus.FAILED)
+        """The job has ended: no router will write to it again."""
+        return self in (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 # ---------------------------------------------------------------- field checks
@@ -111,9 +113,13 @@ class _Message:
 
     TYPE: ClassVar[str]
     _TUPLES: ClassVar[tuple[str, ...]] = ()  # fields that msgpack turns into lists
+    # fields added after version 1: left out when None, so earlier readers decode what leaves them
+    # unset (and a spec's digest does not change), and decoded as None when absent
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ()
 
     def _fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {k: v for k, v in fields.items() if not (k in self._OPTIONAL and v is None)}
 
     def encode(self, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         """Serialise to msgpack bytes: {"type", "version", **fields}."""
@@ -127,8 +133,9 @@ class _Message:
             raise SchemaError(expected(f"{cls.TYPE} message as a map", type(obj).__name__))
         names = {f.name for f in dataclasses.fields(cls)}
         want = names | {"type", "version"}
-        if set(obj) != want:
-            missing, extra = sorted(want - set(obj), key=str), sorted(set(obj) - want, key=str)
+        if not want - set(cls._OPTIONAL) <= set(obj) <= want:
+            missing = sorted(want - set(cls._OPTIONAL) - set(obj), key=str)
+            extra = sorted(set(obj) - want, key=str)
             raise SchemaError(
                 expected(f"{cls.TYPE} fields {sorted(want)}", f"missing {missing}, extra {extra}")
             )
@@ -136,13 +143,16 @@ class _Message:
             raise SchemaError(expected(f"type {cls.TYPE!r}", obj["type"]))
         if type(obj["version"]) is not int or obj["version"] != PROTOCOL_VERSION:
             raise SchemaError(expected(f"version {PROTOCOL_VERSION}", obj["version"]))
-        kwargs = {k: obj[k] for k in names}
+        kwargs = {k: obj[k] for k in names if k in obj}
         for k in cls._TUPLES:
             kwargs[k] = _ids(k, kwargs[k])
         return cls(**kwargs)
 
 
 # ---------------------------------------------------------------- messages
+
+
+EXPERT_LOSS_POLICIES = ("degrade", "wait")  # JobSpec.on_expert_loss
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,11 +162,15 @@ class JobSpec(_Message):
     strategy: 'oracle' (label -> expert), 'top1', 'topk:K' or 'full' (learned router).
     strategy and guidance may be None: the serving router fills in its deployment's defaults
     (DeploymentDescriptor.resolve) and records what it used in the job hash, so a job means the same
-    whichever machine submitted it.
+    whichever machine submitted it. So may on_expert_loss, what a step does when an expert its routing
+    chose has no live worker: 'degrade' (full and topk:K >= 2 route over the live experts and record the
+    step as degraded; oracle and top1 wait) or 'wait' (every strategy waits; the router bounds the wait
+    by its grace period, then fails the job naming the expert).
     """
 
     TYPE: ClassVar[str] = "job_spec"
     _TUPLES: ClassVar[tuple[str, ...]] = ("labels",)
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("on_expert_loss",)
 
     job_id: str
     labels: tuple[int, ...]
@@ -164,6 +178,7 @@ class JobSpec(_Message):
     strategy: str | None = None
     guidance: float | None = None
     seed: int = 0
+    on_expert_loss: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -186,6 +201,10 @@ class JobSpec(_Message):
         if self.guidance is not None:
             object.__setattr__(self, "guidance", _float("guidance", self.guidance, 0.0, MAX_GUIDANCE))
         object.__setattr__(self, "seed", _int("seed", self.seed, 0, MAX_SEED))
+        if self.on_expert_loss is not None and self.on_expert_loss not in EXPERT_LOSS_POLICIES:
+            raise SchemaError(
+                expected(f"on_expert_loss in {list(EXPERT_LOSS_POLICIES)}", self.on_expert_loss)
+            )
 
     @classmethod
     def new(
@@ -196,9 +215,11 @@ class JobSpec(_Message):
         strategy: str | None = None,
         guidance: float | None = None,
         seed: int = 0,
+        on_expert_loss: str | None = None,
     ) -> JobSpec:
-        """A JobSpec with a fresh uuid4-hex job_id; strategy and guidance None = the deployment's."""
-        return cls(uuid.uuid4().hex, tuple(labels), steps, strategy, guidance, seed)
+        """A JobSpec with a fresh uuid4-hex job_id; strategy, guidance, on_expert_loss None = the
+        deployment's."""
+        return cls(uuid.uuid4().hex, tuple(labels), steps, strategy, guidance, seed, on_expert_loss)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict (labels as a list)."""
@@ -306,7 +327,7 @@ class Frame(_Message):
     """
 
     TYPE: ClassVar[str] = "frame"
-    _TUPLES: ClassVar[tuple[str, ...]] = ("experts",)
+    _TUPLES: ClassVar[tuple[str, ...]] = ("experts", "missing")
 
     job_id: str
     step: int
@@ -316,6 +337,7 @@ class Frame(_Message):
     weights: np.ndarray
     latency_ms: float
     compute_ms: float
+    missing: tuple[int, ...] = ()  # experts the routing chose but that had no live worker: left out
 
     def __post_init__(self) -> None:
         check_job_id(self.job_id)
@@ -336,6 +358,10 @@ class Frame(_Message):
         if len(set(experts)) != len(experts):
             raise SchemaError(expected("distinct expert ids", experts))
         object.__setattr__(self, "experts", experts)
+        missing = tuple(_int("missing expert id", e, 0, K - 1) for e in _ids("missing", self.missing))
+        if set(missing) & set(experts):
+            raise SchemaError(expected("missing experts apart from the experts that served", missing))
+        object.__setattr__(self, "missing", missing)
         object.__setattr__(self, "latency_ms", _float("latency_ms", self.latency_ms, 0.0))
         object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
 
@@ -350,6 +376,7 @@ class Frame(_Message):
         weights: np.ndarray,
         latency_ms: float,
         compute_ms: float = 0.0,
+        missing=(),
     ) -> Frame:
         """Build a Frame from the float32 latent x [n, 1, 32, 32], stored as float16."""
         _array("x", x, np.float32, (None, *IMAGE_SHAPE), dims="n")
@@ -358,4 +385,14 @@ class Frame(_Message):
             raise SchemaError(
                 expected(f"x finite and within float16 range +-{limit:g}", float(np.abs(x).max()))
             )
-        return cls(job_id, step, t, x.astype(np.float16), tuple(experts), weights, latency_ms, compute_ms)
+        return cls(
+            job_id,
+            step,
+            t,
+            x.astype(np.float16),
+            tuple(experts),
+            weights,
+            latency_ms,
+            compute_ms,
+            tuple(missing),
+        )

@@ -58,6 +58,11 @@ class Names:
         """Durable queue of VelocityRequests for one expert; its replicas compete on it."""
         return f"{self.prefix}ddm.expert.{check_expert_id(expert_id)}"
 
+    def replica_queue(self, expert_id: int, worker_id: str) -> str:
+        """One replica's own queue (exclusive: it goes with the worker's connection), for the requests a
+        router hedges to that replica in particular."""
+        return f"{self.expert_queue(expert_id)}.replica.{check_worker_id(worker_id)}"
+
     @property
     def dead_letter_exchange(self) -> str:
         return f"{self.prefix}ddm.dlx"

@@ -34,7 +34,52 @@ ENV_VARS: dict[str, str] = {
     "max_message_bytes": "DDM_MAX_MESSAGE_BYTES",
     "deployment": "DDM_DEPLOYMENT",
     "metrics_port": "DDM_METRICS_PORT",
+    "log_level": "DDM_LOG_LEVEL",
+    "log_format": "DDM_LOG_FORMAT",
+    "jax_cache_dir": "DDM_JAX_CACHE_DIR",
     "queue_type": "DDM_QUEUE_TYPE",
+    "expert_grace_s": "DDM_EXPERT_GRACE_S",
+    "hedge_floor_ms": "DDM_HEDGE_FLOOR_MS",
+    "hedge_max_fraction": "DDM_HEDGE_MAX_FRACTION",
+}
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")  # json: one object per line, for log collectors (ddm/ops/logs.py)
+
+# field -> what it means to the person who sets it. docs/CONFIG.md is generated from this table, the
+# defaults and ENV_VARS (`python -m ddm.ops.config_doc > docs/CONFIG.md`); a test keeps them equal.
+HELP: dict[str, str] = {
+    "amqp_url": "RabbitMQ URL; several nodes of one cluster separated by commas (a comma in a password "
+    "is written %2C). amqps:// for TLS, with `ssl_options` in the query (docs/DEPLOY.md).",
+    "redis_url": "Redis URL: redis://, rediss:// (TLS), unix://, or redis+sentinel://[[user]:password@]"
+    "host[:port][,host[:port]...]/service-name[/db] for Redis Sentinel.",
+    "prefix": "Put before every queue name and Redis key, so several deployments (or tests) share one "
+    "broker and one Redis.",
+    "request_timeout_s": "Router: how long it waits for an expert's reply before resending the request.",
+    "max_batch": "Expert worker: most request rows merged into one forward pass (`--max-batch`).",
+    "max_wait_ms": "Expert worker: longest wait to fill a batch after the first request (0: serve at once).",
+    "job_ttl_s": "A job's Redis keys (hash, trajectory, state, result) expire this long after it ends "
+    "(done, failed or cancelled).",
+    "heartbeat_s": "Workers: seconds between two heartbeats in Redis.",
+    "heartbeat_ttl_s": "A worker whose heartbeat is older than this is gone (must exceed DDM_HEARTBEAT_S).",
+    "region": "Shown with the worker in its heartbeat (`ddm workers`, the UI's cluster panel).",
+    "data_dir": "Datasets folder (`ddm data`, `partition`, `train`, `eval`).",
+    "max_message_bytes": "Largest message any process decodes; bigger ones are refused (dead-lettered).",
+    "deployment": "Deployment TOML used when a command gets no --deployment (empty: the shipped one).",
+    "metrics_port": "Workers: serve Prometheus /metrics and /healthz on this TCP port (0: off).",
+    "log_level": "Long-running processes (workers, `ddm up`, the web UI): DEBUG, INFO, WARNING or ERROR.",
+    "log_format": "Their log lines: text, or json (one object per line: time, level, logger, process, "
+    "message).",
+    "jax_cache_dir": "JAX's persistent compile cache: a restarted JAX expert loads its compiled batch "
+    "buckets instead of compiling them again (off: no cache).",
+    "queue_type": "The work queues' type: classic (one broker node) or quorum (a cluster of 3+ nodes). "
+    "Every process of a deployment must agree.",
+    "expert_grace_s": "Router: how long a step whose oracle or top-1 expert has no live replica waits for "
+    "one before its job fails (mixing strategies renormalise over the live experts instead).",
+    "hedge_floor_ms": "Router: a request still unanswered after its expert's recent p99 latency, and at "
+    "least this long, is sent once more to another replica.",
+    "hedge_max_fraction": "Router: at most this fraction of requests is hedged (0 turns hedging off).",
 }
 
 
@@ -93,9 +138,19 @@ class Settings:
     max_message_bytes: int = DEFAULT_MAX_BYTES
     deployment: str = ""  # deployment TOML used when a command gets no --deployment ("" = the shipped one)
     metrics_port: int = 0  # workers: serve /metrics and /healthz on this TCP port (0 = off)
+    log_level: str = "INFO"
+    log_format: str = "text"
+    jax_cache_dir: str = "~/.cache/ddm/jax"
     # the work queues' type: classic on one broker node; quorum on a cluster (replicated, survives the
     # loss of a minority of nodes). Every process of a deployment must agree (docs/DEPLOY.md).
     queue_type: str = "classic"
+    # router: how long a step whose oracle/top1 expert has no live replica waits for one before its job
+    # fails (mixing strategies renormalise over the live experts instead; docs/DEPLOY.md)
+    expert_grace_s: float = 30.0
+    # router: a request still unanswered after its expert's recent p99 (and at least this) is sent once
+    # more, to another replica; at most hedge_max_fraction of the requests (0 turns hedging off)
+    hedge_floor_ms: float = 250.0
+    hedge_max_fraction: float = 0.05
 
     def __post_init__(self) -> None:
         self._check_amqp_urls()
@@ -121,7 +176,14 @@ class Settings:
         if not isinstance(self.deployment, str) or "\x00" in self.deployment:
             raise _fail("deployment", "a path (or empty for the shipped deployment)", self.deployment)
         self._check_number("metrics_port", int, 0, 65535)
+        self._check_choice("log_level", LOG_LEVELS, upper=True)
+        self._check_choice("log_format", LOG_FORMATS)
+        if not isinstance(self.jax_cache_dir, str) or "\x00" in self.jax_cache_dir:
+            raise _fail("jax_cache_dir", "a path (or off)", self.jax_cache_dir)
         check_queue_type(self.queue_type)
+        self._check_number("expert_grace_s", float, 0.0, 86400.0)
+        self._check_number("hedge_floor_ms", float, 0.0, 3_600_000.0)
+        self._check_number("hedge_max_fraction", float, 0.0, 1.0)
 
     def _check_amqp_urls(self) -> None:
         """One URL, or several nodes of one cluster separated by commas, each checked alone."""
@@ -148,6 +210,14 @@ class Settings:
         value = getattr(self, field)
         if not isinstance(value, str) or not _is_url(value, schemes):
             raise _fail(field, f"URL starting with {' or '.join(schemes)}", value)
+
+    def _check_choice(self, field: str, choices: tuple[str, ...], upper: bool = False) -> None:
+        value = getattr(self, field)
+        if upper and isinstance(value, str):
+            value = value.upper()  # DDM_LOG_LEVEL=info works as logging's INFO
+        if value not in choices:
+            raise _fail(field, f"one of {', '.join(choices)}", getattr(self, field))
+        object.__setattr__(self, field, value)
 
     def _check_number(self, field: str, kind: type, lo: float, hi: float) -> None:
         value = getattr(self, field)

@@ -40,6 +40,12 @@ class Strategy:
             raise SchemaError(expected(SYNTAX, text))
         return cls("topk", int(m.group(1)))
 
+    @property
+    def mixes(self) -> bool:
+        """Whether the strategy mixes several experts (full, topk:K with K >= 2): when one of them has no
+        live worker it renormalises over the live ones; oracle and top1 wait for that expert instead."""
+        return self.kind == "full" or (self.kind == "topk" and (self.k or 0) >= 2)
+
     def __str__(self) -> str:
         """The canonical spelling ('top1' for topk:1): what descriptors list and job hashes record."""
         if self.kind == "topk":

@@ -25,6 +25,7 @@ from typing import Any
 
 from flask import Flask
 from flask_socketio import SocketIO
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from ddm.router.client import Client
 from ddm.schema.settings import Settings
@@ -49,7 +50,7 @@ class UIState:
         self.client = Client(settings=self.settings)  # reads only; JobService has its own for submits
         self.monitor = ClusterMonitor(self.client, gone_keep_s=config.gone_keep_s)
         self.limiter = RateLimiter(config.jobs_per_minute)
-        self.jobs = JobService(self.settings, self.monitor, self.limiter)
+        self.jobs = JobService(self.settings, self.monitor, self.limiter, token=config.token)
         self.hub = TailHub(socketio, self.client)
         self.clients = 0  # connected Socket.IO clients
         self._lock = threading.Lock()
@@ -128,6 +129,11 @@ def create_app(
         logger=False,
         engineio_logger=False,
     )
+    if config.trusted_proxies:
+        # Outside Socket.IO's middleware, so websocket connections see the client's address too. The
+        # rate limit is per request.remote_addr: behind a proxy that is the proxy's, shared by everyone.
+        n = config.trusted_proxies
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=n, x_proto=n)
     state = UIState(socketio, config)
     app.extensions["ddm"] = state
     register_routes(app, state)

@@ -1,10 +1,8 @@
 """The web UI's settings: the shared service Settings plus a few UI-only knobs, read once from the env.
 
-    DDM_UI_JOBS_PER_MINUTE   job submissions allowed per client address per minute (default 30)
-    DDM_UI_RECENT_JOBS       how many recent jobs the page lists (default 12)
-
-Everything else (DDM_REDIS_URL, DDM_AMQP_URL, DDM_PREFIX, heartbeat TTL...) is ddm.schema.Settings.
+Everything else (DDM_REDIS_URL, DDM_AMQP_URL, DDM_PREFIX, DDM_LOG_LEVEL...) is ddm.schema.Settings.
 The UI reads no deployment file: what a job means comes from the serving router's descriptor in Redis.
+docs/CONFIG.md lists every variable (generated from UI_ENV_VARS, UI_HELP and the defaults below).
 """
 
 from __future__ import annotations
@@ -18,6 +16,30 @@ from ddm.schema.errors import ConfigError, expected
 from ddm.schema.settings import Settings
 
 _INT_RE = re.compile(r"[0-9]{1,9}")
+_BIND_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}")
+
+# field -> environment variable (the fields not listed here are not read from the environment)
+UI_ENV_VARS: dict[str, str] = {
+    "jobs_per_minute": "DDM_UI_JOBS_PER_MINUTE",
+    "recent_jobs": "DDM_UI_RECENT_JOBS",
+    "trusted_proxies": "DDM_UI_TRUSTED_PROXIES",
+    "token": "DDM_UI_TOKEN",
+    "bind": "DDM_UI_BIND",
+    "threads": "DDM_UI_THREADS",
+}
+
+UI_HELP: dict[str, str] = {
+    "jobs_per_minute": "Job submissions allowed per client address per minute.",
+    "recent_jobs": "How many recent jobs the page lists.",
+    "trusted_proxies": "How many reverse proxies in front of the UI to trust for X-Forwarded-For and "
+    "X-Forwarded-Proto (werkzeug's ProxyFix), so the rate limit applies per client, not per proxy. 0: "
+    "the headers are ignored (set it only behind a proxy that overwrites them, or clients could pick "
+    "their own address).",
+    "token": "When set, submitting a job needs this token (`Authorization: Bearer TOKEN`, or the page's "
+    "token field); watching needs none. Empty: anyone who reaches the UI may submit.",
+    "bind": "gunicorn: host:port to listen on (0.0.0.0:8000 in a container).",
+    "threads": "gunicorn: threads of its one process = browsers served at once + a few for plain requests.",
+}
 
 
 def _env_int(env: Mapping[str, str], var: str, default: int, lo: int, hi: int) -> int:
@@ -34,6 +56,10 @@ class UIConfig:
     settings: Settings = field(default_factory=Settings)
     jobs_per_minute: int = 30
     recent_jobs: int = 12
+    trusted_proxies: int = 0
+    token: str = field(default="", repr=False)  # a secret: never in a repr or a log line
+    bind: str = "127.0.0.1:8000"
+    threads: int = 100
     overview_interval_s: float = 2.0  # cluster + recent jobs pushed to every page this often
     gone_keep_s: float = 900.0  # a worker whose heartbeat expired is shown as gone this long
 
@@ -42,6 +68,15 @@ class UIConfig:
             raise ConfigError(expected("jobs_per_minute in 1..100000", self.jobs_per_minute))
         if not 1 <= self.recent_jobs <= 200:
             raise ConfigError(expected("recent_jobs in 1..200", self.recent_jobs))
+        if not 0 <= self.trusted_proxies <= 10:
+            raise ConfigError(expected("trusted_proxies in 0..10", self.trusted_proxies))
+        if self.token and (len(self.token) < 8 or any(c.isspace() for c in self.token)):
+            # a short token is guessed; a space would not survive the Authorization header
+            raise ConfigError(f"DDM_UI_TOKEN: {expected('8 or more characters, no spaces', '(hidden)')}")
+        if not _BIND_RE.fullmatch(self.bind):
+            raise ConfigError(f"DDM_UI_BIND: {expected('host:port, e.g. 0.0.0.0:8000', self.bind)}")
+        if not 1 <= self.threads <= 10_000:
+            raise ConfigError(expected("threads in 1..10000", self.threads))
 
     @classmethod
     def from_env(
@@ -52,8 +87,13 @@ class UIConfig:
     ) -> UIConfig:
         """Read the UI's variables; explicit arguments win over the environment."""
         env = os.environ if environ is None else environ
+        var = UI_ENV_VARS
         return cls(
             settings=settings or Settings.from_env(env),
-            jobs_per_minute=_env_int(env, "DDM_UI_JOBS_PER_MINUTE", 30, 1, 100_000),
-            recent_jobs=_env_int(env, "DDM_UI_RECENT_JOBS", 12, 1, 200),
+            jobs_per_minute=_env_int(env, var["jobs_per_minute"], cls.jobs_per_minute, 1, 100_000),
+            recent_jobs=_env_int(env, var["recent_jobs"], cls.recent_jobs, 1, 200),
+            trusted_proxies=_env_int(env, var["trusted_proxies"], cls.trusted_proxies, 0, 10),
+            token=env.get(var["token"], cls.token),
+            bind=env.get(var["bind"], cls.bind),
+            threads=_env_int(env, var["threads"], cls.threads, 1, 10_000),
         )

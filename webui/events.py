@@ -2,6 +2,7 @@
 
 browser -> server (each answers through the acknowledgement callback):
     "submit" {form fields, see jobs.parse_form} -> {"ok": true, "job_id", "spec"}
+             (plus "token" when DDM_UI_TOKEN is set)
     "watch"  {"job_id"}                         -> {"ok": true, "job"}, then "job" and "frame" events
     "unwatch"                                   -> {"ok": true}
     a refusal answers {"ok": false, "kind", "error"} (kinds: see jobs.KIND_STATUS, plus not_found)
@@ -21,7 +22,7 @@ from flask_socketio import SocketIO, emit
 
 from ddm.router.client import JobNotFoundError
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
-from ddm.webui.jobs import SubmitError
+from ddm.webui.jobs import SubmitError, split_token
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ def register_events(socketio: SocketIO, state) -> None:
     @socketio.on("submit")
     def on_submit(data=None):
         try:
-            spec = state.jobs.submit(data, request.remote_addr or "?")
+            form, token = split_token(data)
+            spec = state.jobs.submit(form, request.remote_addr or "?", token)
         except SubmitError as exc:
             return exc.to_dict()
         except Exception as exc:  # noqa: BLE001 - say it plainly rather than drop the ack

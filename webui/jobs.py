@@ -3,13 +3,15 @@ the serving router's deployment descriptor), refuse a job no live worker could s
 client address, then Client.submit.
 
 Errors are SubmitError with a `kind` the page shows as a heading and an HTTP status for the API:
-bad_input (400), rate_limited (429), no_deployment (503: no router publishes a descriptor),
-no_worker (503), unavailable (503).
+bad_input (400), unauthorized (401: DDM_UI_TOKEN is set and the token is missing or wrong),
+rate_limited (429), no_deployment (503: no router publishes a descriptor), no_worker (503),
+unavailable (503).
 """
 
 from __future__ import annotations
 
 import collections
+import hmac
 import math
 import random
 import threading
@@ -21,13 +23,13 @@ from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NUM_CLASSES
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
-from ddm.schema.strategy import Strategy
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
 FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
 KIND_STATUS = {
     "bad_input": 400,
+    "unauthorized": 401,
     "rate_limited": 429,
     "no_deployment": 503,
     "no_worker": 503,
@@ -76,12 +78,12 @@ def describe_expert(descriptor: DeploymentDescriptor, expert_id: int) -> str:
     return f"expert {expert_id}"
 
 
-def experts_needed(descriptor: DeploymentDescriptor, spec: JobSpec) -> list[int]:
-    """Expert ids the job may call: under the oracle, the experts trained on its labels; else any."""
-    strategy = descriptor.resolve(spec).strategy
-    if Strategy.parse(strategy).kind == "oracle":
-        return sorted({e.id for e in descriptor.experts if set(e.labels) & set(spec.labels)})
-    return [e.id for e in descriptor.experts]
+def experts_unserved(descriptor: DeploymentDescriptor, spec: JobSpec, experts_up: set[int]) -> list[int]:
+    """The experts this job needs that no live worker serves (DeploymentDescriptor.experts_needed: under
+    a mixing strategy any one live expert will do)."""
+    experts, every_one = descriptor.experts_needed(spec)
+    down = [k for k in experts if k not in experts_up]
+    return down if every_one or len(down) == len(experts) else []
 
 
 def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
@@ -101,6 +103,15 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- form -> JobSpec
+
+
+def split_token(data: object) -> tuple[object, str | None]:
+    """A Socket.IO submit payload -> (the form, its "token" field): the token is not a job field."""
+    if isinstance(data, Mapping) and "token" in data:
+        form = {k: v for k, v in data.items() if k != "token"}
+        token = data["token"]
+        return form, token if isinstance(token, str) else None
+    return data, None
 
 
 def _number(data: Mapping, key: str, default: Any, *, integer: bool) -> Any:
@@ -165,7 +176,7 @@ def _labels(raw: object) -> list[int]:
     if raw == "all":
         return list(range(NUM_CLASSES))
     if not isinstance(raw, list) or not raw:
-        raise SubmitError("bad_input", "labels: choose at least one label (or all ten)")
+        raise SubmitError("bad_input", "labels: choose at least one label (or all)")
     for y in raw:
         if isinstance(y, bool) or not isinstance(y, int) or not 0 <= y < NUM_CLASSES:
             raise SubmitError("bad_input", f"labels: {expected(f'labels 0..{NUM_CLASSES - 1}', y)}")
@@ -209,10 +220,12 @@ class RateLimiter:
 class JobService:
     """Validation and submission for the routes and the socket events (one per app)."""
 
-    def __init__(self, settings, monitor, limiter: RateLimiter):
+    def __init__(self, settings, monitor, limiter: RateLimiter, token: str = ""):
+        """token: DDM_UI_TOKEN; when set, a submit must carry it (empty: anyone may submit)."""
         self.settings = settings
         self.monitor = monitor
         self.limiter = limiter
+        self._token = token
         self._client = None
         self._lock = threading.Lock()  # Client.submit is not thread-safe (one pika connection)
 
@@ -224,8 +237,9 @@ class JobService:
             self._client = Client(settings=self.settings)
         return self._client
 
-    def submit(self, data: object, remote: str) -> JobSpec:
-        """Validate and queue a job from form `data` sent by client address `remote`."""
+    def submit(self, data: object, remote: str, token: str | None = None) -> JobSpec:
+        """Validate and queue a job from form `data` sent by client address `remote` with `token`.
+        Every attempt counts against the address's rate limit, a wrong token too (no fast guessing)."""
         wait = self.limiter.hit(remote or "?")
         if wait is not None:
             raise SubmitError(
@@ -234,6 +248,7 @@ class JobService:
                 f"try again in {math.ceil(wait)} s",
                 retry_after_s=wait,
             )
+        self._authorize(token)
         spec = parse_form(data)
         self.check(spec, self.monitor.deployment())
         with self._lock:
@@ -252,6 +267,21 @@ class JobService:
                 ) from None
         return spec
 
+    def _authorize(self, token: str | None) -> None:
+        if self._token and not hmac.compare_digest((token or "").encode(), self._token.encode()):
+            what = "a wrong token" if token else "no token"
+            raise SubmitError(
+                "unauthorized",
+                f"this server needs an access token to submit jobs, and the request carried {what}: "
+                "enter the token you were given in the form (API: `Authorization: Bearer TOKEN`)",
+            )
+
+    def cancel(self, job_id: str, token: str | None = None):
+        """Ask the router to stop a job (Client.cancel); the token a submit needs, cancelling needs too."""
+        self._authorize(token)
+        with self._lock:
+            return self.client.cancel(job_id)
+
     def check(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> None:
         """The descriptor's check the CLI makes, then: a live router and a live worker per needed expert."""
         try:
@@ -263,7 +293,7 @@ class JobService:
         except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
             raise SubmitError("unavailable", f"cannot read worker heartbeats from Redis: {exc}") from None
         experts_up = {w.expert_id for w in live.values() if w.role == "expert"}
-        missing = [k for k in experts_needed(descriptor, spec) if k not in experts_up]
+        missing = experts_unserved(descriptor, spec, experts_up)
         if missing:
             who = ", ".join(describe_expert(descriptor, k) for k in missing)
             raise SubmitError(

@@ -20,8 +20,8 @@ WEIGHT_DECIMALS = 3
 
 
 def frame_payload(frame: Frame) -> dict[str, Any]:
-    """Frame -> {"job_id", "step", "t", "n", "pixels" (base64 uint8 [n,32,32]), "experts", "weights"
-    ([n][K], rounded), "latency_ms", "compute_ms"}."""
+    """Frame -> {"job_id", "step", "t", "n", "pixels" (base64 uint8 [n,32,32]), "experts", "missing"
+    (experts left out: no live worker), "weights" ([n][K], rounded), "latency_ms", "compute_ms"}."""
     pixels = np.ascontiguousarray(to_uint8(frame.x))  # [n, 32, 32]
     return {
         "job_id": frame.job_id,
@@ -30,6 +30,7 @@ def frame_payload(frame: Frame) -> dict[str, Any]:
         "n": int(frame.x.shape[0]),
         "pixels": base64.b64encode(pixels.tobytes()).decode("ascii"),
         "experts": list(frame.experts),
+        "missing": list(frame.missing),
         "weights": np.round(frame.weights.astype(np.float64), WEIGHT_DECIMALS).tolist(),
         "latency_ms": round(frame.latency_ms, 2),
         "compute_ms": round(frame.compute_ms, 2),

@@ -6,7 +6,9 @@ GET  /api/config                    the serving deployment (experts, strategies,
 GET  /api/cluster                   live workers and queue depths
 GET  /api/jobs                      recent jobs
 POST /api/jobs                      submit {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
+                                    (with `Authorization: Bearer TOKEN` when DDM_UI_TOKEN is set)
 GET  /api/jobs/<id>                 one job's status
+POST /api/jobs/<id>/cancel          stop it at its next step (the token a submit needs, when set)
 GET  /api/jobs/<id>/result.png      the final images as one PNG grid (?download=1: as an attachment)
 GET  /healthz                       200 when Redis answers
 """
@@ -37,10 +39,16 @@ def _error(kind: str, message: str, status: int):
     return jsonify({"ok": False, "kind": kind, "error": message}), status
 
 
+def _bearer_token() -> str | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
 def register_routes(app: Flask, state) -> None:
     """The page, the config and health routes, and the job API, on `app`."""
     _register_page(app, state)
     _register_jobs(app, state)
+    _register_cancel(app, state)
 
 
 def _register_page(app: Flask, state) -> None:
@@ -70,6 +78,7 @@ def _register_page(app: Flask, state) -> None:
             class_names=dep["class_names"] if dep else [str(y) for y in range(NUM_CLASSES)],
             max_images=MAX_IMAGES,
             jobs_per_minute=state.config.jobs_per_minute,
+            token_required=bool(state.config.token),
         )
 
     @app.get("/api/config")
@@ -79,6 +88,7 @@ def _register_page(app: Flask, state) -> None:
                 **state.monitor.deployment_view(),
                 "max_images": MAX_IMAGES,
                 "jobs_per_minute": state.config.jobs_per_minute,
+                "token_required": bool(state.config.token),
                 "prefix": state.settings.prefix,
             }
         )
@@ -113,7 +123,7 @@ def _register_jobs(app: Flask, state) -> None:
         if data is None:
             return _error("bad_input", "expected a JSON object (Content-Type: application/json)", 400)
         try:
-            spec = state.jobs.submit(data, request.remote_addr or "?")
+            spec = state.jobs.submit(data, request.remote_addr or "?", _bearer_token())
         except SubmitError as exc:
             resp = jsonify(exc.to_dict())
             if exc.retry_after_s is not None:
@@ -165,3 +175,19 @@ def _register_jobs(app: Flask, state) -> None:
         resp.headers["Content-Disposition"] = f'{disposition}; filename="ddm-{job_id}.png"'
         resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
         return resp
+
+
+def _register_cancel(app: Flask, state) -> None:
+    @app.post("/api/jobs/<job_id>/cancel")
+    def cancel(job_id: str):
+        """The Cancel button: the router stops the job at its next step (Client.cancel)."""
+        try:
+            check_job_id(job_id)
+            status = state.jobs.cancel(job_id, _bearer_token())
+        except SubmitError as exc:
+            return jsonify(exc.to_dict()), exc.http_status
+        except SchemaError as exc:
+            return _error("bad_input", str(exc), 400)
+        except JobNotFoundError as exc:
+            return _error("not_found", str(exc), 404)
+        return jsonify(job_payload(status))

@@ -16,6 +16,7 @@ from typing import Protocol
 
 import redis
 
+from ddm.schema.errors import SchemaError
 from ddm.schema.heartbeat import WorkerHeartbeat
 from ddm.schema.names import Names
 from ddm.workers.redis_conn import redis_client
@@ -131,3 +132,36 @@ class Heartbeat:
 
     def close(self) -> None:
         self._redis.close()
+
+
+def read_live_workers(r, names: Names, skipped: set[str] | None = None) -> dict[str, WorkerHeartbeat]:
+    """{worker_id: heartbeat} of every worker in the index whose heartbeat key still exists. A record
+    that does not decode (or names another worker) is left out and logged once per id (`skipped`)."""
+    skipped = set() if skipped is None else skipped
+    ids = sorted(
+        i.decode(errors="replace") if isinstance(i, bytes) else str(i)
+        for i in r.smembers(names.workers_index)
+    )
+    pipe = r.pipeline(transaction=False)
+    valid = []
+    for worker_id in ids:
+        try:
+            pipe.hgetall(names.worker(worker_id))
+        except SchemaError:  # an id another tool wrote that is not a valid worker id
+            continue
+        valid.append(worker_id)
+    out = {}
+    for worker_id, raw in zip(valid, pipe.execute(), strict=True):
+        if not raw:
+            continue
+        try:
+            beat = WorkerHeartbeat.decode(raw)
+            if beat.worker_id != worker_id:
+                raise SchemaError(f"the record names worker {beat.worker_id!r}")
+        except SchemaError as exc:
+            if worker_id not in skipped:
+                log.warning("ignoring the heartbeat of worker %s: %s", worker_id, exc)
+                skipped.add(worker_id)
+            continue
+        out[worker_id] = beat
+    return out

@@ -17,8 +17,11 @@ Names (all prefixed ddm_):
     router: ddm_router_step_seconds (one denoising step of one job, wall time: requests sent until
             every reply is in and mixed), ddm_router_steps_total,
             ddm_router_jobs_total{status} (jobs that reached running | done | failed | dead_lettered),
-            ddm_router_jobs_in_flight, ddm_router_requests_total{expert}, ddm_router_resends_total
-    both:   ddm_reconnects_total, ddm_ready (1 while /healthz would answer 200)
+            ddm_router_jobs_in_flight, ddm_router_requests_total{expert}, ddm_router_resends_total,
+            ddm_router_hedges_total{expert}, ddm_router_expert_live{expert},
+            ddm_router_expert_window{expert} (router/experts.py)
+    both:   ddm_reconnects_total, ddm_ready (1 while /healthz would answer 200),
+            ddm_queue_messages{queue} (messages ready in a queue the worker consumes, every heartbeat)
 """
 
 from __future__ import annotations
@@ -67,6 +70,17 @@ class _WorkerMetrics:
             registry=self.registry,
         )
         info.labels(role=role, worker_id=worker_id).set(1)
+        self.queue_messages = Gauge(
+            "ddm_queue_messages",
+            "Messages ready (not yet delivered) in a queue this worker consumes",
+            ["queue"],
+            registry=self.registry,
+        )
+
+    def probe_queue(self, channel, queue: str) -> None:
+        """ddm_queue_messages{queue} from a passive declare: on the connection thread (pika's channel)."""
+        ok = channel.queue_declare(queue, passive=True)
+        self.queue_messages.labels(queue).set(ok.method.message_count)
 
     def set_health(self, health: Health) -> None:
         """The worker's health probe: named checks, healthy when all are True. Called from the HTTP
@@ -150,6 +164,20 @@ class RouterMetrics(_WorkerMetrics):
         self.in_flight = Gauge("ddm_router_jobs_in_flight", "Jobs this router is running now", registry=r)
         self.requests = Counter("ddm_router_requests", "Velocity requests sent", ["expert"], registry=r)
         self.resends = Counter("ddm_router_resends", "Velocity requests resent after a timeout", registry=r)
+        self.hedges = Counter(
+            "ddm_router_hedges",
+            "Late velocity requests sent once more to another replica",
+            ["expert"],
+            registry=r,
+        )
+        self.expert_live = Gauge(
+            "ddm_router_expert_live", "1 while an expert has a live worker (this router's view)", ["expert"],
+            registry=r,
+        )  # fmt: skip
+        self.expert_window = Gauge(
+            "ddm_router_expert_window", "Requests this router may keep in flight to an expert", ["expert"],
+            registry=r,
+        )  # fmt: skip
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -157,6 +157,13 @@ class ExpertWorker:
         session.declare([self.expert_id], jobs=False)
         session.channel.basic_qos(prefetch_count=self.prefetch)
         session.consume(self.queue, self._on_message)
+        probe = self.metrics.probe_queue  # ddm_queue_messages: the backlog, for dashboards
+        session.every(self.settings.heartbeat_s, lambda: probe(session.channel, self.queue))
+        # this replica's own queue: a router hedges a late request to a replica that answers (classic and
+        # exclusive whatever DDM_QUEUE_TYPE says: it lives and dies with this connection)
+        own = self.names.replica_queue(self.expert_id, self.worker_id)
+        session.channel.queue_declare(own, exclusive=True, auto_delete=True)
+        session.consume(own, self._on_message)
         self._session = session
 
     def detach(self, session: Session, lost: bool) -> int:

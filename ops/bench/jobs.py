@@ -21,18 +21,28 @@ class BenchConfig:
     concurrency: tuple[int, ...] = (1, 4, 16, 64)
     http: bool = True
     repeat: int = 3  # every level this many times; tables report the median
+    first_label: int = 0  # jobs are labelled first_label, first_label + 1, ... (mod 10)
+    # the WAN run (ddm.ops.bench.wan): round trips to put between these experts and the broker
+    rtt_ms: tuple[float, ...] = ()
+    link_experts: tuple[int, ...] = (1,)
 
 
 def job_specs(count: int, cfg: BenchConfig, steps: int | None = None) -> list[JobSpec]:
-    """`count` jobs of one image each, labels 0..9 cycling, seeds 0.."""
+    """`count` jobs of one image each, labels first_label.. cycling through 0..9, seeds 0.."""
     return [
-        JobSpec.new([i % 10], steps=steps or cfg.steps, strategy=cfg.strategy, guidance=cfg.guidance, seed=i)
+        JobSpec.new(
+            [(cfg.first_label + i) % 10],
+            steps=steps or cfg.steps,
+            strategy=cfg.strategy,
+            guidance=cfg.guidance,
+            seed=i,
+        )  # fmt: skip
         for i in range(count)
     ]
 
 
 def batch_spec(batch: int, cfg: BenchConfig, steps: int | None = None) -> JobSpec:
-    labels = [i % 10 for i in range(batch)]
+    labels = [(cfg.first_label + i) % 10 for i in range(batch)]
     return JobSpec.new(labels, steps=steps or cfg.steps, strategy=cfg.strategy, guidance=cfg.guidance, seed=0)
 
 
@@ -45,3 +55,25 @@ def parse_levels(text: str) -> tuple[int, ...]:
     if not levels or min(levels) < 1 or max(levels) > 64:
         raise argparse.ArgumentTypeError(expected("levels in 1..64", text))
     return levels
+
+
+def parse_rtts(text: str) -> tuple[float, ...]:
+    """'0,20,50' -> (0.0, 20.0, 50.0): round trips in ms, each in 0..2000, no repeats (an argparse type)."""
+    try:
+        rtts = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(expected("comma-separated ms like 0,20,50,100", text)) from None
+    if not rtts or min(rtts) < 0 or max(rtts) > 2000 or len(set(rtts)) != len(rtts):
+        raise argparse.ArgumentTypeError(expected("distinct round trips in 0..2000 ms", text))
+    return rtts
+
+
+def parse_ids(text: str) -> tuple[int, ...]:
+    """'1' or '0,1' -> expert ids (an argparse type)."""
+    try:
+        ids = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(expected("comma-separated expert ids like 1 or 0,1", text)) from None
+    if not ids or min(ids) < 0 or len(set(ids)) != len(ids):
+        raise argparse.ArgumentTypeError(expected("distinct expert ids >= 0", text))
+    return ids

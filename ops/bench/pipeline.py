@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,10 +52,14 @@ class PipelineProcesses:
     def __enter__(self) -> PipelineProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         threads = expert_thread_env(self.deployment.num_experts)  # as `ddm up` runs them
-        for entry in self.deployment.experts:
-            self._spawn(f"bench-expert{entry.id}", ["expert", "--expert", str(entry.id)], threads)
-        self._spawn("bench-router", ["router"])
-        self._wait_ready()
+        try:
+            for entry in self.deployment.experts:
+                self._spawn(f"bench-expert{entry.id}", ["expert", "--expert", str(entry.id)], threads)
+            self._spawn("bench-router", ["router"])
+            self._wait_ready()
+        except BaseException:  # a worker that never got ready: stop the others too
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -92,22 +97,65 @@ class PipelineProcesses:
             time.sleep(0.2)
         r.close()
 
-    def batch_counters(self) -> tuple[int, int]:
-        """(forward passes, rows) summed over the expert workers' latest heartbeats."""
+    def expert_counters(self) -> dict[int, ExpertCounters]:
+        """Each expert's counters, summed over its workers' latest heartbeats."""
         r = redis_client(self.settings.redis_url)
-        batches = rows = 0
+        totals: dict[int, ExpertCounters] = {}
         for name in self.expert_ids():
             beat = WorkerHeartbeat.decode(r.hgetall(self.names.worker(name)))
-            batches += int(beat.counters.get("batches", 0))
-            rows += int(beat.counters.get("rows", 0))
+            totals[beat.expert_id] = totals.get(beat.expert_id, ExpertCounters()) + ExpertCounters.of(beat)
         r.close()
-        return batches, rows
+        return totals
+
+
+@dataclass(frozen=True)
+class ExpertCounters:
+    """An expert's heartbeat counters since its start: requests, forward passes, rows, compute time."""
+
+    requests: int = 0
+    batches: int = 0
+    rows: int = 0
+    compute_ms: float = 0.0
+
+    @classmethod
+    def of(cls, beat: WorkerHeartbeat) -> ExpertCounters:
+        c = beat.counters
+        batches = int(c.get("batches", 0))
+        compute_ms = float(c.get("mean_compute_ms", 0.0)) * batches  # the heartbeat keeps the mean
+        return cls(int(c.get("requests", 0)), batches, int(c.get("rows", 0)), compute_ms)
+
+    def __add__(self, other: ExpertCounters) -> ExpertCounters:
+        return ExpertCounters(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def __sub__(self, other: ExpertCounters) -> ExpertCounters:
+        return ExpertCounters(*(a - b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+def expert_fields(
+    before: dict[int, ExpertCounters], after: dict[int, ExpertCounters], wall_s: float, step_ms: dict
+) -> dict[str, float]:
+    """Per expert k over one level: expert{k}_requests, _compute_ms (mean forward pass), _busy (share
+    of the wall time it computed) and _in_flight, an estimate by Little's law: requests per second x
+    the mean latency of the steps it alone served (its request round trip; the router exports no
+    in-flight gauge)."""
+    fields = {}
+    for k in sorted(after):
+        d = after[k] - before.get(k, ExpertCounters())
+        latencies = step_ms.get((k,)) or [ms for experts, v in step_ms.items() if k in experts for ms in v]
+        round_trip_s = float(np.mean(latencies)) / 1e3 if latencies else 0.0
+        fields |= {
+            f"expert{k}_requests": d.requests,
+            f"expert{k}_compute_ms": d.compute_ms / d.batches if d.batches else 0.0,
+            f"expert{k}_busy": d.compute_ms / 1e3 / wall_s,
+            f"expert{k}_in_flight": d.requests / wall_s * round_trip_s,
+        }
+    return fields
 
 
 def run_level(procs: PipelineProcesses, specs: list[JobSpec], heartbeat_s: float = 0.25) -> dict:
     """Submit every job at once, wait for all, and measure: images/s, job latency, per-step overhead
     (the router's step wall time minus the expert forward pass that served it), mean batch size."""
-    before = procs.batch_counters()
+    before = procs.expert_counters()
     with Client(settings=procs.settings) as client:
         # The specs are explicit (strategy and guidance set), so no descriptor is needed; skipping the
         # check also lets `bench.ab` drive revisions whose routers publish none.
@@ -117,21 +165,25 @@ def run_level(procs: PipelineProcesses, specs: list[JobSpec], heartbeat_s: float
         if failed:
             raise DDMError(f"{len(failed)} benchmark job(s) failed, e.g. {failed[0].error}")
         step_ms, overhead_ms, compute_ms = [], [], []
+        by_experts: dict[tuple[int, ...], list[float]] = {}  # step latencies by the experts that served
         for job_id in ids:
             for frame in client.frames(job_id, follow=False):
                 step_ms.append(frame.latency_ms)
+                by_experts.setdefault(tuple(frame.experts), []).append(frame.latency_ms)
                 overhead_ms.append(frame.latency_ms - frame.compute_ms)
                 compute_ms.append(frame.compute_ms)
     time.sleep(3 * heartbeat_s)  # the workers' next heartbeats carry the counters of this level
-    after = procs.batch_counters()
+    after = procs.expert_counters()
     created = [st.created_at for st in statuses]
     finished = [st.finished_at for st in statuses]
     latency = np.asarray(finished) - np.asarray(created)
     images = sum(spec.n for spec in specs)
-    batches, rows = after[0] - before[0], after[1] - before[1]
+    wall_s = max(finished) - min(created)
+    batches = sum(c.batches for c in after.values()) - sum(c.batches for c in before.values())
+    rows = sum(c.rows for c in after.values()) - sum(c.rows for c in before.values())
     return {
         "jobs": len(specs),
-        "images_per_s": images / (max(finished) - min(created)),
+        "images_per_s": images / wall_s,
         "latency_p50_s": float(np.percentile(latency, 50)),
         "latency_p95_s": float(np.percentile(latency, 95)),
         "step_ms_p50": float(np.median(step_ms)),
@@ -140,4 +192,5 @@ def run_level(procs: PipelineProcesses, specs: list[JobSpec], heartbeat_s: float
         "overhead_ms_p95": float(np.percentile(overhead_ms, 95)),
         "mean_batch_size": rows / batches if batches else 0.0,
         "forward_passes": batches,
+        **expert_fields(before, after, wall_s, by_experts),
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,19 @@ def describe(deployment: Path) -> dict:
         meta = read_meta(e.checkpoint)
         experts.append({"id": e.id, "framework": meta.get("framework"), "preset": meta.get("preset")})
     return {"path": str(deployment), "name": d.name, "router": d.router.kind, "experts": experts}
+
+
+def header(cfg) -> dict:
+    """What every bench JSON starts with: when, on what machine, which experts, which jobs."""
+    return {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "deployment": describe(cfg.deployment),
+        "steps": cfg.steps,
+        "strategy": cfg.strategy,
+        "guidance": cfg.guidance,
+        "repeat": cfg.repeat,
+    }
 
 
 def table(result: dict) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ddm.ops.bench.jobs import BenchConfig, batch_spec, job_specs
-from ddm.ops.bench.report import describe, machine, median_row, ratios
+from ddm.ops.bench.report import header, median_row, ratios
 from ddm.ops.up.bringup import expert_thread_env
 from ddm.schema.deployment import Deployment
 
@@ -235,13 +235,7 @@ def run(cfg: BenchConfig, work_dir: Path, progress=print) -> dict:
     http = [median_row(rows) for rows in runs.http.values()]
     result = {
         "format": 4,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine(),
-        "deployment": describe(cfg.deployment),
-        "steps": cfg.steps,
-        "strategy": cfg.strategy,
-        "guidance": cfg.guidance,
-        "repeat": cfg.repeat,
+        **header(cfg),
         "limit": limit,
         "pipeline": pipeline,
         "http": http,

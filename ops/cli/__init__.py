@@ -11,6 +11,9 @@ import argparse
 import importlib
 import sys
 
+from ddm.ops.cli.exit_codes import USAGE, exit_code
+from ddm.ops.cli.output import print_json
+from ddm.ops.cli.parser import EpilogFormatter, Parser
 from ddm.schema.errors import DDMError
 
 # (command, module, one-line help). Order is the order shown by `ddm --help`.
@@ -20,7 +23,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("train", "ddm.ops.cli.train", "train one expert alone (PyTorch or JAX/Flax)"),
     ("convert", "ddm.ops.cli.convert", "convert an expert checkpoint between PyTorch and JAX"),
     ("sample", "ddm.ops.cli.sample", "sample images in-process from a deployment (the reference sampler)"),
-    ("eval", "ddm.ops.cli.eval", "sample n images from a deployment and score them (accuracy, FD, cost)"),
+    ("eval", "ddm.ops.cli.eval", "sample every label from a deployment and score the images (accuracy, FD)"),
     ("worker", "ddm.ops.cli.worker", "run an expert worker or a router worker against RabbitMQ and Redis"),
     ("up", "ddm.ops.cli.up", "bring up a deployment here: expert workers and router, supervised"),
     ("ui", "ddm.ops.cli.ui", "serve the web UI: submit jobs and watch them denoise live"),
@@ -30,6 +33,10 @@ COMMANDS: list[tuple[str, str, str]] = [
         "queue a sampling job on the pipeline (optionally wait and save images)",
     ),
     ("status", "ddm.ops.cli.status", "show a job's status from Redis, or the most recent jobs"),
+    ("result", "ddm.ops.cli.result", "fetch an earlier job's images (PNG grid, .npy)"),
+    ("cancel", "ddm.ops.cli.cancel", "stop a queued or running job at its next step (its frames are kept)"),
+    ("workers", "ddm.ops.cli.workers", "list the live workers from their heartbeats, with queue depths"),
+    ("doctor", "ddm.ops.cli.doctor", "check broker, Redis, permissions, deployment, packages, data"),
     ("bench", "ddm.ops.cli.bench", "benchmark the pipeline against the in-process limit and HTTP per step"),
 ]
 
@@ -38,18 +45,34 @@ typical first run (MNIST offline, two experts on two frameworks):
   ddm partition --dataset mnist --split 'test[:8000]' --by labels:0-4,5-9 --out runs/p.json
   ddm train expert --framework torch --partition runs/p.json --expert 0 --preset small --out runs/e0
   ddm train expert --framework jax   --partition runs/p.json --expert 1 --preset small --out runs/e1
-  ddm sample --local --deployment runs/deployment.toml --all-labels --out grid.png
-Run `ddm COMMAND --help` for the flags of each command.
+  ddm sample --deployment runs/deployment.toml --all-labels --out grid.png
+Run `ddm COMMAND --help` for the flags of each command. `ddm doctor` checks a set-up.
+exit codes: 0 success; 1 a runtime failure (a job failed, was cancelled or not found, a service is
+down, a doctor check failed); 2 a usage error (bad flags, or input that does not fit).
 """
 
 
+def package_version() -> str:
+    """The installed ddm-pipeline's version (package metadata), or 'unknown' when run from a tree
+    that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ddm.ops.extras import DISTRIBUTION
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ddm",
         description="Decentralized Diffusion Models: train isolated experts, route between them per step.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=EpilogFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     wanted = argv[0] if argv else None
@@ -67,13 +90,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv)
     if not argv:  # bare `ddm`: the command list, not just "COMMAND is required"
         parser.print_help()
-        return 2
+        return USAGE
     args = parser.parse_args(argv)
     try:
         return int(args._main(args) or 0)
     except DDMError as exc:
+        code = exit_code(exc)
         print(f"ddm {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        if getattr(args, "json", None) is True:  # --json: a script reads the error on stdout too
+            print_json({"ok": False, "error": str(exc), "kind": type(exc).__name__, "exit_code": code})
+        return code
+    except ModuleNotFoundError as exc:  # a module of an install extra this environment lacks
+        from ddm.ops.extras import extra_for, missing_extra_message
+
+        if (extra := extra_for(exc.name)) is None:
+            raise
+        print(missing_extra_message(args.command, extra), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

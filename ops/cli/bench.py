@@ -1,13 +1,17 @@
-"""`ddm bench [--preset small] [--steps 50] --json OUT`: pipeline vs in-process limit vs HTTP per step."""
+"""`ddm bench [--preset small] [--steps 50] [--out OUT] [--json]`: pipeline vs in-process limit vs HTTP
+per step; with `--rtt-ms 0,20,50,100`: the pipeline with experts behind slow links instead
+(ddm.ops.bench.wan)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
 import tempfile
 from pathlib import Path
 
-from ddm.ops.bench.jobs import parse_levels
+from ddm.ops.bench.jobs import parse_ids, parse_levels, parse_rtts
 from ddm.schema.errors import ConfigError, expected
 
 
@@ -34,13 +38,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of every level; the table shows medians (default 3)"
     )
-    parser.add_argument("--json", type=Path, required=True, help="write every number here (JSON)")
+    parser.add_argument(
+        "--rtt-ms",
+        type=parse_rtts,
+        default=None,
+        help="WAN run: put --link-experts on other simulated hosts (network namespaces, or loopback) "
+        "behind links with each of these round trips, e.g. 0,20,50,100; measures the pipeline only "
+        "(no limit, no HTTP) and adds throughput / the 0 ms row",
+    )
+    parser.add_argument(
+        "--link-experts",
+        type=parse_ids,
+        default=(1,),
+        help="with --rtt-ms: the experts behind links (default 1)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="also write every number to this JSON file")
+    parser.add_argument(
+        "--json", action="store_true", help="print every number as JSON on stdout (progress goes to stderr)"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     from ddm.ops.bench.jobs import BenchConfig
     from ddm.ops.bench.report import floor_line, table
     from ddm.ops.bench.suite import run
+    from ddm.ops.bench.wan import run as run_wan
+    from ddm.ops.bench.wan_report import wan_table, where_time_goes
     from ddm.schema.deployment import resolve_deployment
 
     if not 1 <= args.steps <= 1000:
@@ -67,15 +90,31 @@ def main(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             http=not args.no_http,
             repeat=args.repeat,
+            rtt_ms=args.rtt_ms or (),
+            link_experts=args.link_experts,
         )
-        print(f"ddm bench: {deployment}, {cfg.steps} steps, strategy {cfg.strategy}, {cfg.repeat} repeats")
-        result = run(cfg, work)
+        # with --json, stdout carries the JSON alone: the progress lines go to stderr
+        with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
+            print(
+                f"ddm bench: {deployment}, {cfg.steps} steps, strategy {cfg.strategy}, {cfg.repeat} repeats"
+            )
+            result = run_wan(cfg, work) if cfg.rtt_ms else run(cfg, work)
         if args.preset:
             result["deployment"]["path"] = f"random weights, preset {args.preset}"
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    text = json.dumps(result, indent=2) + "\n"
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    if args.json:
+        sys.stdout.write(text)
+        return 0
     print()
-    print(table(result))
-    print(floor_line(result))
-    print(f"\nwrote {args.json}")
+    if cfg.rtt_ms:
+        print(wan_table(result))
+        print(where_time_goes(result))
+    else:
+        print(table(result))
+        print(floor_line(result))
+    if args.out is not None:
+        print(f"\nwrote {args.out}")
     return 0

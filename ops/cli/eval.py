@@ -1,4 +1,4 @@
-"""`ddm eval --deployment D --n 1000 --strategy S --out DIR`."""
+"""`ddm eval --deployment D --n 100 --strategy S --out DIR`: every label, scored (ddm.ops.eval)."""
 
 from __future__ import annotations
 
@@ -10,29 +10,47 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--deployment", type=Path, default=None, help="deployment TOML (default: the shipped one)"
     )
-    parser.add_argument("--n", type=int, default=1000, help="images to generate, labels cycling 0-9")
+    parser.description = (
+        "Sample images of every label from a deployment in this process, then score them: class accuracy "
+        "and Frechet distance by the evaluation classifier against held-out real images, and the cost. "
+        "The classifier and the real images are loaded first, so a missing one fails before sampling."
+    )
+    # --n means images per label, as in `ddm sample` and `ddm submit`; --total counts them all.
+    count = parser.add_mutually_exclusive_group()
+    count.add_argument("--n", type=int, default=None, help="images per label 0-9 (default: --total 1000)")
+    count.add_argument(
+        "--total", type=int, default=None, help="images in all, labels cycling 0-9 (default: 1000)"
+    )
     parser.add_argument("--strategy", default="oracle", help="oracle | top1 | topk:K | full")
-    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=50, help="Euler steps")
     parser.add_argument(
         "--guidance", type=float, default=None, help="default: the deployment's `guidance`, else 1"
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first chunk's noise")
     parser.add_argument(
         "--classifier", type=Path, default=None, help="default: <deployment folder>/classifier"
     )
     parser.add_argument("--real-split", default="test[8000:]", help="held-out real images for FD")
     parser.add_argument("--device", default=None, help="override every expert's device")
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--data-dir", default=None, help="data folder (default: $DDM_DATA_DIR, else ./data)")
     parser.add_argument("--out", type=Path, required=True, help="folder for metrics.json, samples.png, plots")
+    parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
 
 
 def main(args: argparse.Namespace) -> int:
     from ddm.ops.eval.evaluate import EvalRequest, evaluate, write_report
     from ddm.schema.deployment import resolve_deployment
+    from ddm.schema.errors import ConfigError, expected
+    from ddm.schema.flow import NUM_CLASSES
 
+    total = args.n * NUM_CLASSES if args.n is not None else (args.total or 1000)
+    if total < NUM_CLASSES:
+        raise ConfigError(
+            expected(f"at least {NUM_CLASSES} images (--n >= 1, --total >= {NUM_CLASSES})", total)
+        )
     request = EvalRequest(
         deployment=resolve_deployment(args.deployment),
-        n=args.n,
+        n=total,
         strategy=args.strategy,
         steps=args.steps,
         guidance=args.guidance,
@@ -44,6 +62,11 @@ def main(args: argparse.Namespace) -> int:
     )
     x, labels, metrics = evaluate(request)
     write_report(args.out, x, labels, metrics)
+    if args.json:
+        from ddm.ops.cli.output import print_json
+
+        print_json(metrics)
+        return 0
     print(
         f"{args.strategy}: accuracy {metrics['accuracy']:.4f}, FD {metrics['fd']:.3f} "
         f"(real vs real {metrics['fd_real_vs_real']:.3f}), {metrics['forward_passes_per_image']:.1f} "

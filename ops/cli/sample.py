@@ -1,4 +1,4 @@
-"""`ddm sample --local`: the in-process reference sampler every other path is checked against."""
+"""`ddm sample`: the in-process reference sampler every other path is checked against."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from ddm.schema.deployment import DEFAULT_DEPLOYMENT, resolve_deployment
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--local", action="store_true", required=True, help="sample in this process")
+    parser.description = (
+        "Sample in this process from a deployment file, with the routing and mixing code the router runs: "
+        "the reference every pipeline result is checked against. No RabbitMQ or Redis needed."
+    )
+    # Sampling here was always local; the flag once had to be given and is still accepted.
+    parser.add_argument(
+        "--local", action="store_true", help="no effect (deprecated): sampling is always local"
+    )
     parser.add_argument(
         "--deployment",
         type=Path,
@@ -28,6 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--npy", type=Path, default=None, help="also save the final latents float32 [n,1,32,32]"
     )
+    parser.add_argument("--json", action="store_true", help="print what was sampled and saved as JSON")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -68,6 +76,19 @@ def main(args: argparse.Namespace) -> int:
     save_grid(x, args.out, cols=cols)
     if args.npy:
         np.save(args.npy, x)
+    if args.json:
+        from ddm.ops.cli.output import print_json
+
+        print_json(
+            {
+                "spec": spec.to_dict(),
+                "img_steps": {str(k): int(used[k]) for k in experts},
+                "load_s": load_s,
+                "sample_s": sample_s,
+                "saved": [str(p) for p in (args.out, args.npy) if p],
+            }
+        )
+        return 0
     served = ", ".join(f"expert {k} ({experts[k].meta.framework}): {used[k]} img-steps" for k in experts)
     print(
         f"{spec.n} images, {spec.steps} steps, strategy {spec.strategy}, guidance {spec.guidance:g}: {served}"

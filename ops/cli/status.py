@@ -4,7 +4,6 @@ strategy and guidance the router resolved (the job's own, or the serving deploym
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from ddm.schema.jobs import JobHash
@@ -38,6 +37,14 @@ def _routing(job: JobHash) -> str:
     return ", ".join(asked) + " (not resolved yet)"
 
 
+def degraded_text(degraded: dict[int, tuple[int, ...]]) -> str:
+    """'expert 1 left out at steps 7-150 (no live worker)': which steps ran without which expert."""
+    from ddm.schema.jobs import encode_degraded
+
+    parts = [p.replace(":", " left out at steps ", 1) for p in encode_degraded(degraded).split(";")]
+    return "; ".join(f"expert {p}" for p in parts) + " (no live worker)"
+
+
 def format_status(job: JobHash, now: float | None = None) -> str:
     """A job hash (Client.status) as aligned `key  value` lines."""
     now = time.time() if now is None else now
@@ -50,6 +57,7 @@ def format_status(job: JobHash, now: float | None = None) -> str:
         ("progress", progress),
         ("images", f"{job.n} (labels {','.join(map(str, job.labels))})"),
         ("strategy", _routing(job)),
+        ("expert loss", job.on_expert_loss or "-"),
         ("seed", str(job.seed)),
         ("router", job.router or "-"),
         ("attempts", str(job.attempts)),
@@ -62,8 +70,12 @@ def format_status(job: JobHash, now: float | None = None) -> str:
         rows.append(("mean step", f"{job.mean_step_ms:.1f} ms"))
     if job.resumed_from:
         rows.append(("resumed", f"from step {job.resumed_from}"))
+    if job.degraded:
+        rows.append(("degraded", degraded_text(job.degraded)))
     if job.error:
         rows.append(("error", job.error))
+    if job.cancel_requested_at is not None and not job.status.terminal:
+        rows.append(("cancel", f"requested {_when(job.cancel_requested_at, now)}; stops at its next step"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -97,6 +109,7 @@ def _recent_json(jobs: list[tuple[str, JobHash | None]]) -> list[dict]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.ops.cli.output import print_json
     from ddm.router.client import Client
     from ddm.schema.errors import ConfigError
 
@@ -105,11 +118,14 @@ def main(args: argparse.Namespace) -> int:
     with Client() as client:
         if args.job is not None:
             st = client.status(args.job)
-            print(json.dumps(st.to_dict(), indent=2) if args.json else format_status(st))
+            if args.json:
+                print_json(st.to_dict())
+            else:
+                print(format_status(st))
         if args.recent is not None:
             jobs = client.recent(args.recent)
             if args.json:
-                print(json.dumps(_recent_json(jobs), indent=2))
+                print_json(_recent_json(jobs))
             else:
                 print(format_recent(jobs) if jobs else f"no jobs under prefix {client.names.prefix!r}")
     return 0

@@ -22,6 +22,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-check", action="store_true", help="skip the check against the serving deployment's descriptor"
     )
+    parser.add_argument(
+        "--on-expert-loss",
+        choices=("degrade", "wait"),
+        default=None,
+        help="when an expert the routing chose has no live worker: degrade (full and topk:K route "
+        "around it, the steps marked degraded) or wait (up to the router's grace, then fail); "
+        "default: the serving deployment's",
+    )
+    parser.add_argument(
+        "--queue-anyway",
+        action="store_true",
+        help="queue the job even if an expert it needs has no live worker (it runs once one is up)",
+    )
     parser.add_argument("--wait", action="store_true", help="follow the job to the end (a progress bar)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (with --wait)")
     parser.add_argument(
@@ -30,20 +43,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--npy", type=Path, default=None, help="save the final latents float32 [n,1,32,32] (implies --wait)"
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the job as JSON (with --wait: its final status) instead of its id",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.ops.cli.output import print_json
     from ddm.router.client import Client
     from ddm.schema.messages import JobSpec
 
     labels, cols = job_labels(args)
     spec = JobSpec.new(
-        labels, steps=args.steps, strategy=args.strategy, guidance=args.guidance, seed=args.seed
+        labels,
+        steps=args.steps,
+        strategy=args.strategy,
+        guidance=args.guidance,
+        seed=args.seed,
+        on_expert_loss=args.on_expert_loss,
     )
     with Client() as client:
-        job_id = client.submit(spec, check=not args.no_check)
-        print(job_id, flush=True)  # stdout carries only the id: JOB=$(ddm submit ...)
+        job_id = client.submit(spec, check=not args.no_check, queue_anyway=args.queue_anyway)
+        if not args.json:
+            print(job_id, flush=True)  # stdout carries only the id: JOB=$(ddm submit ...)
         if not (args.wait or args.out or args.npy):
+            if args.json:
+                print_json(client.status(job_id).to_dict())
             return 0
         return _wait(client, spec, cols, args)
 
@@ -71,6 +98,10 @@ def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:
         args.npy.parent.mkdir(parents=True, exist_ok=True)
         np.save(args.npy, x)
         saved.append(str(args.npy))
+    if args.json:
+        from ddm.ops.cli.output import print_json
+
+        print_json({**st.to_dict(), "experts_used": sorted(used), "saved": saved})
     mean, resumed = st.mean_step_ms, st.resumed_from
     print(
         f"job {spec.job_id} done: {spec.n} images, {spec.steps} steps, strategy {st.strategy}, "

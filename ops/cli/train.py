@@ -23,10 +23,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", required=True, type=Path, help="manifest JSON from `ddm partition`")
     p.add_argument("--expert", required=True, type=int, help="cluster id in the manifest")
     p.add_argument("--preset", default="small", choices=sorted(PRESETS), help="UNet size (default: small)")
-    p.add_argument("--steps", type=int, default=TrainConfig.steps)
-    p.add_argument("--batch", type=int, default=TrainConfig.batch)
-    p.add_argument("--lr", type=float, default=TrainConfig.lr)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps")
+    p.add_argument("--batch", type=int, default=TrainConfig.batch, help="images per step")
+    p.add_argument("--lr", type=float, default=TrainConfig.lr, help="peak learning rate")
+    p.add_argument("--seed", type=int, default=0, help="seed of the init and the data order")
     p.add_argument("--save-every", type=int, default=TrainConfig.save_every, help="checkpoint period (steps)")
     p.add_argument("--device", default="cpu", help="torch: cpu or cuda (training on Neuron is not supported)")
     p.add_argument("--data-dir", default=None, help="dataset folder (default: $DDM_DATA_DIR or ./data)")
@@ -42,9 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the flow convention), then report its accuracy as a function of t on held-out data (plot).",
     )
     r.add_argument("--partition", required=True, type=Path, help="manifest JSON from `ddm partition`")
-    r.add_argument("--steps", type=int, default=1500)
-    r.add_argument("--batch", type=int, default=128)
-    r.add_argument("--lr", type=float, default=2e-3)
+    r.add_argument("--steps", type=int, default=1500, help="optimizer steps")
+    r.add_argument("--batch", type=int, default=128, help="images per step")
+    r.add_argument("--lr", type=float, default=2e-3, help="learning rate")
     r.add_argument("--channels", type=int, default=32, help="router width (default 32)")
     r.add_argument(
         "--label-dropout",
@@ -53,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="share of samples shown with the null label, so the router also learns from x_t alone "
         "(with labels a label partition is trivial to route)",
     )
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=0, help="seed of the init and the data order")
     r.add_argument(
         "--eval-split", default=None, help="held-out split (default: the rest of the manifest's split)"
     )
@@ -66,13 +66,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="train the evaluation classifier (class accuracy and FD features for `ddm eval`)",
         description="Train a small CNN classifier; its test accuracy goes to meta.json.",
     )
-    c.add_argument("--dataset", default="mnist", choices=("mnist", "fashion-mnist"))
+    c.add_argument(
+        "--dataset", default="mnist", choices=("mnist", "fashion-mnist"), help="dataset to classify"
+    )
     c.add_argument(
         "--split", default="test[:8000]", help="training split (default: test[:8000], offline MNIST)"
     )
     c.add_argument("--eval-split", default=None, help="test split (default: the rest of --split)")
-    c.add_argument("--epochs", type=int, default=15)
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--epochs", type=int, default=15, help="passes over the training split")
+    c.add_argument("--seed", type=int, default=0, help="seed of the init and the data order")
     c.add_argument("--data-dir", default=None)
     c.add_argument("--out", required=True, type=Path)
     c.add_argument("--no-progress", action="store_true")

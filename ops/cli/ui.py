@@ -35,22 +35,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import logging
-
+    from ddm.ops.logs import configure_logging
     from ddm.webui.app import create_app
     from ddm.webui.config import UIConfig
 
     if not 0 < args.port < 65536:
         raise ConfigError(expected("--port in 1..65535", args.port))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s ddm ui %(levelname)s %(message)s")
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
-    logging.getLogger("pika").setLevel(logging.WARNING)  # no lines per queue-depth probe connection
+    configure_logging("ddm ui")  # DDM_LOG_LEVEL, DDM_LOG_FORMAT; werkzeug: no line per request
     config = UIConfig.from_env()  # what a job means comes from the serving router's descriptor
     app = create_app(config=config)
     socketio = app.extensions["socketio"]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"ddm ui: serving http://{shown}:{args.port}/ (prefix {config.settings.prefix!r})", flush=True)
-    if args.host not in LOOPBACK:
+    if args.host not in LOOPBACK and not config.token:  # DDM_UI_TOKEN: submitting needs it
         print(
             f"ddm ui: listening on {args.host}: anyone who can reach this port can submit jobs (no login; "
             f"{config.jobs_per_minute} jobs per minute per address)",

@@ -59,12 +59,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import logging
-
+    from ddm.ops.extras import require
+    from ddm.ops.logs import configure_logging
     from ddm.ops.up.bringup import UpOptions, run_up
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s ddm up %(levelname)s %(message)s")
-    logging.getLogger("pika").setLevel(logging.WARNING)  # pika logs every socket step at INFO
+    if not args.no_ui:
+        require("ui")  # before any worker starts, not when the UI child fails after them
+    configure_logging("ddm up")  # DDM_LOG_LEVEL, DDM_LOG_FORMAT
     options = UpOptions(
         deployment=args.deployment,
         replicas=tuple(args.replicas),

@@ -56,11 +56,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import logging
+    from ddm.ops.logs import configure_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("pika").setLevel(logging.WARNING)  # pika logs every socket step at INFO
-    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)  # "no TPU" is not news here
+    configure_logging("ddm worker")  # DDM_LOG_LEVEL, DDM_LOG_FORMAT
     if args.role == "expert":
         from ddm.workers.worker import run_from_args
     else:

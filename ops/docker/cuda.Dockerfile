@@ -2,7 +2,7 @@
 #   docker build -f ops/docker/cuda.Dockerfile -t ddm-pipeline:cuda .     (context: the repository root)
 # The PyPI torch wheel for Linux x86_64 is the CUDA build and carries its CUDA libraries, so a slim base
 # is enough; the host needs the NVIDIA driver and the NVIDIA Container Toolkit. Not built or run here
-# (no Docker engine and no GPU on the development machines).
+# (no Docker engine and no GPU on the development machines). Versions: constraints.txt.
 
 FROM python:3.11-slim-bookworm AS source
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -13,11 +13,12 @@ RUN pip wheel --no-deps --wheel-dir /wheels /src \
     else echo "note: no checkpoints/ in the build context; mount a deployment and set DDM_DEPLOYMENT"; fi
 
 FROM python:3.11-slim-bookworm
-ARG TORCH_SPEC="torch==2.13.0"
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN pip install "${TORCH_SPEC}"
+COPY constraints.txt /etc/ddm/constraints.txt
+RUN pip install -c /etc/ddm/constraints.txt torch
 COPY --from=source /wheels /wheels
-RUN pip install /wheels/*.whl && rm -rf /wheels \
+RUN pip install -c /etc/ddm/constraints.txt "$(echo /wheels/ddm_pipeline-*.whl)[torch]" \
+ && rm -rf /wheels \
  && useradd --create-home --uid 10001 ddm
 COPY --from=source --chown=ddm /ckpt /srv/ddm/checkpoints
 WORKDIR /srv/ddm

@@ -18,15 +18,19 @@ RUN pip wheel --no-deps --wheel-dir /wheels /src \
 
 FROM ${NEURON_BASE_IMAGE}
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY constraints.txt ops/docker/image_constraints.py /etc/ddm/
 COPY --from=source /wheels /wheels
-# Keep the image's Neuron build of torch: pin it while pip installs the package and its dependencies.
-RUN python3 -c "import torch; print('torch==' + torch.__version__)" > /tmp/keep-torch.txt \
- && python3 -m pip install --constraint /tmp/keep-torch.txt /wheels/*.whl \
- && rm -rf /wheels /tmp/keep-torch.txt \
+# constraints.txt, except that what the image already has keeps its version: its Neuron build of torch
+# and the packages built with it (image_constraints.py).
+RUN python3 /etc/ddm/image_constraints.py /etc/ddm/constraints.txt > /tmp/image-constraints.txt \
+ && python3 -m pip install -c /tmp/image-constraints.txt "$(echo /wheels/ddm_pipeline-*.whl)[torch]" \
+ && rm -rf /wheels /tmp/image-constraints.txt \
  && python3 -c "import torch_neuronx"  # fail the build early if the base lacks it
 COPY --from=source /ckpt /srv/ddm/checkpoints
 WORKDIR /srv/ddm
-ENV DDM_DEPLOYMENT=/srv/ddm/checkpoints/mnist/deployment.toml
+# neuronx-cc's persistent cache of compiled graphs: a volume in docker-compose.yml
+ENV DDM_DEPLOYMENT=/srv/ddm/checkpoints/mnist/deployment.toml \
+    NEURON_COMPILE_CACHE_URL=/var/tmp/neuron-compile-cache
 # The base image's entrypoint starts its own model server; run our command instead. Root, as the base
 # image expects, for access to /dev/neuron*.
 ENTRYPOINT []

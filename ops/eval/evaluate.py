@@ -19,7 +19,7 @@ from ddm.ops.eval.classifier import features, load_classifier, predict
 from ddm.ops.eval.frechet import frechet_distance
 from ddm.router.deployment_loader import load_experts, load_policy
 from ddm.router.sampler import sample_local
-from ddm.schema.checkpoint_meta import read_meta, write_json_atomic
+from ddm.schema.checkpoint_meta import write_json_atomic
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import MAX_SAMPLES, JobSpec
 from ddm.schema.strategy import Strategy
@@ -47,11 +47,12 @@ def evaluate(req: EvalRequest) -> tuple[np.ndarray, np.ndarray, dict]:
 
     deployment = Deployment.load(req.deployment)
     guidance = deployment.guidance if req.guidance is None else req.guidance
-    classifier = req.classifier or deployment.path.parent / "classifier"
+    # What the scores need is loaded BEFORE sampling (minutes): a missing classifier or data folder
+    # fails in a second instead of after the work. The real images are of the dataset the classifier
+    # was trained on.
+    model, meta = load_classifier(req.classifier or deployment.path.parent / "classifier")
+    real = load_dataset(meta["dataset"], req.real_split, req.data_dir)
     x, labels, cost = generate(req.deployment, req.n, req.strategy, req.steps, guidance, req.seed, req.device)
-    # real images of the dataset the classifier was trained on (its own check refuses other folders)
-    dataset = read_meta(classifier, kind="classifier")["dataset"] if classifier.exists() else "mnist"
-    real = load_dataset(dataset, req.real_split, req.data_dir)
     metrics = {
         "deployment": display_path(deployment.path),
         "strategy": req.strategy,
@@ -60,7 +61,7 @@ def evaluate(req: EvalRequest) -> tuple[np.ndarray, np.ndarray, dict]:
         "n": req.n,
         "seed": req.seed,
         "real_split": real.split,
-        **score(x, labels, classifier, real.as_model_input()),
+        **score(x, labels, model, meta, real.as_model_input()),
         **cost,
     }
     return x, labels, metrics
@@ -117,9 +118,9 @@ def generate(
     return np.concatenate(chunks), labels, cost
 
 
-def score(x: np.ndarray, labels: np.ndarray, classifier_path: Path, real: np.ndarray) -> dict:
-    """Accuracy and FD of generated x [n,1,32,32] against real held-out images [m,1,32,32]."""
-    model, meta = load_classifier(classifier_path)
+def score(x: np.ndarray, labels: np.ndarray, model, meta: dict, real: np.ndarray) -> dict:
+    """Accuracy and FD of generated x [n,1,32,32] against real held-out images [m,1,32,32], by the
+    classifier `model` (load_classifier) whose meta is `meta`."""
     pred = predict(model, x).argmax(1)
     per_class = [float((pred[labels == c] == c).mean()) if np.any(labels == c) else None for c in range(10)]
     gen_f, real_f = features(model, x), features(model, real)

@@ -48,12 +48,12 @@ TOML
 
 metrics=()
 for strategy in oracle top1; do  # at the deployment's guidance
-  ddm eval --deployment "$out/deployment.toml" --n "$n_eval" --strategy "$strategy" --out "$runs/eval_$strategy"
+  ddm eval --deployment "$out/deployment.toml" --total "$n_eval" --strategy "$strategy" --out "$runs/eval_$strategy"
   metrics+=("$runs/eval_$strategy/metrics.json")
   cp "$runs/eval_$strategy/metrics.json" "$out/eval_$strategy.json"
 done
 # and without guidance, for the comparison in docs/RESULTS.md
-ddm eval --deployment "$out/deployment.toml" --n "$n_eval" --strategy oracle --guidance 1 \
+ddm eval --deployment "$out/deployment.toml" --total "$n_eval" --strategy oracle --guidance 1 \
   --out "$runs/eval_oracle_guidance1"
 metrics+=("$runs/eval_oracle_guidance1/metrics.json")
 cp "$runs/eval_oracle_guidance1/metrics.json" "$out/eval_oracle_guidance1.json"

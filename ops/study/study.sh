@@ -93,7 +93,7 @@ deployment fashion_random2 2 learned
 echo "== evaluations ($n_eval images each, 50 Euler steps)"
 evaluate() { # case strategy classifier real_split
   local dir="$out/eval/$1_${2/:/}"
-  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$out/$1/deployment.toml" --n "$n_eval" \
+  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$out/$1/deployment.toml" --total "$n_eval" \
     --strategy "$2" --classifier "$3" --real-split "$4" --out "$dir"
 }
 mnist_cls=checkpoints/mnist/classifier

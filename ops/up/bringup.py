@@ -172,7 +172,7 @@ def run_up(options: UpOptions) -> int:
         for line in problems:
             _say(line, error=True)
         _say(f"nothing was started; {START_HINT}.", error=True)
-        return 2
+        return 1  # a runtime failure (ddm.ops.cli.exit_codes): the services, not the flags
     r = connect_redis(settings.redis_url)
     children = build_children(deployment, replicas, options)
     workers = [spec.name for spec, _, _ in children]  # the ones that write heartbeats
@@ -180,7 +180,7 @@ def run_up(options: UpOptions) -> int:
         problem = port_problem(options.ui_host, options.ui_port)
         if problem:
             _say(f"web UI: {problem}; pass --ui-port PORT or --no-ui", error=True)
-            return 2
+            return 1
         children.append((ui_child(options.ui_host, options.ui_port), "ui", None))
     clash = _already_running(r, settings.names, [spec.name for spec, _, _ in children])
     if clash:
@@ -189,7 +189,7 @@ def run_up(options: UpOptions) -> int:
             "stop that `ddm up` first, or set another DDM_PREFIX",
             error=True,
         )
-        return 2
+        return 1
     # a heartbeat left by an earlier, crashed run under the same ids would look like readiness
     r.delete(*[settings.names.worker(spec.name) for spec, _, _ in children])
     up = _Running(options, deployment, settings, r, metas, children)

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -23,9 +24,16 @@ from ddm.ops.cli import COMMANDS, build_parser
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
-PROFILES = ("neuron", "cuda", "gpu")
+PROFILES = ("neuron", "cuda", "gpu", "monitoring")
 DEFAULT_SERVICES = {"rabbitmq", "redis", "router", "webui", "expert-torch", "expert-jax"}
-PROFILE_SERVICES = {"neuron": "expert-torch-neuron", "cuda": "expert-torch-cuda", "gpu": "expert-jax-gpu"}
+PROFILE_SERVICES = {
+    "neuron": {"expert-torch-neuron"},
+    "cuda": {"expert-torch-cuda"},
+    "gpu": {"expert-jax-gpu"},
+    "monitoring": {"prometheus", "grafana"},
+}
+ACCELERATED = set().union(*(PROFILE_SERVICES[p] for p in ("neuron", "cuda", "gpu")))
+MONITORING = PROFILE_SERVICES["monitoring"]
 
 
 def compose_binary() -> Path | None:
@@ -79,11 +87,11 @@ def test_config_is_valid(compose, profile):
 
 
 @pytest.mark.parametrize("profile", [None, *PROFILES])
-def test_profiles_add_exactly_their_expert(compose, profile):
+def test_profiles_add_exactly_their_services(compose, profile):
     args = ["--profile", profile] if profile else []
     out = compose(*args, "config", "--services")
     assert out.returncode == 0, out.stderr
-    want = DEFAULT_SERVICES | ({PROFILE_SERVICES[profile]} if profile else set())
+    want = DEFAULT_SERVICES | (PROFILE_SERVICES[profile] if profile else set())
     assert set(out.stdout.split()) == want
 
 
@@ -108,7 +116,7 @@ def ddm_services(config: dict) -> dict[str, list[str]]:
 
 def test_every_built_service_runs_ddm(config):
     services = ddm_services(config)
-    assert set(services) == DEFAULT_SERVICES - {"rabbitmq", "redis"} | set(PROFILE_SERVICES.values())
+    assert set(services) == DEFAULT_SERVICES - {"rabbitmq", "redis"} | ACCELERATED
     for name, command in services.items():
         assert config["services"][name].get("entrypoint") is None, name  # the image's, or none
         if name == "webui":
@@ -119,7 +127,7 @@ def test_every_built_service_runs_ddm(config):
 @pytest.mark.parametrize(
     "service",
     # webui runs under gunicorn: test_webui_gunicorn_command checks it
-    sorted(DEFAULT_SERVICES - {"rabbitmq", "redis", "webui"} | set(PROFILE_SERVICES.values())),
+    sorted(DEFAULT_SERVICES - {"rabbitmq", "redis", "webui"} | ACCELERATED),
 )
 def test_service_command_parses(config, service):
     """The command's subcommand and every flag exist: build_parser + parse_args, as `ddm` runs it."""
@@ -153,20 +161,21 @@ def test_webui_gunicorn_command(config):
 # ---------------------------------------------------------------- the shape of the stack
 
 
-def test_only_the_web_ui_publishes_a_port(config):
+def test_only_the_web_ui_and_grafana_publish_a_port(config):
     published = {name for name, svc in config["services"].items() if svc.get("ports")}
-    assert published == {"webui"}
-    (port,) = config["services"]["webui"]["ports"]
-    assert port["target"] == 8000 and port["host_ip"] == "127.0.0.1"  # this machine only, by default
+    assert published == {"webui", "grafana"}
+    for name, target in (("webui", 8000), ("grafana", 3000)):
+        (port,) = config["services"][name]["ports"]
+        assert port["target"] == target and port["host_ip"] == "127.0.0.1"  # this machine only, by default
 
 
 def test_broker_and_redis(config):
     services = config["services"]
     mq, redis = services["rabbitmq"], services["redis"]
-    assert mq["image"].startswith("rabbitmq:4") and mq["image"].endswith("-management")
+    assert re.fullmatch(r"rabbitmq:4\.1\.[0-9]+-management", mq["image"])
     assert mq["healthcheck"]["test"] == ["CMD", "rabbitmq-diagnostics", "-q", "ping"]
     assert mq["environment"]["RABBITMQ_DEFAULT_USER"] == "ddm"  # from .env.example, not guest
-    assert redis["image"] == "redis:7"
+    assert re.fullmatch(r"redis:7\.4\.[0-9]+", redis["image"])
     assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
     assert (
         "--appendonly" in redis["command"]
@@ -178,7 +187,7 @@ def test_broker_and_redis(config):
 
 def test_workers_wait_for_healthy_services_and_expose_health(config):
     for name, svc in config["services"].items():
-        if name in ("rabbitmq", "redis"):
+        if name in ("rabbitmq", "redis") or name in MONITORING:
             continue
         deps = svc["depends_on"]
         assert set(deps) == {"rabbitmq", "redis"}, name
@@ -208,3 +217,128 @@ def test_accelerator_variants(config):
 def test_secrets_stay_out_of_git_and_images():
     assert ".env" in (REPO / ".gitignore").read_text().splitlines()
     assert ".env" in (REPO / ".dockerignore").read_text().splitlines()
+
+
+# ---------------------------------------------------------------- production details (docs/DEPLOY.md)
+
+DOCKERFILES = sorted((REPO / "ops" / "docker").glob("*.Dockerfile"))
+MONITORING_DIR = REPO / "ops" / "monitoring"
+
+
+def _dockerfile_env(path: Path, var: str) -> str:
+    match = re.search(rf"\b{var}=(\S+)", path.read_text())
+    assert match, f"{path.name} sets no {var}"
+    return match.group(1)
+
+
+def test_every_image_is_pinned(config):
+    for name, svc in config["services"].items():
+        if "build" in svc:
+            continue  # built here, from pinned bases and constraints.txt
+        assert re.search(r":v?[0-9]+\.[0-9]+\.[0-9]+(-[a-z]+)?$", svc["image"]), (name, svc["image"])
+
+
+def test_every_service_rotates_its_logs(config):
+    for name, svc in config["services"].items():
+        logging = svc.get("logging", {})
+        assert logging.get("driver") == "json-file", name
+        assert logging["options"]["max-size"] and int(logging["options"]["max-file"]) >= 2, name
+
+
+def test_every_expert_gets_cpus_and_as_many_threads(config):
+    for name, svc in config["services"].items():
+        if not name.startswith("expert-"):
+            continue
+        env = svc["environment"]
+        assert float(svc["cpus"]) >= 1, name
+        assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == str(int(float(svc["cpus"]))), name
+
+
+def test_compile_caches_are_volumes_where_the_images_look(config):
+    services = config["services"]
+    jax_dir = _dockerfile_env(REPO / "ops/docker/cpu.Dockerfile", "DDM_JAX_CACHE_DIR")
+    assert _dockerfile_env(REPO / "ops/docker/jax.Dockerfile", "DDM_JAX_CACHE_DIR") == jax_dir
+    neuron_dir = _dockerfile_env(REPO / "ops/docker/neuron.Dockerfile", "NEURON_COMPILE_CACHE_URL")
+    caches = {"expert-jax": jax_dir, "expert-jax-gpu": jax_dir, "expert-torch-neuron": neuron_dir}
+    for name, target in caches.items():
+        mounts = {v["target"]: v["type"] for v in services[name].get("volumes", [])}
+        assert mounts.get(target) == "volume", (name, mounts)
+
+
+def test_redis_caps_memory_without_eviction_and_keeps_its_password_off_the_command_line(config):
+    redis = config["services"]["redis"]
+    command = redis["command"]
+    assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
+    assert command[command.index("--maxmemory") + 1] == "1gb"
+    (auth,) = [c for c in redis["configs"] if c["source"] == "redis-auth"]
+    assert command[1] == auth["target"]  # redis-server reads the config file first, then the flags
+    assert config["configs"]["redis-auth"]["content"].strip() == "requirepass change-me-redis"
+
+
+def test_no_password_is_on_any_command_line(config):
+    passwords = [
+        line.split("=", 1)[1]
+        for line in ENV_EXAMPLE.read_text().splitlines()
+        if line.startswith("DDM_") and "PASSWORD=" in line
+    ]
+    assert len(passwords) >= 3
+    for name, svc in config["services"].items():
+        argv = json.dumps([svc.get("command"), svc.get("entrypoint"), svc.get("healthcheck", {}).get("test")])
+        assert not any(p in argv for p in passwords), name
+        assert "requirepass" not in argv, name
+
+
+def test_rabbitmq_gives_long_jobs_time_to_finish(config):
+    mounted = {c["source"] for c in config["services"]["rabbitmq"]["configs"]}
+    assert "rabbitmq-ddm" in mounted
+    content = config["configs"]["rabbitmq-ddm"]["content"]
+    timeout_ms = re.search(r"^consumer_timeout = ([0-9]+)$", content, re.M)
+    assert timeout_ms and int(timeout_ms.group(1)) >= 86_400_000  # a job's TTL: DDM_JOB_TTL_S default
+
+
+def test_the_web_ui_healthcheck_is_healthz(config):
+    assert config["services"]["webui"]["healthcheck"]["test"][-1] == "http://127.0.0.1:8000/healthz"
+
+
+def test_dockerfiles_install_at_the_constraints(config):
+    assert DOCKERFILES
+    for path in DOCKERFILES:
+        text = path.read_text().replace("\\\n", " ")
+        assert "COPY constraints.txt" in text, path.name
+        installs = re.findall(r"pip install [^&\n]*", text)
+        assert installs, path.name
+        for command in installs:
+            assert re.search(r" -c /(etc/ddm/constraints\.txt|tmp/image-constraints\.txt)", command), command
+
+
+# ---------------------------------------------------------------- the monitoring profile
+
+
+def test_prometheus_scrapes_every_worker(config):
+    import yaml
+
+    prometheus = yaml.safe_load((MONITORING_DIR / "prometheus.yml").read_text())
+    (job,) = [j for j in prometheus["scrape_configs"] if j["job_name"] == "ddm-workers"]
+    (sd,) = job["dns_sd_configs"]
+    services = config["services"]
+    workers = {name for name, svc in services.items() if "DDM_METRICS_PORT" in svc.get("environment", {})}
+    assert set(sd["names"]) == workers and sd["port"] == 9100
+    assert all(config["services"][w]["environment"]["DDM_METRICS_PORT"] == "9100" for w in workers)
+    mounts = {v["target"]: v["source"] for v in config["services"]["prometheus"]["volumes"]}
+    assert Path(mounts["/etc/prometheus/prometheus.yml"]) == MONITORING_DIR / "prometheus.yml"
+
+
+def test_grafana_is_provisioned_with_the_datasource_and_the_dashboard(config):
+    import yaml
+
+    grafana = config["services"]["grafana"]
+    mounts = {v["target"]: Path(v["source"]) for v in grafana["volumes"] if v["type"] == "bind"}
+    provisioning = mounts["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load((provisioning / "datasources/prometheus.yml").read_text())["datasources"]
+    assert source["url"] == "http://prometheus:9090" and source["isDefault"]
+    (provider,) = yaml.safe_load((provisioning / "dashboards/ddm.yml").read_text())["providers"]
+    dashboards = mounts[provider["options"]["path"]]
+    dashboard = json.loads((dashboards / "ddm.json").read_text())
+    uids = {t["datasource"]["uid"] for panel in dashboard["panels"] for t in panel["targets"]}
+    assert uids == {source["uid"]}
+    assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD__FILE"].startswith("/run/secrets/")

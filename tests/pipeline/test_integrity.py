@@ -158,11 +158,17 @@ def test_chaos_kills_lose_no_job_and_repeat_no_step(shared_labels_deployment, tm
             kills += 1
         results = [client.result(s.job_id, timeout=300) for s in specs]
         done_s = time.monotonic() - started
+        # Both replicas of an expert may be down at once for a moment: topk:2 then routes around it
+        # and records the steps (test_expert_loss.py checks that mixture); the others equal local.
+        degraded = {s.job_id: client.status(s.job_id).degraded for s in specs}
+        whole = [(s, got) for s, got in zip(specs, results, strict=True) if not degraded[s.job_id]][:6]
         worst = max(
-            float(np.abs(got - local_reference(shared_labels_deployment, s)).max())
-            for s, got in zip(specs[:6], results[:6], strict=True)  # the reference costs a local run each
+            float(np.abs(got - local_reference(shared_labels_deployment, s)).max()) for s, got in whole
         )
         repeats = sum(len(stream_steps(pipe, s)) - s.steps for s in specs)
-        print(f"chaos: {len(specs)} jobs, {kills} kills -9, 0 lost, {repeats} repeated steps, {done_s:.0f} s")
+        print(
+            f"chaos: {len(specs)} jobs, {kills} kills -9, 0 lost, {repeats} repeated steps, {done_s:.0f} s, "
+            f"{sum(map(bool, degraded.values()))} degraded"
+        )
         assert repeats == 0 and all(stream_steps(pipe, s) == list(range(1, 31)) for s in specs)
-        assert worst <= 1e-4
+        assert len(whole) == 6 and worst <= 1e-4

@@ -102,7 +102,7 @@ def test_submit_creates_the_hash_and_a_decodable_persistent_message(client, spli
     publish(client, split_deployment)
     spec = JobSpec.new([0, 7, 7], steps=20, strategy="oracle", guidance=2.0, seed=5)
     t0 = time.time()
-    assert client.submit(spec) == spec.job_id
+    assert client.submit(spec, queue_anyway=True) == spec.job_id  # no expert workers in this test
     st = client.status(spec.job_id)
     assert st.status is JobStatus.QUEUED
     assert (st.step, st.steps, st.n) == (0, 20, 3)
@@ -354,6 +354,7 @@ def test_cli_submit_wait_and_status(
     try:
         argv = ["submit", "--label", "7", "--n", "3", "--steps", "4", "--wait", "--timeout", "20"]
         argv += ["--out", str(tmp_path / "g.png"), "--npy", str(tmp_path / "x.npy")]
+        argv += ["--queue-anyway"]  # the fake router has no expert workers behind it
         assert main(argv) == 0
     finally:
         stop.set()
@@ -376,7 +377,7 @@ def test_cli_submit_wait_and_status(
     assert "oracle, guidance 1.5" in table
     assert main(["status", "--recent", "5"]) == 0
     assert job_id in capsys.readouterr().out
-    assert main(["status", "no-such-job"]) == 2
+    assert main(["status", "no-such-job"]) == 1  # a runtime failure, not a usage error
     assert "no job no-such-job" in capsys.readouterr().err
 
 
@@ -386,7 +387,7 @@ def test_cli_submit_refuses_a_bad_job(client, monkeypatch, capsys, split_deploym
     monkeypatch.setenv("DDM_PREFIX", client.names.prefix)
     assert main(["submit", "--label", "3", "--steps", "2000", "--no-check"]) == 2
     assert "expected steps int in 1..1000, got 2000" in capsys.readouterr().err
-    assert main(["submit", "--label", "3"]) == 2
+    assert main(["submit", "--label", "3"]) == 1  # no router serving: a service down
     assert "no router is serving under prefix" in capsys.readouterr().err
     publish(client, split_deployment)
     assert main(["submit", "--label", "3", "--strategy", "topk:5"]) == 2
@@ -394,3 +395,20 @@ def test_cli_submit_refuses_a_bad_job(client, monkeypatch, capsys, split_deploym
         "expected strategy in ['oracle', 'top1', 'topk:2', 'full'], got 'topk:5'" in capsys.readouterr().err
     )
     assert queued(client) == []
+
+
+def test_cli_submit_json_then_cancel_while_queued(client, monkeypatch, capsys, split_deployment):
+    from ddm.ops.cli import main
+
+    monkeypatch.setenv("DDM_PREFIX", client.names.prefix)
+    publish(client, split_deployment)
+    assert main(["submit", "--labels", "3,8", "--n", "2", "--steps", "5", "--queue-anyway", "--json"]) == 0
+    job = json.loads(capsys.readouterr().out)  # stdout is the JSON, not the bare id
+    assert (job["status"], job["n"], job["spec"]["labels"]) == ("queued", 4, [3, 8, 3, 8])
+    assert main(["cancel", job["job_id"]]) == 0  # no router has taken it: cancelled at once
+    assert capsys.readouterr().out.strip() == f"job {job['job_id']} cancelled at step 0/5"
+    assert client.status(job["job_id"]).status is JobStatus.CANCELLED
+    assert main(["status", job["job_id"], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cancel_requested_at"] is not None
+    assert main(["cancel", "no-such-job", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["kind"] == "JobNotFoundError"

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ddm.router.intake import Delivery
-from ddm.router.scheduler import StepDone
+from ddm.router.outbox import StepDone
 from ddm.router.worker import RouterWorker
 from ddm.schema.messages import Frame, JobSpec
 from tests.support.services import amqp_channel

@@ -5,65 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ddm.router.policies import build_policy
-from ddm.router.sampler import JobArrays, initial_noise, sample_local
-from ddm.router.scheduler import JobRun, Outbox, Scheduler
-from ddm.schema.messages import JobSpec, VelocityReply, VelocityRequest
-
-LABEL_SPLIT = np.array([[5] * 5 + [0] * 5, [0] * 5 + [5] * 5])  # expert 0: labels 0-4, expert 1: 5-9
-OVERLAP = np.array([[5] * 7 + [0] * 3, [0] * 3 + [5] * 7])  # labels 3-6 in both
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def velocity(k: int):
-    """A known velocity field per expert (a pure function, like the real ones)."""
-
-    def fn(x, t, y, g):
-        return (-(k + 1) * x + 0.1 * y[:, None, None, None] * g[:, None, None, None]).astype(np.float32)
-
-    return fn
-
-
-EXPERTS = {0: velocity(0), 1: velocity(1)}
-
-
-def answer(send, k=None) -> VelocityReply:
-    req = VelocityRequest.decode(send.body)
-    k = send.expert if k is None else k
-    v = EXPERTS[send.expert](req.x, req.t, req.y, req.guidance)
-    return VelocityReply(req.request_id, v, k, "fake", 1.0, req.batch_size)
-
-
-def job(labels, steps=4, strategy="oracle", seed=0) -> JobRun:
-    spec = JobSpec.new(labels, steps=steps, strategy=strategy, guidance=1.0, seed=seed)
-    return JobRun(JobArrays.of(spec), tag=spec.job_id, x=initial_noise(spec), step=0)
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-def scheduler(clock, counts=LABEL_SPLIT, kind="oracle", **kwargs) -> Scheduler:
-    s = Scheduler(build_policy(kind, counts), timeout_s=10.0, clock=clock, **kwargs)
-    s.reset("test")
-    return s
-
-
-def begin(s: Scheduler, *jobs: JobRun) -> Outbox:
-    """Start jobs and flush: the Outbox holds their first requests."""
-    out = Outbox()
-    for j in jobs:
-        s.start(j, out)
-    s.flush(out)
-    return out
+from ddm.router.jobrun import JobRun
+from ddm.router.outbox import Outbox
+from ddm.router.sampler import sample_local
+from ddm.router.scheduler import Scheduler
+from ddm.schema.messages import VelocityReply, VelocityRequest
+from tests.support.scheduling import EXPERTS, OVERLAP, answer, begin, job, scheduler
 
 
 def run_to_end(s: Scheduler, jobs: list[JobRun]) -> Outbox:
@@ -120,7 +67,7 @@ def test_rows_due_while_the_slot_is_busy_are_held_and_ride_the_next_request(cloc
 
 def test_rows_spread_over_free_slots_and_chunk_at_the_request_limit(clock):
     s = scheduler(clock, rows_per_request=4)
-    s.slots[0] = 2
+    s.observe(0, consumers=2, depth=0, heartbeats=None, served=None)
     out = Outbox()
     for i in range(3):
         s.start(job([0, 1, 2], seed=i), out)

@@ -45,9 +45,13 @@ def test_paths_are_relative_to_the_file(tmp_path):
         ('[[experts]]\nid = 0\ncheckpoint = "a"\n[router]\nkind = "learned"\n', "checkpoint exactly when"),
         (
             'port = 1\n[[experts]]\nid = 0\ncheckpoint = "a"\n',
-            "keys name, guidance, strategy, class_names, experts, router",
+            "keys name, guidance, strategy, class_names, on_expert_loss, experts, router",
         ),
         ("[[experts]\n", "invalid TOML"),
+        (
+            'on_expert_loss = "retry"\n[[experts]]\nid = 0\ncheckpoint = "a"\n',
+            r"on_expert_loss in \['degrade'",
+        ),
     ],
 )
 def test_malformed_files_say_what_was_expected(tmp_path, text, message):

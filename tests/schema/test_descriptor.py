@@ -38,8 +38,23 @@ def test_resolve_fills_only_what_the_job_left_unset():
     d = descriptor()
     spec = JobSpec("j", (3,))
     assert (d.resolve(spec).strategy, d.resolve(spec).guidance) == ("oracle", 1.5)
-    chosen = JobSpec("j", (3,), strategy="full", guidance=1.0)
+    assert d.resolve(spec).on_expert_loss == "degrade"
+    chosen = JobSpec("j", (3,), strategy="full", guidance=1.0, on_expert_loss="wait")
     assert d.resolve(chosen) == chosen
+
+
+def test_the_experts_a_job_needs_follow_its_strategy_and_expert_loss_policy():
+    d = descriptor()
+    assert d.experts_needed(JobSpec("j", (3, 4))) == ((0,), True), "oracle: the experts of its labels"
+    assert d.experts_needed(JobSpec("j", (3,), strategy="top1")) == ((0, 1), True), "any may be picked"
+    assert d.experts_needed(JobSpec("j", (3,), strategy="full")) == ((0, 1), False), "any one live will do"
+    waits = JobSpec("j", (3,), strategy="full", on_expert_loss="wait")
+    assert d.experts_needed(waits) == ((0, 1), True), "a job that waits needs every one"
+    assert d.experts_needed(JobSpec("j", (3,), strategy="full")) == d.experts_needed(
+        JobSpec("j", (3,), strategy="full", on_expert_loss="degrade")
+    )
+    wait_by_default = descriptor(default_on_expert_loss="wait")
+    assert wait_by_default.experts_needed(JobSpec("j", (3,), strategy="full")) == ((0, 1), True)
 
 
 @pytest.mark.parametrize(
@@ -68,6 +83,7 @@ def test_check_accepts_any_spelling_of_an_accepted_strategy():
         {"experts": ()},
         {"protocol_version": 2},
         {"router_id": "a b"},
+        {"default_on_expert_loss": "retry"},
     ],
 )
 def test_invalid_descriptors_are_refused(changes):

@@ -89,6 +89,17 @@ def test_round_trip_job_spec():
     assert JobSpec.new([0]).job_id != JobSpec.new([0]).job_id
 
 
+def test_on_expert_loss_is_optional_on_the_wire_and_checked():
+    unset = JobSpec.new([1], strategy="full")
+    assert "on_expert_loss" not in msgpack_numpy.unpackb(unset.encode()), "left out: old readers decode it"
+    assert "on_expert_loss" not in unset.to_dict(), "so a spec's digest does not change either"
+    assert JobSpec.decode(unset.encode()).on_expert_loss is None
+    waits = JobSpec.new([1], strategy="full", on_expert_loss="wait")
+    assert JobSpec.decode(waits.encode()) == waits and JobSpec.from_json(waits.to_json()) == waits
+    with pytest.raises(SchemaError, match=r"on_expert_loss in \['degrade', 'wait'\], got 'retry'"):
+        JobSpec.new([1], on_expert_loss="retry")
+
+
 def test_batch_limits():
     assert make_request(B=1).batch_size == 1
     assert VelocityRequest.decode(make_request(B=MAX_BATCH).encode()).batch_size == MAX_BATCH
@@ -255,10 +266,11 @@ def test_job_spec_dict_and_json():
 
 def test_job_status():
     assert JobStatus("done") is JobStatus.DONE
-    assert [s.value for s in JobStatus] == ["queued", "running", "done", "failed"]
+    assert [s.value for s in JobStatus] == ["queued", "running", "done", "failed", "cancelled"]
     assert (
         JobStatus.RUNNING == "running"
         and f"{JobStatus.FAILED}" == "failed"
         and str(JobStatus.QUEUED) == "queued"
     )
-    assert JobStatus.DONE.terminal and JobStatus.FAILED.terminal and not JobStatus.RUNNING.terminal
+    assert JobStatus.DONE.terminal and JobStatus.FAILED.terminal and JobStatus.CANCELLED.terminal
+    assert not JobStatus.RUNNING.terminal and not JobStatus.QUEUED.terminal

@@ -33,12 +33,14 @@ def service_env(prefix: str, **extra: str) -> dict[str, str]:
     return env | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"} | extra
 
 
-def spawn_worker(args: list[str], name: str, env: dict[str, str], log_dir: Path) -> subprocess.Popen:
-    """`ddm worker ARGS --worker-id NAME`, its merged output in log_dir/NAME.log."""
+def spawn_worker(
+    args: list[str], name: str, env: dict[str, str], log_dir: Path, command_prefix=()
+) -> subprocess.Popen:
+    """`ddm worker ARGS --worker-id NAME`, its merged output in log_dir/NAME.log. command_prefix: put
+    in front of the command line (e.g. `ip netns exec NAME`, to run it on another simulated host)."""
     log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the process
-    return subprocess.Popen(
-        [*DDM_CLI, "worker", *args, "--worker-id", name], env=env, stdout=log, stderr=subprocess.STDOUT
-    )
+    argv = [*command_prefix, *DDM_CLI, "worker", *args, "--worker-id", name]
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def buckets_flag(buckets=TEST_BUCKETS) -> str:
@@ -83,18 +85,22 @@ class Pipeline:
 
     # -- processes -------------------------------------------------------------------------------
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
-        self.procs[name] = spawn_worker(args, name, self.env, self.log_dir)
+    def _spawn(self, name: str, args: list[str], env=None, command_prefix=()) -> subprocess.Popen:
+        """env: settings of this one process on top of the pipeline's (e.g. DDM_AMQP_URL through a
+        link); command_prefix: in front of its command line (tests/support/links.py gives both)."""
+        env = {**self.env, **(env or {})}
+        self.procs[name] = spawn_worker(args, name, env, self.log_dir, command_prefix)
         return self.procs[name]
 
     def start_expert(
-        self, expert: int, name: str, buckets: str = buckets_flag(), extra=()
+        self, expert: int, name: str, buckets: str = buckets_flag(), extra=(), env=None, command_prefix=()
     ) -> subprocess.Popen:
         args = ["expert", "--deployment", str(self.deployment), "--expert", str(expert)]
-        return self._spawn(name, [*args, "--buckets", buckets, *extra])
+        return self._spawn(name, [*args, "--buckets", buckets, *extra], env, command_prefix)
 
-    def start_router(self, name: str = "router", extra=()) -> subprocess.Popen:
-        return self._spawn(name, ["router", "--deployment", str(self.deployment), *extra])
+    def start_router(self, name: str = "router", extra=(), env=None, command_prefix=()) -> subprocess.Popen:
+        args = ["router", "--deployment", str(self.deployment), *extra]
+        return self._spawn(name, args, env, command_prefix)
 
     def up(self, experts: dict[str, int], routers=("router",)) -> Pipeline:
         """Start the named expert replicas ({name: expert id}) and routers; wait until all are ready."""

@@ -3,11 +3,17 @@ fake cluster (jobs, frames and heartbeats written as the router and workers writ
 
 from __future__ import annotations
 
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from ddm.ops.up.supervisor import stop_processes
 from tests.support.fakes import FakeCluster, write_fake_deployment
+from tests.support.harness import DDM_CLI, service_env
+from tests.support.services import free_port
 
 
 @pytest.fixture
@@ -44,3 +50,31 @@ def make_app(fake, fake_deployment):
     yield make
     for app in apps:
         app.extensions["ddm"].close()
+
+
+@pytest.fixture
+def ui_server(fake, tmp_path):
+    """ui_server(**DDM_UI_* settings) -> the URL of `ddm ui` (a real server process, Werkzeug) on the
+    test prefix, once its /healthz answers; stopped after the test."""
+    procs = []
+
+    def start(**env: str) -> str:
+        port = free_port()
+        log = open(tmp_path / f"ui-{port}.log", "wb")  # noqa: SIM115 - owned by the process
+        argv = [*DDM_CLI, "ui", "--port", str(port)]
+        env = service_env(fake.prefix, **env)
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=2):
+                    return url
+            except OSError:
+                output = (tmp_path / f"ui-{port}.log").read_text()
+                assert proc.poll() is None and time.monotonic() < deadline, "the UI did not start:\n" + output
+                time.sleep(0.2)
+
+    yield start
+    stop_processes(procs, grace_s=5)

@@ -81,7 +81,7 @@ def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment
             assert "torch" in panel and "jax" in panel and "1 live worker" in panel
 
             # bad input is said plainly, next to the form
-            page.click("#all-ten")
+            page.click("#all-classes")
             page.fill("#steps", "0")
             page.click("#submit")
             page.wait_for_selector("#form-error:not([hidden])", timeout=10_000)

@@ -21,6 +21,7 @@
     no_deployment: "No router serving",
     no_worker: "No live worker",
     rate_limited: "Too many jobs",
+    unauthorized: "Token needed",
     unavailable: "Service unavailable",
     not_found: "Unknown job",
     failed: "Job failed",
@@ -65,9 +66,9 @@
     return classNames[y] !== undefined ? classNames[y] : String(y);
   }
 
-  function digitsText(labels) {
+  function labelsText(labels) {
     const uniq = Array.from(new Set(labels || [])).sort((a, b) => a - b);
-    if (uniq.length === classNames.length) return uniq.length === 10 ? "all ten" : "all " + uniq.length;
+    if (uniq.length === classNames.length) return "all " + uniq.length;
     return uniq.map(className).join(classNames.every((c, i) => c === String(i)) ? " " : ", ");
   }
 
@@ -97,9 +98,9 @@
 
   function classesText(classes) {
     if (!classes || !classes.length) return "";
-    const digits = classes.every((c) => className(c) === String(c));
+    const numeric = classes.every((c) => className(c) === String(c)); // names that are their own ids
     const contiguous = classes.every((c, i) => i === 0 || c === classes[i - 1] + 1);
-    return digits && contiguous && classes.length > 2
+    return numeric && contiguous && classes.length > 2
       ? "trained on " + classes[0] + "–" + classes[classes.length - 1]
       : "trained on " + classes.map(className).join(", ");
   }
@@ -136,7 +137,8 @@
     deploymentKey = key;
     $("dep-name").textContent = dep.name;
     classNames = dep.class_names.slice();
-    digitBoxes.forEach((b) => (b.parentNode.querySelector("span").textContent = className(Number(b.value))));
+    classBoxes.forEach((b) => (b.parentNode.querySelector("span").textContent = className(Number(b.value))));
+    $("all-classes").textContent = "All " + classNames.length;
     const select = $("strategy");
     const chosen = select.value;
     select.replaceChildren();
@@ -162,11 +164,16 @@
   // ------------------------------------------------------------------ the form
 
   const form = $("job-form");
-  const digitBoxes = Array.from(document.querySelectorAll("#digits input[type=checkbox]"));
+  const classBoxes = Array.from(document.querySelectorAll("#classes input[type=checkbox]"));
 
-  function chosenDigits() {
-    return digitBoxes.filter((b) => b.checked).map((b) => Number(b.value));
+  function chosenClasses() {
+    return classBoxes.filter((b) => b.checked).map((b) => Number(b.value));
   }
+
+  // DDM_UI_TOKEN: the field exists only when the server asks for a token; kept in this browser.
+  const TOKEN_KEY = "ddm-ui-token";
+  const tokenField = $("token");
+  if (tokenField) tokenField.value = localStorage.getItem(TOKEN_KEY) || "";
 
   function numberOrNull(id) {
     const raw = $(id).value.trim();
@@ -176,23 +183,23 @@
   }
 
   function updateSummary() {
-    const digits = chosenDigits();
+    const chosen = chosenClasses();
     const n = numberOrNull("n_per_label");
-    const images = typeof n === "number" ? digits.length * n : NaN;
+    const images = typeof n === "number" ? chosen.length * n : NaN;
     const steps = numberOrNull("steps");
-    const text = digits.length
+    const text = chosen.length
       ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + " · " + (steps ?? "?") + " steps"
       : "no label chosen";
     $("form-summary").textContent = text;
     $("strategy-hint").textContent = strategyHint($("strategy").value);
   }
 
-  $("all-ten").addEventListener("click", () => {
-    digitBoxes.forEach((b) => (b.checked = true));
+  $("all-classes").addEventListener("click", () => {
+    classBoxes.forEach((b) => (b.checked = true));
     updateSummary();
   });
-  $("clear-digits").addEventListener("click", () => {
-    digitBoxes.forEach((b) => (b.checked = false));
+  $("clear-classes").addEventListener("click", () => {
+    classBoxes.forEach((b) => (b.checked = false));
     updateSummary();
   });
   $("seed-random").addEventListener("click", () => {
@@ -207,15 +214,19 @@
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     hideAlert($("form-error"));
-    const digits = chosenDigits();
+    const chosen = chosenClasses();
     const data = {
-      labels: digits.length === 10 ? "all" : digits,
+      labels: chosen.length === classBoxes.length ? "all" : chosen,
       n_per_label: numberOrNull("n_per_label"),
       steps: numberOrNull("steps"),
       strategy: $("strategy").value || null,
       guidance: numberOrNull("guidance"),
       seed: numberOrNull("seed"),
     };
+    if (tokenField) {
+      data.token = tokenField.value.trim();
+      localStorage.setItem(TOKEN_KEY, data.token);
+    }
     if (!socket.connected) {
       showAlert($("form-error"), "unavailable", "not connected to the UI server; retrying the connection…");
       return;
@@ -232,6 +243,7 @@
       }
       if (!res.ok) {
         showAlert($("form-error"), res.kind, res.error);
+        if (res.kind === "unauthorized" && tokenField) tokenField.focus();
         return;
       }
       watch(res.job_id, res.spec);
@@ -289,7 +301,21 @@
     });
   }
 
+  // Cancel: the router stops the job at its next step; the next "job" event says cancelled.
+  $("cancel-job").addEventListener("click", () => {
+    if (!job) return;
+    const token = tokenField ? tokenField.value.trim() : "";
+    const headers = token ? { Authorization: "Bearer " + token } : {};
+    fetch("/api/jobs/" + encodeURIComponent(job.id) + "/cancel", { method: "POST", headers: headers })
+      .then((r) => r.json())
+      .then((res) => {
+        if (res.ok === false) showAlert($("job-error"), res.kind, res.error);
+      })
+      .catch(() => showAlert($("job-error"), "unavailable", "the server did not answer"));
+  });
+
   function setStatus(status) {
+    $("cancel-job").hidden = !(status === "queued" || status === "running");
     const badge = $("job-status");
     badge.hidden = false;
     badge.textContent = status;
@@ -310,7 +336,7 @@
     const title = "Job " + job.id.slice(0, 8);
     $("job-title").textContent = title;
     const bits = [];
-    if (job.n) bits.push(job.n + " image" + (job.n === 1 ? "" : "s") + " of " + digitsText(job.labels));
+    if (job.n) bits.push(job.n + " image" + (job.n === 1 ? "" : "s") + " of " + labelsText(job.labels));
     if (info.strategy) bits.push(info.strategy);
     if (job.steps) bits.push(job.steps + " steps");
     if (info.guidance !== undefined && info.guidance !== null) bits.push("guidance " + info.guidance);
@@ -320,14 +346,14 @@
   }
 
   function tileLayout() {
-    // the largest whole-pixel upscale that fits the stage; several images per digit keep one column
-    // per digit, otherwise any column count may be used
+    // the largest whole-pixel upscale that fits the stage; several images per label keep one column
+    // per label, otherwise any column count may be used
     const W = $("tiles").clientWidth || 600;
     const H = 480;
     const caption = 24;
-    const perDigit = job.labels.length > new Set(job.labels).size;
+    const perLabel = job.labels.length > new Set(job.labels).size;
     let best = { cols: job.cols, scale: 0, empty: Infinity };
-    for (let cols = perDigit ? job.cols : 1; cols <= (perDigit ? job.cols : job.n); cols++) {
+    for (let cols = perLabel ? job.cols : 1; cols <= (perLabel ? job.cols : job.n); cols++) {
       const rows = Math.ceil(job.n / cols);
       const gap = tileGap(cols);
       const byW = Math.floor((W - gap * (cols - 1)) / cols / SIZE);
@@ -404,6 +430,8 @@
     if (!cell) return;
     cell.replaceChildren();
     cell.classList.add("filled");
+    // degraded: an expert the routing chose had no live worker, and the step mixed the others
+    cell.classList.toggle("degraded", f.missing.length > 0);
     const mean = meanWeights(f.weights);
     for (let k = 0; k < mean.length; k++) {
       if (mean[k] <= 0) continue;
@@ -520,6 +548,7 @@
       step: f.step,
       t: f.t,
       experts: f.experts,
+      missing: f.missing || [],
       weights: f.weights,
       latency_ms: f.latency_ms,
       compute_ms: f.compute_ms,
@@ -597,6 +626,12 @@
         el("div", null, "step " + f.latency_ms.toFixed(1) + " ms, of which expert compute " +
           f.compute_ms.toFixed(1) + " ms")
       );
+      if (f.missing.length) {
+        tooltip.append(
+          el("div", "tt-degraded", "degraded: " + f.missing.map(expertLabel).join(", ") +
+            " had no live worker; the step mixed the others")
+        );
+      }
       const mean = meanWeights(f.weights);
       for (let k = 0; k < mean.length; k++) {
         const served = f.weights.filter((w) => w[k] > 0).length;
@@ -806,7 +841,7 @@
       thumb,
       idCell,
       st,
-      el("td", null, digitsText(j.labels)),
+      el("td", null, labelsText(j.labels)),
       el("td", null, j.n ?? ""),
       el("td", null, j.steps ?? ""),
       el("td", "mono", j.strategy ?? ""),

@@ -26,9 +26,12 @@ DEVICES = ("auto", "cpu", "gpu")
 def enable_compilation_cache() -> None:
     """Persist compiled buckets across processes ($DDM_JAX_CACHE_DIR, default ~/.cache/ddm/jax):
     a restarted worker or a second replica loads in seconds instead of recompiling every bucket."""
-    path = os.environ.get("DDM_JAX_CACHE_DIR") or str(Path.home() / ".cache" / "ddm" / "jax")
+    from ddm.schema.settings import Settings
+
+    path = Settings.from_env().jax_cache_dir
     if path.lower() in ("", "0", "off", "none"):
         return
+    path = os.path.expanduser(path)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 

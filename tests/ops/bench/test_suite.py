@@ -13,7 +13,7 @@ def run_bench(tmp_path, *args: str) -> tuple[dict, str]:
     """`ddm bench --preset tiny ARGS` in a subprocess: (the JSON it wrote, its stdout)."""
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "ddm.ops.cli", "bench", "--preset", "tiny", *args, "--json", str(out)],
+        [sys.executable, "-m", "ddm.ops.cli", "bench", "--preset", "tiny", *args, "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -87,7 +87,7 @@ def test_read_heartbeat_decodes_the_record_and_ignores_anything_else():
 def test_up_refuses_when_services_are_down(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DDM_AMQP_URL", "amqp://guest:guest@127.0.0.1:1/%2F")
     monkeypatch.setenv("DDM_REDIS_URL", "redis://127.0.0.1:2/0")
-    assert main(["up", "--deployment", str(fake_deployment(tmp_path)), "--no-ui"]) == 2
+    assert main(["up", "--deployment", str(fake_deployment(tmp_path)), "--no-ui"]) == 1  # services down
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing started, no table
     err = captured.err
@@ -178,7 +178,7 @@ def test_up_refuses_to_run_twice_under_one_prefix(tmp_path, monkeypatch, capsys)
     try:
         beat = {"worker_id": "up-e0-0", "role": "expert", "expert_id": 0, "host": socket.gethostname()}
         r.hset(key, mapping=WorkerHeartbeat.build({**beat, "pid": other.pid, "updated_at": 1.0}).encode())
-        assert main(["up", "--deployment", str(fake_deployment(tmp_path)), "--no-ui"]) == 2
+        assert main(["up", "--deployment", str(fake_deployment(tmp_path)), "--no-ui"]) == 1
         assert f"up-e0-0 (pid {other.pid}) is already running here" in capsys.readouterr().err
     finally:
         other.kill()
@@ -197,6 +197,6 @@ def test_up_refuses_a_busy_ui_port(tmp_path, monkeypatch, capsys):
         busy.listen()
         port = busy.getsockname()[1]
         argv = ["up", "--deployment", str(fake_deployment(tmp_path)), "--ui-port", str(port)]
-        assert main(argv) == 2
+        assert main(argv) == 1
     err = capsys.readouterr().err
     assert f"web UI: cannot listen on 127.0.0.1:{port}" in err and "--ui-port PORT or --no-ui" in err

@@ -1,0 +1,45 @@
+"""Submit a job to a running pipeline, print each denoising step as it lands, save the images as a PNG.
+
+    python examples/follow_job.py --labels 3,8 --n 2 --out digits.png
+
+Needs only the base install (`pip install ddm-pipeline`: the client, no torch or JAX) and a pipeline
+running somewhere (`ddm up`); DDM_AMQP_URL, DDM_REDIS_URL and DDM_PREFIX say where. Strategy and
+guidance are left to the serving deployment's defaults, as `ddm submit` leaves them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ddm.client import Client, JobSpec, png_bytes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--labels", default="3,8", help="comma-separated labels (default: 3,8)")
+    parser.add_argument("--n", type=int, default=1, help="images per label (default: 1)")
+    parser.add_argument("--steps", type=int, default=50, help="Euler steps (default: 50)")
+    parser.add_argument("--out", type=Path, default=Path("job.png"), help="PNG to write (default: job.png)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default: 300)")
+    args = parser.parse_args(argv)
+    labels = [int(y) for y in args.labels.split(",")]
+
+    with Client() as client:
+        spec = JobSpec.new(labels * args.n, steps=args.steps)  # the list repeated n times: 3,8,3,8
+        job_id = client.submit(spec)
+        print(f"job {job_id}: {spec.n} images of {args.labels}, {spec.steps} steps", flush=True)
+        for frame in client.frames(job_id, timeout=args.timeout):  # stored steps, then live ones
+            experts = ",".join(map(str, frame.experts))
+            print(f"step {frame.step}/{spec.steps}  t={frame.t:.2f}  experts {experts}", flush=True)
+        x = client.result(job_id, timeout=args.timeout)  # float32 [n, 1, 32, 32]
+        st = client.status(job_id)  # what the router resolved, typed
+    args.out.write_bytes(png_bytes(x, cols=len(labels)))
+    print(f"job {job_id} {st.status.value}: strategy {st.strategy}, guidance {st.guidance} -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

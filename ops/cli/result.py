@@ -1,0 +1,54 @@
+"""`ddm result JOB`: an earlier job's images, as a PNG grid and/or the raw latents."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Fetch the final images of a job from Redis (DDM_REDIS_URL, DDM_PREFIX) and save them. A job that "
+        "failed or was cancelled has no images (exit 1, with the reason); so has one still running, "
+        "unless --timeout waits for it."
+    )
+    parser.add_argument("job", help="job id (as printed by `ddm submit`)")
+    parser.add_argument("--out", type=Path, default=None, help="save a PNG grid of the images")
+    parser.add_argument("--npy", type=Path, default=None, help="save the latents float32 [n,1,32,32]")
+    parser.add_argument(
+        "--timeout", type=float, default=0.0, help="seconds to wait for a job still queued or running"
+    )
+    parser.add_argument("--json", action="store_true", help="print the status and saved files as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ddm.ops.cli.output import print_json
+    from ddm.ops.images import save_grid
+    from ddm.router.client import Client
+    from ddm.webui.payloads import grid_cols  # the web UI's download has the same layout
+
+    with Client() as client:
+        x = client.result(args.job, timeout=args.timeout)
+        st = client.status(args.job)
+    saved = {}
+    if args.out:
+        saved["png"] = str(save_grid(x, args.out, cols=grid_cols(st.labels or [0])))
+    if args.npy:
+        args.npy.parent.mkdir(parents=True, exist_ok=True)
+        np.save(args.npy, x)
+        saved["npy"] = str(args.npy)
+    if args.json:
+        print_json({**st.to_dict(), "shape": list(x.shape), "saved": saved})
+        return 0
+    labels = ",".join(map(str, st.labels))
+    print(
+        f"job {st.job_id} {st.status.value}: {st.n} images (labels {labels}), {st.steps} steps, "
+        f"strategy {st.strategy}, guidance {st.guidance}"
+        + (f" -> {', '.join(saved.values())}" if saved else "")
+    )
+    if not saved:
+        print("(--out PNG and/or --npy FILE save the images)", file=sys.stderr)
+    return 0

@@ -1,0 +1,111 @@
+"""Doctor checks of files: the deployment file, its checkpoints (meta.json, weights, their digests) and
+the data folder."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from ddm.ops.doctor.checks import FAIL, OK, SKIP, Check
+from ddm.schema.errors import ConfigError
+
+DEPLOYMENT_FIX = (
+    "pass --deployment PATH or set DDM_DEPLOYMENT to a valid deployment TOML (README: 'Train your own'), "
+    "or run from the repository root for the shipped one"
+)
+CHECKPOINT_FIX = (
+    "copy the checkpoint folder again (meta.json and its weights file) from where it was trained, or fix "
+    "the `checkpoint` path in the deployment file"
+)
+
+
+def deployment(path: Path | None) -> tuple[Check, object | None]:
+    """(the check, the loaded Deployment or None)."""
+    from ddm.schema.deployment import Deployment, resolve_deployment
+    from ddm.schema.errors import DDMError
+
+    try:
+        resolved = resolve_deployment(path)
+        dep = Deployment.load(resolved)
+    except DDMError as exc:
+        return Check("deployment file", FAIL, str(exc), DEPLOYMENT_FIX), None
+    detail = f"{resolved}: {dep.name!r}, {dep.num_experts} experts, router {dep.router.kind}"
+    return Check("deployment file", OK, detail), dep
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _checkpoint(folder: Path, kind: str) -> tuple[str, str]:
+    """(framework, 'weights-file sha256 16 hex') of a checkpoint folder; ConfigError when its meta or
+    weights are missing or malformed."""
+    from ddm.schema.checkpoint_meta import read_meta
+    from ddm.workers.checkpoint import WEIGHTS_FILE
+
+    meta = read_meta(folder, kind=kind)
+    framework = meta["framework"]
+    if framework not in WEIGHTS_FILE:
+        raise ConfigError(f"{folder}/meta.json: framework {framework!r} is neither torch nor jax")
+    weights = folder / WEIGHTS_FILE[framework]
+    if not weights.is_file():
+        raise ConfigError(f"{weights} is missing")
+    return framework, f"{weights.name} sha256 {sha256_file(weights)[:16]}"
+
+
+def checkpoints(dep, experts: list[int], router: bool) -> tuple[Check, dict[int, str]]:
+    """The named experts' checkpoints, and (router) the learned router's: meta.json valid for its kind, its
+    weights file present; their sha256 digests shown, to compare with the host that trained them.
+    Also returns {expert id: framework} for the package check."""
+    frameworks: dict[int, str] = {}
+    lines, problems = [], []
+    folders = [(f"expert {e.id}", e.checkpoint, "expert", e.id) for e in dep.experts if e.id in experts]
+    if router and dep.router.checkpoint is not None:
+        folders.append(("router", dep.router.checkpoint, "router", None))
+    for label, folder, kind, expert_id in folders:
+        try:
+            framework, digest = _checkpoint(Path(folder), kind)
+        except ConfigError as exc:
+            problems.append(f"{label}: {exc}")
+            continue
+        if expert_id is not None:
+            frameworks[expert_id] = framework
+        lines.append(f"{label} ({framework}) {digest}")
+    if problems:
+        return Check("checkpoints", FAIL, "; ".join(problems), CHECKPOINT_FIX), frameworks
+    if not lines:
+        return Check("checkpoints", SKIP, "no checkpoint to check for this role"), frameworks
+    return Check("checkpoints", OK, "; ".join(lines)), frameworks
+
+
+def data_folder(flag: str | None) -> Check:
+    """Which dataset splits the data folder (flag, $DDM_DATA_DIR, ./data) holds. Only training, `ddm
+    partition` and `ddm eval` read it: a folder nobody named that does not exist is a skip, one that was
+    named (flag or DDM_DATA_DIR) must hold a split."""
+    import os
+
+    from ddm.ops.data.catalog import DATASETS, SPLITS
+    from ddm.ops.data.files import find_split_files, resolve_data_dir
+
+    data_dir = resolve_data_dir(flag)
+    named = bool(flag or os.environ.get("DDM_DATA_DIR"))
+    found = []
+    for name in sorted(DATASETS):
+        for split in SPLITS:
+            try:
+                images, _ = find_split_files(name, split, data_dir)
+            except ConfigError:
+                continue
+            found.append(f"{name} {split} ({images.parent})")
+    if found:
+        return Check("data folder", OK, f"{data_dir}: " + ", ".join(found))
+    fix = f"`ddm data fetch mnist --data-dir {data_dir}`, or point DDM_DATA_DIR at a folder with the files"
+    if named:
+        return Check("data folder", FAIL, f"{data_dir}: no dataset split found there", fix)
+    return Check(
+        "data folder", SKIP, f"no data at {data_dir} (only training, partition and eval need one)", fix
+    )

@@ -1,0 +1,47 @@
+"""The install extras (pyproject.toml) seen from the code: which extra brings which import, and the one
+message a command gives when its extra is missing.
+
+The base install (`pip install ddm-pipeline`) submits and follows jobs; the rest comes in extras:
+torch, jax, ui, train (both frameworks and plots), all. A command imports what it needs inside its
+main, so `ddm COMMAND --help` works everywhere and a missing extra shows up as a ModuleNotFoundError
+that `ddm` turns into this message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+DISTRIBUTION = "ddm-pipeline"
+
+# top-level import name -> the extra that installs it
+EXTRA_OF_MODULE: dict[str, str] = {
+    "torch": "torch",
+    "safetensors": "torch",
+    "jax": "jax",
+    "jaxlib": "jax",
+    "flax": "jax",
+    "optax": "jax",
+    "flask": "ui",
+    "flask_socketio": "ui",
+    "simple_websocket": "ui",
+    "gunicorn": "ui",
+    "werkzeug": "ui",
+    "matplotlib": "train",
+}
+
+
+def extra_for(module: str | None) -> str | None:
+    """The extra that installs `module` ('flax.linen' -> 'jax'), or None for a module of no extra."""
+    return EXTRA_OF_MODULE.get((module or "").split(".")[0])
+
+
+def missing_extra_message(command: str, extra: str) -> str:
+    return f"ddm {command} needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'"
+
+
+def require(extra: str) -> None:
+    """Raise ModuleNotFoundError (named as an import failure is) unless every module of `extra` is
+    importable: for commands that would otherwise start work, or processes, before the import fails."""
+    for module, owner in EXTRA_OF_MODULE.items():
+        if owner == extra and importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)

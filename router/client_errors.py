@@ -1,0 +1,39 @@
+"""What the client raises about a job (each also a DDMError): the CLI maps them to exit code 1."""
+
+from __future__ import annotations
+
+from ddm.schema.errors import DDMError, ServiceUnavailableError
+
+
+class JobNotFoundError(DDMError, LookupError):
+    """No job hash under this id (never submitted with this prefix, or expired after job_ttl_s)."""
+
+
+class JobFailedError(DDMError, RuntimeError):
+    """The job ended with status failed; `error` is the router's reason."""
+
+    def __init__(self, job_id: str, error: str):
+        super().__init__(f"job {job_id} failed: {error or '(no error text stored)'}")
+        self.job_id = job_id
+        self.error = error
+
+
+class JobCancelledError(DDMError, RuntimeError):
+    """The job ended with status cancelled (Client.cancel): it has no result; its frames are kept."""
+
+    def __init__(self, job_id: str, step: int, steps: int):
+        super().__init__(f"job {job_id} was cancelled (at step {step}/{steps})")
+        self.job_id = job_id
+
+
+class JobTimeoutError(DDMError, TimeoutError):
+    """A wait on a job ran past its timeout."""
+
+
+class NoDeploymentError(ServiceUnavailableError):
+    """No router has published a deployment descriptor under this prefix (none is serving, or the last
+    one stopped more than heartbeat_ttl_s ago)."""
+
+
+class ExpertUnavailableError(ServiceUnavailableError):
+    """A job needs an expert with no live worker: refused at submit unless queued anyway."""

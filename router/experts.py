@@ -1,0 +1,161 @@
+"""What the router knows about each expert, pure (a clock passed in): is anyone serving it, is it
+making progress, how far away is it, and how many requests should be in flight to keep it busy.
+
+Fed by the glue (router/worker.py) from two sources:
+    observe(consumers, depth, heartbeats, served)   every OBSERVE_S: the queue's consumer count and ready
+                        depth (a passive declare), its workers' live heartbeats and their forward passes
+    replied(round_trip_ms, compute_ms, worker, sent_at)   every reply
+
+Rules (docs/ARCHITECTURE.md, "Experts on other hosts"):
+- gone: no consumer on its queue, or consumers but every heartbeat of it expired (a host cut off whose
+  TCP connection the broker has not noticed yet). Consumers vanish the moment a worker's connection
+  closes, so a killed worker is known at the next observation.
+- progressing: a reply came, the queue's depth went down or its workers' forward passes went up,
+  within the last `stall_s`. A backlogged expert that drains is busy, not dead (its backlog may sit in
+  the workers' prefetch buffers, where the depth does not see it: hence the forward passes).
+- overtaken: a request sent after this one was answered. The queue is first in, first out, so this one
+  is lost (or held by a stuck replica): resend it.
+- window: requests in flight that keep each replica busy across its link: one, plus one for every
+  whole forward pass the link's round trip lasts beyond a local broker's (1 + floor((link - 10 ms) /
+  compute)) per replica, where link is the smallest recent (round trip - compute) (queueing only
+  ever adds to a round trip, so the minimum is the wire) and compute a moving average. A local link
+  keeps one request in flight, so every row that falls due meanwhile rides one batch.
+- hedge: a request unanswered after the recent p99 round trip (at least a floor) may be sent once
+  more to a replica that answered recently, and after each further such period to one more; a token
+  bucket caps hedges at a fraction of requests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+LINK_SAMPLES = 32  # round trips the link estimate's minimum runs over (a few steps of one job)
+LATENCY_SAMPLES = 200  # round trips the hedging p99 runs over
+MIN_P99_SAMPLES = 20  # no hedging before this many round trips: no p99 to compare with yet
+MAX_WINDOW_PER_REPLICA = 8  # a bound on what a bad estimate can queue at one replica
+# What a round trip through a broker on the same host or LAN costs anyway (encoding, the broker both
+# ways, the router's own loop: 1-3 ms here, docs/BENCHMARKS.md, and several more when the router is
+# busy on two loaded cores). A link no longer than this keeps one request in flight per replica:
+# pipelining over it gains less than splitting the batch loses.
+LOCAL_LINK_MS = 10.0
+COMPUTE_EWMA = 0.2
+HEDGE_BURST = 4.0  # hedges allowed back to back before the fraction cap applies
+
+
+@dataclass
+class ExpertHealth:
+    expert: int
+    stall_s: float  # no progress for this long while requests wait: the expert is stuck
+    hedge_floor_ms: float = 250.0
+    hedge_max_fraction: float = 0.05
+    consumers: int = 1  # before the first observation: assume someone serves (as before this existed)
+    depth: int = 0
+    heartbeats: int | None = None  # live heartbeat records of its workers; None: none ever seen
+    gone_since: float | None = None
+    last_progress: float = 0.0
+    served: int | None = None  # forward passes of its live workers, from their heartbeats
+    answered_through: float = float("-inf")  # the latest send time of a request answered
+    compute_ms: float | None = None
+    _links: deque = field(default_factory=lambda: deque(maxlen=LINK_SAMPLES))
+    _round_trips: deque = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
+    _replied_at: dict[str, float] = field(default_factory=dict)  # worker id -> its last reply
+    _hedge_tokens: float = HEDGE_BURST
+
+    # ------------------------------------------------------------ observations
+
+    def observe(
+        self, now: float, consumers: int, depth: int, heartbeats: int | None, served: int | None
+    ) -> bool:
+        """Record one look at the queue and the heartbeats; True if the expert was just lost or just
+        came back (the scheduler re-plans or resumes what waited on it)."""
+        if depth < self.depth or (served is not None and self.served is not None and served > self.served):
+            self.last_progress = now  # someone is working through it
+        self.served = served
+        self.consumers, self.depth = consumers, depth
+        if heartbeats:
+            self.heartbeats = heartbeats
+        elif self.heartbeats is not None:
+            self.heartbeats = 0  # it had heartbeats and they all expired
+        was_live = self.gone_since is None
+        live = consumers > 0 and self.heartbeats != 0
+        if live:
+            self.gone_since = None
+            if not was_live:
+                self.last_progress = now  # a fresh replica gets a fresh stall clock
+        elif was_live:
+            self.gone_since = now
+        return live != was_live
+
+    def replied(
+        self, now: float, round_trip_ms: float, compute_ms: float, worker: str, sent_at: float
+    ) -> None:
+        self.last_progress = now
+        self.answered_through = max(self.answered_through, sent_at)
+        self._replied_at[worker] = now
+        self._links.append(max(0.0, round_trip_ms - compute_ms))
+        self._round_trips.append(round_trip_ms)
+        c = max(compute_ms, 0.1)
+        self.compute_ms = (
+            c if self.compute_ms is None else (1 - COMPUTE_EWMA) * self.compute_ms + COMPUTE_EWMA * c
+        )
+
+    def sent(self) -> None:
+        """One request sent: earns a fraction of a hedge."""
+        self._hedge_tokens = min(HEDGE_BURST, self._hedge_tokens + self.hedge_max_fraction)
+
+    # ------------------------------------------------------------ judgements
+
+    @property
+    def live(self) -> bool:
+        return self.gone_since is None
+
+    def gone_for(self, now: float) -> float:
+        return 0.0 if self.gone_since is None else now - self.gone_since
+
+    def stalled(self, now: float) -> bool:
+        return now - self.last_progress > self.stall_s
+
+    def progressed_within(self, now: float, seconds: float) -> bool:
+        return now - self.last_progress < seconds
+
+    def overtook(self, sent_at: float) -> bool:
+        """A request sent after `sent_at` was answered."""
+        return self.answered_through > sent_at
+
+    @property
+    def link_ms(self) -> float | None:
+        return min(self._links) if self._links else None
+
+    def per_replica(self) -> int:
+        """Requests in flight per replica that cover its link; 1 for a local link or before any estimate."""
+        if self.link_ms is None or self.compute_ms is None:
+            return 1
+        far = max(0.0, self.link_ms - LOCAL_LINK_MS)
+        return max(1, min(MAX_WINDOW_PER_REPLICA, 1 + math.floor(round(far / self.compute_ms, 6))))
+
+    def window(self) -> int:
+        """Requests in flight allowed: enough per replica to cover its link, one before any estimate."""
+        return max(1, self.consumers) * self.per_replica()
+
+    def p99_ms(self) -> float | None:
+        if len(self._round_trips) < MIN_P99_SAMPLES:
+            return None
+        ordered = sorted(self._round_trips)
+        return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+    def hedge_target(self, now: float, age_ms: float, exclude=()) -> str | None:
+        """The worker to hedge a request of this age to (not one in `exclude`), or None: not late
+        enough, no second replica, no budget. Spends a token when it names one."""
+        if self.hedge_max_fraction <= 0 or self.consumers < 2 or self._hedge_tokens < 1.0:
+            return None
+        p99 = self.p99_ms()
+        if p99 is None or age_ms < max(p99, self.hedge_floor_ms):
+            return None
+        # the replica that answered most recently is serving; one that holds this request is not
+        recent = [(t, w) for w, t in self._replied_at.items() if w not in exclude and now - t < self.stall_s]
+        if not recent:
+            return None
+        self._hedge_tokens -= 1.0
+        return max(recent)[1]

@@ -1,0 +1,57 @@
+"""The scheduler's records (router/scheduler.py): a running job, and a request in flight with the
+parts of the jobs whose rows it carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ddm.router.sampler import JobArrays, StepPlan
+
+
+@dataclass
+class JobRun:
+    """One running job: its arrays, its latent after `step` steps, and the step in progress."""
+
+    arrays: JobArrays
+    tag: object  # the glue's handle on the job message (its delivery tag), opaque here
+    x: np.ndarray  # float32 [n,1,32,32]
+    step: int  # steps done
+    plan: StepPlan | None = None
+    round: int = 0  # plans made: a reply to an earlier plan of the same step is not this one's
+    got: dict[int, np.ndarray] = field(default_factory=dict)  # expert -> its rows' velocities
+    compute_ms: float = 0.0  # the slowest expert forward pass that served this step
+    step_started: float = 0.0
+    step_ms_total: float = 0.0
+    steps_run: int = 0
+    degraded: dict[int, list[int]] = field(default_factory=dict)  # expert -> steps done without it
+
+    @property
+    def job_id(self) -> str:
+        return self.arrays.spec.job_id
+
+    @property
+    def finished(self) -> bool:
+        return self.step >= self.arrays.spec.steps
+
+
+@dataclass(frozen=True)
+class Part:
+    """The rows of one job's step inside a request, in request order."""
+
+    job_id: str
+    step: int
+    round: int
+    rows: int
+
+
+@dataclass
+class Request:
+    expert: int
+    body: bytes
+    parts: list[Part]
+    sent_at: float  # the last send (a resend restarts its timeout)
+    first_sent: float
+    attempts: int = 1
+    hedged_to: list[str] = field(default_factory=list)  # replicas it was hedged to, in order

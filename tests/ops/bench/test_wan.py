@@ -1,0 +1,60 @@
+"""`ddm bench --rtt-ms`: expert 1's worker behind a link (a network namespace and proxies), at test size."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from ddm.ops.bench.jobs import parse_ids, parse_rtts
+from ddm.ops.bench.wan_report import wan_table, where_time_goes
+from ddm.ops.netsim.netns import list_namespaces
+
+from .test_suite import run_bench
+
+
+def test_wan_bench_adds_the_rtt_column_and_the_ratios(tmp_path):
+    before = set(list_namespaces())
+    result, stdout = run_bench(
+        tmp_path, "--rtt-ms", "0,20", "--concurrency", "1", "--steps", "4", "--repeat", "1"
+    )
+    assert result["kind"] == "wan" and result["links"]["experts"] == [1]
+    assert result["first_label"] == 5  # expert 1's first digit: the 1-job run crosses the link every step
+    near, far = result["wan"]
+    assert (near["rtt_ms"], near["jobs"], far["rtt_ms"], far["jobs"]) == (0, 1, 20, 1)
+    assert near["throughput_vs_0ms"] == 1.0 and 0 < far["throughput_vs_0ms"] < 0.9
+    assert far["step_ms_p50"] >= 20 > near["step_ms_p50"]  # every step waited for the link's round trip
+    for row in (near, far):
+        assert row["expert1_requests"] >= 4 and row["expert0_requests"] == 0
+        assert row["expert1_compute_ms"] > 0 and 0 < row["expert1_busy"] < 1
+        assert 0 < row["expert1_in_flight"] <= 1.05  # one job: one request at a time
+        model_s = 4 * (row["rtt_ms"] + row["expert1_compute_ms"]) / 1e3
+        assert row["latency_over_model"] == pytest.approx(row["latency_p50_s"] / model_s)
+    assert "| RTT to expert 1 (ms) |" in stdout and "throughput / 0 ms" in stdout
+    assert "RTT 20 ms, 1 job: step p50" in stdout
+    assert set(list_namespaces()) == before  # the link's namespace is gone
+
+
+def test_wan_table_and_time_lines_from_a_result():
+    row = {
+        "jobs": 1, "images_per_s": 2.0, "images_per_s_runs": [1.9, 2.1], "latency_p50_s": 3.1,
+        "latency_p95_s": 3.3, "mean_batch_size": 1.0, "step_ms_p50": 62.0, "throughput_vs_0ms": 0.5,
+        "latency_over_model": 1.03, "expert0_busy": 0.0, "expert0_in_flight": 0.0, "expert0_compute_ms": 0.0,
+        "expert1_busy": 0.2, "expert1_in_flight": 0.9, "expert1_compute_ms": 11.5,
+    }  # fmt: skip
+    result = {"links": {"experts": [1]}, "wan": [{**row, "rtt_ms": 50.0}]}
+    table = wan_table(result)
+    assert "| 50 | 1 | 2.00 (1.90-2.10) | 0.50x | 3.10 / 3.30 | 1.0 | 0.9 | 20% | 1.03x |" in table
+    lines = where_time_goes(result)
+    assert "step p50 62.0 ms = 50 link + 11.5 expert 1 forward pass + 0.5 rest" in lines
+    assert "expert 1 busy 20% with 0.9 in flight (11.5 ms per pass)" in lines
+
+
+def test_rtt_and_expert_lists_are_checked():
+    assert parse_rtts("0,20,50") == (0.0, 20.0, 50.0) and parse_ids("0,1") == (0, 1)
+    for bad in ("", "a", "-1", "0,0", "5000"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_rtts(bad)
+    for bad in ("x", "-1", "1,1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_ids(bad)

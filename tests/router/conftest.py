@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.support.scheduling import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()

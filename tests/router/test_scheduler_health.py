@@ -1,0 +1,201 @@
+"""The scheduler's rules for experts on other hosts, with a fake clock: the in-flight window grows with
+the measured link, a busy expert is waited for, a lost request is resent, a late one is hedged to a
+replica that answers, a gone expert is routed around (mixing) or waited for within the grace (oracle)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ddm.router.experts import ExpertHealth
+from ddm.router.outbox import Outbox
+from ddm.schema.messages import VelocityReply, VelocityRequest
+from tests.support.scheduling import EXPERTS, OVERLAP, answer, begin, job, scheduler
+
+
+def reply_after(s, send, ms: float, compute_ms: float, worker: str = "w1") -> Outbox:
+    """Answer `send` `ms` after now, as `worker`, reporting `compute_ms` of forward pass."""
+    s.clock.now += ms / 1000.0
+    req = VelocityRequest.decode(send.body)
+    v = EXPERTS[send.expert](req.x, req.t, req.y, req.guidance)
+    out = Outbox()
+    s.on_reply(VelocityReply(req.request_id, v, send.expert, worker, compute_ms, req.batch_size), out)
+    return out
+
+
+def test_the_window_covers_the_link_and_is_bounded():
+    h = ExpertHealth(1, stall_s=50.0)
+    assert h.window() == 1, "one request per replica before anything is measured"
+    for i in range(5):
+        h.replied(float(i), round_trip_ms=62.0, compute_ms=12.0, worker="w", sent_at=float(i))
+    assert h.link_ms == 50.0 and h.window() == 4, "1 + floor((50 - 10) / 12) requests keep it busy"
+    h.replied(6.0, round_trip_ms=400.0, compute_ms=12.0, worker="w", sent_at=6.0)
+    assert h.link_ms == 50.0, "queueing lengthens a round trip, never the link: the minimum is kept"
+    h.observe(7.0, consumers=2, depth=0, heartbeats=None, served=None)
+    assert h.window() == 8
+    for i in range(40):
+        h.replied(8.0 + i, round_trip_ms=2000.0, compute_ms=1.0, worker="w", sent_at=8.0 + i)
+    assert h.window() == 2 * 8, "at most 8 per replica, whatever the estimate"
+    near = ExpertHealth(0, stall_s=50.0)
+    near.replied(0.0, round_trip_ms=11.0, compute_ms=2.0, worker="w", sent_at=0.0)
+    assert near.window() == 1, "a local broker's round trip: one request, so due rows batch"
+
+
+def test_a_measured_link_lets_rows_that_fall_due_go_at_once(clock):
+    s = scheduler(clock)
+    a, b = job([6], steps=8), job([7], steps=8, seed=1)
+    out = begin(s, a)
+    for _ in range(3):  # measure the link to expert 1: 50 ms round trip around 10 ms of compute
+        (send,) = out.sends
+        out = reply_after(s, send, 60.0, 10.0)
+        s.flush(out)
+    assert s.experts[1].window() == 5, "1 + floor((50 - 10) / 10)"
+    s.start(b, out)
+    s.flush(out)
+    assert len(out.sends) == 2 and len(s.pending) == 2, "b does not wait for a's request to come back"
+    assert s.experts[0].window() == 1, "an expert nothing was measured for keeps one request in flight"
+
+
+def test_a_busy_expert_is_waited_for(clock):
+    s = scheduler(clock)
+    j = job([6])
+    out = begin(s, j)
+    (send,) = out.sends
+    for _ in range(12):  # 48 s while its workers keep computing (a backlog in their prefetch buffers)
+        clock.now += 4.0
+        s.observe(1, consumers=1, depth=0, heartbeats=1, served=int(clock.now))
+        out = Outbox()
+        s.sweep(out)
+        assert out.sends == [] and out.failed == []
+    clock.now += 4.0
+    s.observe(1, consumers=1, depth=0, heartbeats=1, served=int(clock.now))
+    s.sweep(out)
+    assert [(x.request_id, x.resend) for x in out.sends] == [(send.request_id, True)], (
+        "after a whole stall period, once more in case it was lost behind the backlog"
+    )
+    assert out.failed == []
+
+
+def test_a_request_overtaken_by_a_later_one_is_resent(clock):
+    s = scheduler(clock)
+    s.observe(1, consumers=2, depth=0, heartbeats=2, served=0)
+    out = begin(s, job([6]))
+    (lost,) = out.sends
+    clock.now += 1.0
+    out = begin(s, job([7], seed=1))
+    (later,) = out.sends
+    reply_after(s, later, 5.0, 1.0)  # sent later, answered first: the queue is first in, first out
+    clock.now += 10.0
+    out = Outbox()
+    s.observe(1, consumers=2, depth=0, heartbeats=2, served=int(clock.now))  # busy with others' work
+    s.sweep(out)
+    assert [(x.request_id, x.resend) for x in out.sends] == [(lost.request_id, True)]
+
+
+def test_an_expert_that_makes_no_progress_fails_its_jobs_naming_it(clock):
+    s = scheduler(clock, describe=lambda k: f"expert {k} (queue q.{k})")
+    j = job([6])
+    begin(s, j)
+    out = Outbox()
+    for _ in range(12):  # a backlog that never drains: depth 3, no forward passes
+        clock.now += 5.0
+        s.observe(1, consumers=1, depth=3, heartbeats=1, served=7)
+        s.sweep(out)
+    assert [x for x, _ in out.failed] == [j] and out.sends == []
+    assert "expert 1 (queue q.1) made no progress for 50 s" in out.failed[0][1]
+
+
+def test_a_late_request_is_hedged_once_to_a_replica_that_answers(clock):
+    s = scheduler(clock, hedge_floor_ms=100.0, hedge_max_fraction=1.0)
+    s.observe(1, consumers=2, depth=0, heartbeats=2, served=0)
+    j = job([6], steps=40)
+    out = begin(s, j)
+    for i in range(25):  # a p99 to compare with: 20 ms round trips from two replicas
+        (send,) = out.sends
+        out = reply_after(s, send, 20.0, 5.0, worker=f"w{i % 2}")
+        s.flush(out)
+    (slow,) = out.sends
+    clock.now += 0.099
+    out = Outbox()
+    s.sweep(out)
+    assert out.sends == [], "not past the floor yet"
+    clock.now += 0.002
+    s.sweep(out)
+    assert [(x.request_id, x.replica) for x in out.sends] == [(slow.request_id, "w0")]
+    s.sweep(out)
+    assert len(out.sends) == 1, "one hedge per late period"
+    clock.now += 0.1
+    s.sweep(out)
+    assert [x.replica for x in out.sends] == ["w0", "w1"], "then to a replica not tried yet"
+    clock.now += 1.0
+    s.sweep(out)
+    assert len(out.sends) == 2, "every replica tried"
+    out = reply_after(s, slow, 1.0, 5.0, worker="w0")
+    assert [d.frame.step for d in out.steps] == [26]
+    dup = reply_after(s, slow, 1.0, 5.0, worker="w1")
+    assert dup == Outbox(), "the slow replica's answer comes second and is dropped"
+
+
+def test_a_lost_expert_under_full_is_routed_around_and_recorded(clock):
+    s = scheduler(clock, OVERLAP, "label-prior")
+    j = job([4, 5], steps=3, strategy="full")
+    out = begin(s, j)
+    first = {x.expert: x for x in out.sends}
+    assert sorted(first) == [0, 1]
+    s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)  # its only worker died
+    out = Outbox()
+    s.on_reply(answer(first[0]), out)
+    assert out.steps == [], "expert 0's answer belongs to the old plan"
+    s.flush(out)
+    assert [x.expert for x in out.sends] == [0], "the step is planned again without expert 1"
+    out2 = Outbox()
+    s.on_reply(answer(out.sends[0]), out2)
+    (done,) = out2.steps
+    assert done.frame.missing == (1,) and done.frame.experts == (0,) and done.degraded == {1: [1]}
+    np.testing.assert_allclose(done.frame.weights.sum(axis=1), 1.0, rtol=1e-6)
+    s.observe(1, consumers=1, depth=0, heartbeats=None, served=None)  # a replica is back
+    s.flush(out2)
+    assert sorted(x.expert for x in out2.sends) == [0, 1], "the next step uses it again"
+
+
+def test_a_lost_expert_under_oracle_is_waited_for_then_fails_naming_it(clock):
+    s = scheduler(clock, grace_s=30.0, describe=lambda k: f"expert {k} (queue q.{k})")
+    j, k = job([6], steps=3), job([7], steps=3, seed=1)
+    begin(s, j, k)
+    s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)
+    out = Outbox()
+    clock.now += 29.0
+    s.sweep(out)
+    assert out.failed == [] and out.sends == [], "within the grace: no resend into an empty queue"
+    clock.now += 1.0
+    s.sweep(out)
+    assert sorted(x.job_id for x, _ in out.failed) == sorted([j.job_id, k.job_id])
+    assert "needs expert 1 (queue q.1), which has had no live worker for 30 s" in out.failed[0][1]
+
+
+def test_an_oracle_job_resumes_when_a_replica_comes_back_within_the_grace(clock):
+    s = scheduler(clock)
+    j = job([6], steps=2)
+    out = begin(s, j)
+    (send,) = out.sends
+    s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)
+    clock.now += 20.0
+    s.observe(1, consumers=1, depth=1, heartbeats=None, served=None)
+    out = Outbox()
+    s.sweep(out)
+    s.on_reply(answer(send), out)  # the new replica serves what waited in the queue
+    assert out.failed == [] and [d.frame.step for d in out.steps] == [1] and out.steps[0].frame.missing == ()
+
+
+def test_a_full_job_that_says_wait_is_not_routed_around_a_lost_expert(clock):
+    s = scheduler(clock, OVERLAP, "label-prior", grace_s=5.0)
+    j = job([4, 5], steps=3, strategy="full", on_expert_loss="wait")
+    out = begin(s, j)
+    first = {x.expert: x for x in out.sends}
+    s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)
+    out = Outbox()
+    s.on_reply(answer(first[0]), out)
+    s.flush(out)
+    assert out.sends == [] and out.steps == [], "expert 0's rows are in; the step waits for expert 1"
+    clock.now += 5.0
+    s.sweep(out)
+    assert [x for x, _ in out.failed] == [j] and "needs expert 1" in out.failed[0][1]
