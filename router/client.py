@@ -147,21 +147,25 @@ class Client(JobFollowing):
         return DeploymentDescriptor.decode(data)
 
     def _unserved(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> list[int]:
-        """The experts this job needs that have no consumer on their queue (none at all, for a mixing
-        strategy, where any one live expert will do)."""
-        experts, every_one = descriptor.experts_needed(spec)
-        unserved = [k for k in experts if self._consumers(self.names.expert_queue(k)) == 0]
-        return unserved if every_one or len(unserved) == len(experts) else []
+        """The experts this job needs that have no consumer on their queue (the router's own test of a
+        live expert; DeploymentDescriptor.unserved says which the job needs)."""
+        experts, _ = descriptor.experts_needed(spec)
+        return descriptor.unserved(spec, {k for k in experts if self._consumers(self.names.expert_queue(k))})
 
     def _consumers(self, queue: str) -> int:
-        """Consumers on `queue` now (0 when nobody declared it yet): the broker's own count."""
+        """Consumers on `queue` now (0 when nobody declared it yet): the broker's own count, through a
+        short-lived channel on the client's connection (a 404 closes the channel it happens on)."""
         import pika
 
-        channel = self._open_channel()
+        if self._channel is None or not self._channel.is_open or not self._amqp.is_open:
+            self._open_channel()
+        channel = self._amqp.channel()
         try:
             return channel.queue_declare(queue, passive=True).method.consumer_count
-        except pika.exceptions.ChannelClosedByBroker:  # 404: no such queue, so nobody consumes it
-            return 0
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            if exc.reply_code == 404:  # no such queue: nobody consumes it
+                return 0
+            raise
         finally:
             if channel.is_open:
                 channel.close()
@@ -325,19 +329,29 @@ class Client(JobFollowing):
         strategy: str | None = None,
         guidance: float | None = None,
         seed: int = 0,
+        on_expert_loss: str | None = None,
+        queue_anyway: bool = False,
         timeout: float | None = None,
     ) -> np.ndarray:
         """Submit, wait and return the images in one call: float32 [len(labels) * n, 1, 32, 32].
 
         labels: one label or a list; the list is repeated n times (n images per label, as `ddm submit
-        --labels 3,8 --n 2` gives 3,8,3,8). strategy and guidance None take the serving deployment's
-        defaults. Raises what submit and result raise (JobFailedError, JobTimeoutError, ...).
+        --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance and on_expert_loss None take the serving
+        deployment's defaults. Raises what submit and result raise (JobFailedError, JobTimeoutError,
+        ExpertUnavailableError unless queue_anyway, ...).
         """
         base = [labels] if isinstance(labels, int | np.integer) else list(labels)
         if not isinstance(n, int | np.integer) or n < 1:
             raise SchemaError(expected("n >= 1 images per label", n))
-        spec = JobSpec.new(base * int(n), steps=steps, strategy=strategy, guidance=guidance, seed=seed)
-        return self.result(self.submit(spec), timeout=timeout)
+        spec = JobSpec.new(
+            base * int(n),
+            steps=steps,
+            strategy=strategy,
+            guidance=guidance,
+            seed=seed,
+            on_expert_loss=on_expert_loss,
+        )
+        return self.result(self.submit(spec, queue_anyway=queue_anyway), timeout=timeout)
 
 
 __all__ = [

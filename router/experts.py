@@ -6,7 +6,7 @@ Fed by the glue (router/worker.py) from two sources:
                         depth (a passive declare), its workers' live heartbeats and their forward passes
     replied(round_trip_ms, compute_ms, worker, sent_at)   every reply
 
-Rules (docs/ARCHITECTURE.md, "Experts on other hosts"):
+Rules (docs/PROTOCOL.md section 6; for operators docs/DEPLOY.md section 12):
 - gone: no consumer on its queue, or consumers but every heartbeat of it expired (a host cut off whose
   TCP connection the broker has not noticed yet). Consumers vanish the moment a worker's connection
   closes, so a killed worker is known at the next observation.
@@ -41,6 +41,10 @@ MAX_WINDOW_PER_REPLICA = 8  # a bound on what a bad estimate can queue at one re
 # pipelining over it gains less than splitting the batch loses.
 LOCAL_LINK_MS = 10.0
 COMPUTE_EWMA = 0.2
+# Expired heartbeats alone do not make an expert gone while it still answers: a worker may write none
+# (PROTOCOL.md section 8), or reach the broker but not Redis. Gone by heartbeats = expired and silent
+# for this long.
+SILENT_S = 5.0
 HEDGE_BURST = 4.0  # hedges allowed back to back before the fraction cap applies
 
 
@@ -54,6 +58,7 @@ class ExpertHealth:
     depth: int = 0
     heartbeats: int | None = None  # live heartbeat records of its workers; None: none ever seen
     gone_since: float | None = None
+    live_since: float = float("-inf")  # when it last came back (a request sent before waited it out)
     last_progress: float = 0.0
     served: int | None = None  # forward passes of its live workers, from their heartbeats
     answered_through: float = float("-inf")  # the latest send time of a request answered
@@ -79,21 +84,26 @@ class ExpertHealth:
         elif self.heartbeats is not None:
             self.heartbeats = 0  # it had heartbeats and they all expired
         was_live = self.gone_since is None
-        live = consumers > 0 and self.heartbeats != 0
+        silent = self.heartbeats == 0 and not self.progressed_within(now, SILENT_S)
+        live = consumers > 0 and not silent
         if live:
             self.gone_since = None
             if not was_live:
-                self.last_progress = now  # a fresh replica gets a fresh stall clock
+                self.last_progress = self.live_since = now  # a fresh replica: a fresh stall clock
         elif was_live:
             self.gone_since = now
         return live != was_live
 
     def replied(
-        self, now: float, round_trip_ms: float, compute_ms: float, worker: str, sent_at: float
+        self, now: float, round_trip_ms: float, compute_ms: float, worker: str, sent_at: float, *, timed: bool
     ) -> None:
+        """A reply from `worker`. Only a `timed` one (sent once, to a live expert) feeds the link and
+        p99 estimates: a resent, hedged or long-queued request would skew them for hundreds of replies."""
         self.last_progress = now
         self.answered_through = max(self.answered_through, sent_at)
         self._replied_at[worker] = now
+        if not timed:
+            return
         self._links.append(max(0.0, round_trip_ms - compute_ms))
         self._round_trips.append(round_trip_ms)
         c = max(compute_ms, 0.1)
@@ -114,8 +124,9 @@ class ExpertHealth:
     def gone_for(self, now: float) -> float:
         return 0.0 if self.gone_since is None else now - self.gone_since
 
-    def stalled(self, now: float) -> bool:
-        return now - self.last_progress > self.stall_s
+    def stalled(self, now: float, waiting_since: float) -> bool:
+        """No progress for stall_s, counted from when the request began waiting at the latest."""
+        return now - max(self.last_progress, waiting_since) > self.stall_s
 
     def progressed_within(self, now: float, seconds: float) -> bool:
         return now - self.last_progress < seconds
@@ -145,17 +156,20 @@ class ExpertHealth:
         ordered = sorted(self._round_trips)
         return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
 
-    def hedge_target(self, now: float, age_ms: float, exclude=()) -> str | None:
-        """The worker to hedge a request of this age to (not one in `exclude`), or None: not late
-        enough, no second replica, no budget. Spends a token when it names one."""
+    def hedge_target(self, now: float, sent_at: float, exclude=()) -> str | None:
+        """The worker to hedge a request sent at `sent_at` to (not one in `exclude`), or None: not late
+        enough, no second replica, no budget. A replica that answered since the request left is alive
+        and is not the one holding it, so it comes first; else the one that answered last (with no other
+        traffic that may be the holder itself: the next late period tries another). Spends a token."""
         if self.hedge_max_fraction <= 0 or self.consumers < 2 or self._hedge_tokens < 1.0:
             return None
         p99 = self.p99_ms()
-        if p99 is None or age_ms < max(p99, self.hedge_floor_ms):
+        late_ms = (now - sent_at) * 1000.0 / (1 + len(exclude))  # the n-th hedge after n late periods
+        if p99 is None or late_ms < max(p99, self.hedge_floor_ms):
             return None
-        # the replica that answered most recently is serving; one that holds this request is not
         recent = [(t, w) for w, t in self._replied_at.items() if w not in exclude and now - t < self.stall_s]
         if not recent:
             return None
+        since = [(t, w) for t, w in recent if t > sent_at]
         self._hedge_tokens -= 1.0
-        return max(recent)[1]
+        return max(since or recent)[1]

@@ -251,10 +251,6 @@ class Scheduler:
         request = self.pending.pop(reply.request_id, None)
         if request is None:  # a duplicate after a resend or hedge, or a reply from an earlier connection
             return
-        now = self.clock()
-        self.experts[request.expert].replied(
-            now, (now - request.first_sent) * 1000.0, reply.compute_ms, reply.worker_id, request.first_sent
-        )
         want = sum(part.rows for part in request.parts)
         if reply.v.shape[0] != want or reply.expert_id != request.expert:
             error = (
@@ -264,6 +260,10 @@ class Scheduler:
             for job in self._waiting(request):
                 self.fail(job, error, out)
             return
+        now, health = self.clock(), self.experts[request.expert]
+        timed = request.attempts == 1 and not request.hedged_to and request.first_sent >= health.live_since
+        round_trip_ms = (now - request.first_sent) * 1000.0
+        health.replied(now, round_trip_ms, reply.compute_ms, reply.worker_id, request.first_sent, timed=timed)
         waiting = {job.job_id: job for job in self._waiting(request)}
         offset = 0
         for part in request.parts:
@@ -321,10 +321,7 @@ class Scheduler:
                 continue
             if not health.live:
                 continue
-            # the n-th hedge after n late periods, each to a replica not tried yet (the one that
-            # answered last may be the very one holding the request)
-            late_ms = (now - p.first_sent) * 1000.0 / (1 + len(p.hedged_to))
-            replica = health.hedge_target(now, late_ms, exclude=p.hedged_to)
+            replica = health.hedge_target(now, p.first_sent, exclude=p.hedged_to)
             if replica is not None:
                 p.hedged_to.append(replica)
                 out.sends.append(Send(p.expert, request_id, p.body, resend=True, replica=replica))
@@ -336,11 +333,11 @@ class Scheduler:
             )
             if lost:
                 self._resend_or_fail(request_id, p, waiting, now, out)
-            elif now - p.sent_at > health.stall_s and not health.stalled(now):
+            elif now - p.sent_at > health.stall_s and not health.stalled(now, p.first_sent):
                 # busy this long: perhaps lost behind a backlog we cannot see; once more, without failing
                 p.sent_at = now
                 out.sends.append(Send(p.expert, request_id, p.body, resend=True))
-            elif health.stalled(now):
+            elif health.stalled(now, p.first_sent):
                 self.pending.pop(request_id, None)
                 error = (
                     f"{self.describe(p.expert)} made no progress for {health.stall_s:g} s: "

@@ -15,12 +15,9 @@ store finished steps, settle jobs (ack their message).
     timers       -> sweep (hedges, resends, expert loss); leases; held deliveries asked again; observe
                     each expert (consumers, depth, heartbeats); refresh the descriptor and the index
 
-Redis going away pauses the router instead of ending it: every running job goes back to the held
-deliveries (their messages stay unacked, the broker connection stays up), and once Redis answers again
-each resumes from its stored state. A job whose lease was taken over is dropped the same way.
-
-The job message is acked only when the job is done, failed or cancelled, so if this process dies the
-broker redelivers the job and whichever router gets it resumes from the last step stored in Redis.
+Redis going away pauses the router (_pause) instead of ending it. The job message is acked only when
+the job is done, failed or cancelled: if this process dies, the broker redelivers the job and
+whichever router gets it resumes from the last step stored in Redis.
 """
 
 from __future__ import annotations
@@ -29,13 +26,14 @@ import logging
 import os
 import signal
 import socket
+import time
 import uuid
-from dataclasses import dataclass
 
 import pika
 import redis
 
 from ddm.router.deployment_loader import describe, load_policy
+from ddm.router.expert_probe import probe_experts
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle
 from ddm.router.outbox import Outbox, Send
 from ddm.router.scheduler import Scheduler
@@ -45,7 +43,7 @@ from ddm.schema.errors import SchemaError
 from ddm.schema.messages import JobSpec, JobStatus, VelocityReply, VelocityRequest
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE
-from ddm.workers.heartbeat import read_live_workers
+from ddm.workers.heartbeat import RouterStats
 from ddm.workers.metrics import RouterMetrics
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis
 from ddm.workers.runtime import ConsumerRuntime, Session
@@ -56,19 +54,6 @@ SWEEP_S = 0.25  # how often requests in flight are checked for timeouts
 WAIT_S = 0.5  # longest wait for deliveries when nothing else is due
 RETRY_S = 1.0  # how often held deliveries (another router's job, or Redis away) ask again
 OBSERVE_S = 0.5  # how often each expert's queue and heartbeats are looked at (a lost one is known in 2 s)
-
-
-@dataclass
-class RouterStats:
-    jobs_done: int = 0
-    jobs_failed: int = 0
-    steps: int = 0
-    resends: int = 0
-    hedges: int = 0
-
-    def fields(self) -> dict[str, int]:
-        return {"jobs_done": self.jobs_done, "jobs_failed": self.jobs_failed, "steps": self.steps,
-                "resends": self.resends, "hedges": self.hedges}  # fmt: skip
 
 
 class RouterWorker:
@@ -119,6 +104,7 @@ class RouterWorker:
         self._session: Session | None = None
         self._reply_queue = ""
         self._writes = []  # StepDone of steps finished but not yet in Redis
+        self._observed_at = -1.0  # monotonic time of the last look at the experts
 
     # ------------------------------------------------------------ lifecycle (the runtime's)
 
@@ -242,8 +228,7 @@ class RouterWorker:
             self.metrics.jobs.labels(JobStatus.RUNNING.value).inc()
             if job.step:
                 log.info("job %s resumed at step %d/%d", job.job_id, job.step, job.arrays.spec.steps)
-            if not all(h.live for h in self.scheduler.experts.values()):
-                self._observe()  # an expert may have come up since the last look: plan with the news
+            self._observe_if_one_is_gone()
             self._carry_out(lambda out: self.scheduler.start(job, out))
 
     def _refuse(self, tag: int, props, body: bytes, reason: str) -> None:
@@ -405,17 +390,22 @@ class RouterWorker:
         self._session.channel.basic_publish("", queue, send.body, props)
         self.metrics.requests.labels(str(expert)).inc()
 
+    def _observe_if_one_is_gone(self) -> None:
+        """Before a job starts: an expert that looked gone may have come up since (at most every 0.1 s)."""
+        if (
+            not all(h.live for h in self.scheduler.experts.values())
+            and time.monotonic() > self._observed_at + 0.1
+        ):
+            self._observe()
+
     def _observe(self) -> None:
-        """Every OBSERVE_S: each expert's consumers and ready depth (a passive declare) and its workers'
-        live heartbeats with their forward passes, to the scheduler (router/experts.py judges)."""
-        beats = [b for b in read_live_workers(self.store.r, self.names).values() if b.role == "expert"]
-        for k in range(self.deployment.num_experts):
-            method = self._session.channel.queue_declare(self.names.expert_queue(k), passive=True).method
-            mine = [b for b in beats if b.expert_id == k]
-            served = sum(int(b.counters.get("batches", 0)) for b in mine) if mine else None
-            health = self.scheduler.experts[k]
+        """Every OBSERVE_S: what the broker and the heartbeats say of each expert, to the scheduler."""
+        self._observed_at = time.monotonic()
+        looks = probe_experts(self._session.channel, self.store.r, self.names, self.deployment.num_experts)
+        for look in looks:
+            k, health = look.expert, self.scheduler.experts[look.expert]
             was_live = health.live
-            self.scheduler.observe(k, method.consumer_count, method.message_count, len(mine) or None, served)
+            self.scheduler.observe(k, look.consumers, look.depth, look.heartbeats, look.served)
             self.metrics.expert_live.labels(str(k)).set(int(health.live))
             self.metrics.expert_window.labels(str(k)).set(health.window())
             if was_live != health.live:

@@ -119,6 +119,12 @@ class DeploymentDescriptor:
             return tuple(e.id for e in self.experts if wanted & set(e.labels)), True
         return tuple(e.id for e in self.experts), not routes_around(resolved)
 
+    def unserved(self, spec: JobSpec, live: set[int]) -> list[int]:
+        """The experts this job needs that are not in `live` (none at all, when any one will do)."""
+        experts, every_one = self.experts_needed(spec)
+        down = [k for k in experts if k not in live]
+        return down if every_one or len(down) == len(experts) else []
+
     def resolve(self, spec: JobSpec) -> JobSpec:
         """`spec` with an unset strategy, guidance or on_expert_loss filled in from this deployment's
         defaults."""

@@ -194,7 +194,11 @@ def decode_degraded(text: str) -> dict[int, tuple[int, ...]]:
         steps: list[int] = []
         for r in ranges.split(","):
             lo, _, hi = r.partition("-")
+            if int(hi or lo) < int(lo) or (steps and int(lo) <= steps[-1]):
+                raise SchemaError(expected("ascending step ranges like 4-6,9", part))
             steps += range(int(lo), int(hi or lo) + 1)
+        if int(expert) in out:
+            raise SchemaError(expected("each expert once", part))
         out[int(expert)] = tuple(steps)
     return out
 

@@ -113,13 +113,14 @@ class _Message:
 
     TYPE: ClassVar[str]
     _TUPLES: ClassVar[tuple[str, ...]] = ()  # fields that msgpack turns into lists
-    # fields added after version 1: left out when None, so earlier readers decode what leaves them
-    # unset (and a spec's digest does not change), and decoded as None when absent
+    # fields added after version 1: left out while they hold their default, so earlier readers decode
+    # what leaves them unset (and a spec's digest does not change), and read as the default when absent
     _OPTIONAL: ClassVar[tuple[str, ...]] = ()
 
     def _fields(self) -> dict[str, Any]:
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {k: v for k, v in fields.items() if not (k in self._OPTIONAL and v is None)}
+        return {k: v for k, v in fields.items() if not (k in self._OPTIONAL and v == defaults[k])}
 
     def encode(self, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         """Serialise to msgpack bytes: {"type", "version", **fields}."""
@@ -145,7 +146,8 @@ class _Message:
             raise SchemaError(expected(f"version {PROTOCOL_VERSION}", obj["version"]))
         kwargs = {k: obj[k] for k in names if k in obj}
         for k in cls._TUPLES:
-            kwargs[k] = _ids(k, kwargs[k])
+            if k in kwargs:
+                kwargs[k] = _ids(k, kwargs[k])
         return cls(**kwargs)
 
 
@@ -328,6 +330,7 @@ class Frame(_Message):
 
     TYPE: ClassVar[str] = "frame"
     _TUPLES: ClassVar[tuple[str, ...]] = ("experts", "missing")
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("missing",)
 
     job_id: str
     step: int

@@ -78,14 +78,6 @@ def describe_expert(descriptor: DeploymentDescriptor, expert_id: int) -> str:
     return f"expert {expert_id}"
 
 
-def experts_unserved(descriptor: DeploymentDescriptor, spec: JobSpec, experts_up: set[int]) -> list[int]:
-    """The experts this job needs that no live worker serves (DeploymentDescriptor.experts_needed: under
-    a mixing strategy any one live expert will do)."""
-    experts, every_one = descriptor.experts_needed(spec)
-    down = [k for k in experts if k not in experts_up]
-    return down if every_one or len(down) == len(experts) else []
-
-
 def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
     """The descriptor as the page uses it (experts with `classes`, as the cluster panel reads them)."""
     d = descriptor.to_dict()
@@ -293,7 +285,7 @@ class JobService:
         except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
             raise SubmitError("unavailable", f"cannot read worker heartbeats from Redis: {exc}") from None
         experts_up = {w.expert_id for w in live.values() if w.role == "expert"}
-        missing = experts_unserved(descriptor, spec, experts_up)
+        missing = descriptor.unserved(spec, experts_up)
         if missing:
             who = ", ".join(describe_expert(descriptor, k) for k in missing)
             raise SubmitError(

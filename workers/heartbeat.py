@@ -1,4 +1,4 @@
-"""The expert worker's counters, and the one writer of every worker's heartbeat record in Redis.
+"""The workers' counters, and the one writer of every worker's heartbeat record in Redis.
 
     HSET   <prefix>ddm:worker:<worker_id>  WorkerHeartbeat.encode()  (the record: schema/heartbeat.py)
     EXPIRE <that key> heartbeat_ttl_s      (a worker that stops beating disappears by itself)
@@ -63,6 +63,21 @@ class WorkerStats:
             "mean_compute_ms": round(self.mean_compute_ms, 3),
             "dead_lettered": self.dead_lettered,
         }
+
+
+@dataclass
+class RouterStats:
+    """The router worker's counters since it started (schema/heartbeat.py ROUTER_COUNTERS)."""
+
+    jobs_done: int = 0
+    jobs_failed: int = 0
+    steps: int = 0
+    resends: int = 0
+    hedges: int = 0
+
+    def fields(self) -> dict[str, int]:
+        return {"jobs_done": self.jobs_done, "jobs_failed": self.jobs_failed, "steps": self.steps,
+                "resends": self.resends, "hedges": self.hedges}  # fmt: skip
 
 
 class Counters(Protocol):

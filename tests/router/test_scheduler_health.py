@@ -26,17 +26,17 @@ def test_the_window_covers_the_link_and_is_bounded():
     h = ExpertHealth(1, stall_s=50.0)
     assert h.window() == 1, "one request per replica before anything is measured"
     for i in range(5):
-        h.replied(float(i), round_trip_ms=62.0, compute_ms=12.0, worker="w", sent_at=float(i))
+        h.replied(float(i), round_trip_ms=62.0, compute_ms=12.0, worker="w", sent_at=float(i), timed=True)
     assert h.link_ms == 50.0 and h.window() == 4, "1 + floor((50 - 10) / 12) requests keep it busy"
-    h.replied(6.0, round_trip_ms=400.0, compute_ms=12.0, worker="w", sent_at=6.0)
+    h.replied(6.0, round_trip_ms=400.0, compute_ms=12.0, worker="w", sent_at=6.0, timed=True)
     assert h.link_ms == 50.0, "queueing lengthens a round trip, never the link: the minimum is kept"
     h.observe(7.0, consumers=2, depth=0, heartbeats=None, served=None)
     assert h.window() == 8
     for i in range(40):
-        h.replied(8.0 + i, round_trip_ms=2000.0, compute_ms=1.0, worker="w", sent_at=8.0 + i)
+        h.replied(8.0 + i, round_trip_ms=2000.0, compute_ms=1.0, worker="w", sent_at=8.0 + i, timed=True)
     assert h.window() == 2 * 8, "at most 8 per replica, whatever the estimate"
     near = ExpertHealth(0, stall_s=50.0)
-    near.replied(0.0, round_trip_ms=11.0, compute_ms=2.0, worker="w", sent_at=0.0)
+    near.replied(0.0, round_trip_ms=11.0, compute_ms=2.0, worker="w", sent_at=0.0, timed=True)
     assert near.window() == 1, "a local broker's round trip: one request, so due rows batch"
 
 
@@ -199,3 +199,22 @@ def test_a_full_job_that_says_wait_is_not_routed_around_a_lost_expert(clock):
     clock.now += 5.0
     s.sweep(out)
     assert [x for x, _ in out.failed] == [j] and "needs expert 1" in out.failed[0][1]
+
+
+def test_only_clean_round_trips_feed_the_estimates_and_silence_without_heartbeats_is_gone():
+    h = ExpertHealth(1, stall_s=50.0)
+    for i in range(30):
+        h.replied(float(i), round_trip_ms=20.0, compute_ms=5.0, worker="w", sent_at=float(i), timed=True)
+    h.replied(31.0, round_trip_ms=30_000.0, compute_ms=5.0, worker="w", sent_at=1.0, timed=False)
+    assert h.p99_ms() == 20.0 and h.link_ms == 15.0, "a request that waited out an outage is no sample"
+    assert h.observe(32.0, consumers=1, depth=0, heartbeats=1, served=None) is False
+    assert h.observe(33.0, consumers=1, depth=0, heartbeats=None, served=None) is False, (
+        "expired heartbeats while it still answered recently: live"
+    )
+    assert h.observe(37.0, consumers=1, depth=0, heartbeats=None, served=None) is True and not h.live, (
+        "expired and silent for 5 s: gone (a host cut off before the broker notices)"
+    )
+    h.replied(38.0, round_trip_ms=20.0, compute_ms=5.0, worker="w", sent_at=37.9, timed=True)
+    assert h.observe(38.5, consumers=1, depth=0, heartbeats=None, served=None) is True and h.live, (
+        "a worker that writes no heartbeat but answers is live"
+    )

@@ -105,7 +105,7 @@ def reply_map(**override) -> dict:
 def frame_map(**override) -> dict:
     fields = {"job_id": "job1", "step": 1, "t": 0.02, "x": wire(np.zeros((2, 1, 32, 32), np.float16))}
     fields |= {"experts": [0, 1], "weights": wire(np.full((2, 2), 0.5, np.float32))}
-    fields |= {"latency_ms": 3.0, "compute_ms": 2.0, "missing": []}
+    fields |= {"latency_ms": 3.0, "compute_ms": 2.0}
     return message_map("frame", fields, override)
 
 

@@ -89,6 +89,13 @@ def test_round_trip_job_spec():
     assert JobSpec.new([0]).job_id != JobSpec.new([0]).job_id
 
 
+def test_a_frame_with_no_missing_expert_is_written_as_before_and_read_either_way():
+    frame = make_frame()
+    assert "missing" not in msgpack_numpy.unpackb(frame.encode()), "frames of earlier routers look the same"
+    degraded = make_frame(experts=(0,), missing=(1,))
+    assert Frame.decode(degraded.encode()).missing == (1,) and Frame.decode(frame.encode()).missing == ()
+
+
 def test_on_expert_loss_is_optional_on_the_wire_and_checked():
     unset = JobSpec.new([1], strategy="full")
     assert "on_expert_loss" not in msgpack_numpy.unpackb(unset.encode()), "left out: old readers decode it"

@@ -9,7 +9,6 @@ from ddm.webui.jobs import (
     RateLimiter,
     SubmitError,
     describe_expert,
-    experts_unserved,
     labels_text,
     parse_form,
 )
@@ -61,11 +60,11 @@ def test_rate_limiter_slides():
 def test_deployment_facts_from_the_descriptor(tmp_path):
     d = descriptor_of(write_fake_deployment(tmp_path))
     assert d.strategies == ("oracle", "top1", "topk:2", "full") and d.default_strategy == "oracle"
-    assert experts_unserved(d, JobSpec.new([1, 2]), set()) == [0]  # the default strategy: the oracle
-    assert experts_unserved(d, JobSpec.new([1, 9], strategy="oracle"), {1}) == [0]
-    assert experts_unserved(d, JobSpec.new([1], strategy="top1"), {0}) == [1]  # a router may pick any
-    assert experts_unserved(d, JobSpec.new([1], strategy="full"), {1}) == []  # routes around expert 0
-    assert experts_unserved(d, JobSpec.new([1], strategy="full"), set()) == [0, 1]
+    assert d.unserved(JobSpec.new([1, 2]), set()) == [0]  # the default strategy: the oracle
+    assert d.unserved(JobSpec.new([1, 9], strategy="oracle"), {1}) == [0]
+    assert d.unserved(JobSpec.new([1], strategy="top1"), {0}) == [1]  # a router may pick any
+    assert d.unserved(JobSpec.new([1], strategy="full"), {1}) == []  # routes around expert 0
+    assert d.unserved(JobSpec.new([1], strategy="full"), set()) == [0, 1]
     assert describe_expert(d, 1) == "expert 1 (jax, trained on 5-9)"
     fashion = descriptor_of(
         write_fake_deployment(tmp_path / "f"), class_names=tuple(f"c{y}" for y in range(10))

@@ -1,0 +1,30 @@
+"""The router's look at its experts, every OBSERVE_S (router/worker.py): what the broker and the
+heartbeats say about each one. router/experts.py judges what it means."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddm.schema.names import Names
+from ddm.workers.heartbeat import read_live_workers
+
+
+@dataclass(frozen=True)
+class ExpertLook:
+    expert: int
+    consumers: int  # on its queue: a killed worker's consumer vanishes with its connection
+    depth: int  # requests ready in its queue (not those already in a worker's prefetch)
+    heartbeats: int | None  # live heartbeat records of its workers (None: none)
+    served: int | None  # their forward passes in total (None: no heartbeat)
+
+
+def probe_experts(channel, r, names: Names, num_experts: int) -> list[ExpertLook]:
+    """One passive declare per expert queue, and one read of the live heartbeats."""
+    beats = [b for b in read_live_workers(r, names).values() if b.role == "expert"]
+    looks = []
+    for k in range(num_experts):
+        method = channel.queue_declare(names.expert_queue(k), passive=True).method
+        mine = [b for b in beats if b.expert_id == k]
+        served = sum(int(b.counters.get("batches", 0)) for b in mine) if mine else None
+        looks.append(ExpertLook(k, method.consumer_count, method.message_count, len(mine) or None, served))
+    return looks
