@@ -3,6 +3,7 @@ and small random-weight deployments (no training needed). Helpers live in tests/
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -16,6 +17,17 @@ import pytest  # noqa: E402
 from ddm.schema.settings import Settings  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.fakes import write_random_deployment  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def restore_root_logging():
+    """A test that runs `ddm up` or `ddm worker` in-process gets its logging set up (ops/logs.py) on
+    pytest's captured stderr: put the root logger back, so later tests do not log to a closed stream."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -15,16 +15,7 @@ from tests.support.fakes import write_random_deployment
 from tests.support.harness import DDM_CLI, service_env
 
 
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
-def test_json_lines_at_the_configured_level(restore_logging, capsys):
+def test_json_lines_at_the_configured_level(capsys):
     configure_logging("ddm test", Settings(log_level="warning", log_format="json"))
     configure_logging("ddm test", Settings(log_level="warning", log_format="json"))  # again: one handler
     log = logging.getLogger("ddm.test")
@@ -44,7 +35,7 @@ def test_json_lines_at_the_configured_level(restore_logging, capsys):
     assert logging.getLogger("pika").level == logging.WARNING
 
 
-def test_text_lines(restore_logging, capsys):
+def test_text_lines(capsys):
     configure_logging("ddm test", Settings())
     logging.getLogger("ddm.test").info("hello")
     assert capsys.readouterr().err.rstrip().endswith("ddm test ddm.test INFO hello")
