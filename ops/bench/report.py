@@ -86,6 +86,20 @@ def header(cfg) -> dict:
     }
 
 
+def fmt(value, spec: str = ".2f", suffix: str = "") -> str:
+    """A table cell: '-' for a number the run did not measure."""
+    return "-" if value is None else format(value, spec) + suffix
+
+
+def rate(row: dict) -> str:
+    """Median images/s, and the range over the repeats when there were several."""
+    if not row:
+        return "-"
+    runs = row.get("images_per_s_runs", [])
+    spread = f" ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else ""
+    return f"{row['images_per_s']:.2f}{spread}"
+
+
 def table(result: dict) -> str:
     """The Markdown table `ddm bench` prints (and docs/BENCHMARKS.md holds)."""
     limit = {row["batch"]: row for row in result["limit"]}
@@ -96,17 +110,6 @@ def table(result: dict) -> str:
         "p50 | mean batch | HTTP img/s | HTTP p50 (s) | pipeline / limit | pipeline / HTTP |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-
-    def fmt(value, spec=".2f"):
-        return "-" if value is None else format(value, spec)
-
-    def rate(row):
-        """Median images/s, and the range over the repeats when there were several."""
-        if not row:
-            return "-"
-        runs = row.get("images_per_s_runs", [])
-        spread = f" ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else ""
-        return f"{row['images_per_s']:.2f}{spread}"
 
     for row in result["pipeline"]:
         jobs = row["jobs"]

@@ -3,9 +3,7 @@ makes the numbers)."""
 
 from __future__ import annotations
 
-
-def _fmt(value, spec: str = ".2f", suffix: str = "") -> str:
-    return "-" if value is None else format(value, spec) + suffix
+from ddm.ops.bench.report import fmt, rate
 
 
 def wan_table(result: dict) -> str:
@@ -16,14 +14,12 @@ def wan_table(result: dict) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["wan"]:
-        runs = row.get("images_per_s_runs", [])
-        spread = f" ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else ""
         lines.append(
-            f"| {row['rtt_ms']:g} | {row['jobs']} | {row['images_per_s']:.2f}{spread} | "
-            f"{_fmt(row['throughput_vs_0ms'], suffix='x')} | "
+            f"| {row['rtt_ms']:g} | {row['jobs']} | {rate(row)} | "
+            f"{fmt(row['throughput_vs_0ms'], suffix='x')} | "
             f"{row['latency_p50_s']:.2f} / {row['latency_p95_s']:.2f} | {row['mean_batch_size']:.1f} | "
             f"{row[f'expert{k}_in_flight']:.1f} | {row[f'expert{k}_busy']:.0%} | "
-            f"{_fmt(row['latency_over_model'], suffix='x')} |"
+            f"{fmt(row['latency_over_model'], suffix='x')} |"
         )
     return "\n".join(lines)
 
