@@ -175,10 +175,11 @@ class Client(JobFollowing):
         """Validate `spec`, create its job hash (status queued) and queue it on ddm.jobs. Returns the job id.
 
         Validation happens before anything is written: the JobSpec rules (steps 1..1000, 1..64 labels in
-        0..9, strategy syntax, guidance 0..20) and, with check (the default), the live deployment's
-        (DeploymentDescriptor.check: a strategy it routes, labels some expert was trained on); no router
-        serving raises NoDeploymentError. A strategy or guidance left None gets the deployment's default,
-        resolved by the router. A job id that already exists is refused.
+        0..9 or NULL_CLASS 10 for an unconditional image, strategy syntax, guidance 0..20) and, with check
+        (the default), the live deployment's (DeploymentDescriptor.check: a strategy it routes, labels
+        some expert was trained on, no unconditional image under 'oracle'); no router serving raises
+        NoDeploymentError. A strategy or guidance left None gets the deployment's default, resolved by
+        the router. A job id that already exists is refused.
         """
         if not isinstance(spec, JobSpec):
             raise SchemaError(expected("a JobSpec", type(spec).__name__))
@@ -335,10 +336,10 @@ class Client(JobFollowing):
     ) -> np.ndarray:
         """Submit, wait and return the images in one call: float32 [len(labels) * n, 1, 32, 32].
 
-        labels: one label or a list; the list is repeated n times (n images per label, as `ddm submit
-        --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance and on_expert_loss None take the serving
-        deployment's defaults. Raises what submit and result raise (JobFailedError, JobTimeoutError,
-        ExpertUnavailableError unless queue_anyway, ...).
+        labels: one label or a list (NULL_CLASS, 10: an unconditional image); the list is repeated n
+        times (n images per label, as `ddm submit --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance
+        and on_expert_loss None take the serving deployment's defaults. Raises what submit and result
+        raise (JobFailedError, JobTimeoutError, ExpertUnavailableError unless queue_anyway, ...).
         """
         base = [labels] if isinstance(labels, int | np.integer) else list(labels)
         if not isinstance(n, int | np.integer) or n < 1:

@@ -37,10 +37,14 @@ def load_policy(deployment: Deployment) -> RoutingPolicy:
 
 
 def load_experts(deployment: Deployment, device: str | None = None) -> dict:
-    """All experts of a deployment, in-process (device overrides each entry's device if given)."""
+    """All experts of a deployment, in-process, each at its entry's precision (device overrides each
+    entry's device if given; a precision that device lacks is refused, not changed)."""
     from ddm.workers import load_expert
 
-    return {e.id: load_expert(e.checkpoint, device=device or e.device) for e in deployment.experts}
+    return {
+        e.id: load_expert(e.checkpoint, device=device or e.device, precision=e.precision)
+        for e in deployment.experts
+    }
 
 
 def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> DeploymentDescriptor:

@@ -22,6 +22,7 @@ class JobRun:
     round: int = 0  # plans made: a reply to an earlier plan of the same step is not this one's
     got: dict[int, np.ndarray] = field(default_factory=dict)  # expert -> its rows' velocities
     compute_ms: float = 0.0  # the slowest expert forward pass that served this step
+    precisions: dict[int, str] = field(default_factory=dict)  # expert -> what it computed this step at
     step_started: float = 0.0
     step_ms_total: float = 0.0
     steps_run: int = 0

@@ -6,7 +6,9 @@ The "oracle" strategy uses the label -> expert table of a label partition instea
 
 Routers here:
   LabelTableRouter  p(k | y) from a table [11, K] (row 10 = the null class). Two tables:
-    oracle_table       one-hot, for partitions by label set (the seed's 0-4 / 5-9 split);
+    oracle_table       one-hot, for partitions by label set (the seed's 0-4 / 5-9 split); its
+                       null row (the largest cluster) serves the router strategies where the
+                       router kind is 'oracle'; the 'oracle' strategy refuses a null label;
     label_prior_table  p(k | y) proportional to each cluster's label counts (any partition;
                        ignores x_t, the baseline a learned router must beat).
 Learned routers (a network on x_t, t, y) plug in through the same `probs` method.
@@ -19,8 +21,9 @@ from typing import Protocol
 
 import numpy as np
 
+from ddm.schema.descriptor import oracle_null_error
 from ddm.schema.errors import ConfigError, SchemaError, expected
-from ddm.schema.flow import NUM_CLASSES
+from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.strategy import Strategy, accepted_strategies
 
 
@@ -121,6 +124,9 @@ class RoutingPolicy:
                     "strategy 'oracle' needs a partition by label sets (each label in exactly one expert); "
                     "this deployment's experts share labels - use top1, topk:K or full"
                 )
+            nulls = int(np.count_nonzero(np.asarray(y) == NULL_CLASS))
+            if nulls:  # the null row of the oracle's table is a placeholder, not a routing
+                raise SchemaError(oracle_null_error(str(strategy), nulls))
             return self.oracle.probs(x, t, y)
         return strategy_weights(self.router.probs(x, t, y), strategy)
 

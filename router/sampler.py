@@ -14,7 +14,7 @@ import numpy as np
 
 from ddm.router.policies import RoutingPolicy, without_gone
 from ddm.schema.errors import SchemaError, expected
-from ddm.schema.flow import IMAGE_SHAPE, euler_step, time_grid
+from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS, euler_step, time_grid
 from ddm.schema.messages import JobSpec
 from ddm.schema.strategy import Strategy
 
@@ -35,20 +35,23 @@ class JobArrays:
     spec: JobSpec
     strategy: Strategy
     grid: np.ndarray  # float64 [steps + 1], t of each step
-    labels: np.ndarray  # int64 [n]
-    guidance: np.ndarray  # float32 [n]
+    labels: np.ndarray  # int64 [n], NULL_CLASS for an unconditional image
+    guidance: np.ndarray  # float32 [n], 1 on unconditional rows
 
     @classmethod
     def of(cls, spec: JobSpec) -> JobArrays:
         """Arrays of a spec whose strategy and guidance are set (DeploymentDescriptor.resolve)."""
         if spec.strategy is None or spec.guidance is None:
             raise SchemaError(expected("a resolved spec (strategy and guidance set)", spec))
+        labels = np.asarray(spec.labels, dtype=np.int64)  # NULL_CLASS: an unconditional image
         return cls(
             spec=spec,
             strategy=Strategy.parse(spec.strategy),
             grid=time_grid(spec.steps),
-            labels=np.asarray(spec.labels, dtype=np.int64),
-            guidance=np.full(spec.n, spec.guidance, np.float32),
+            labels=labels,
+            # an unconditional row's guided velocity is v_null + g * (v_null - v_null) = v_null: guidance
+            # 1 there says so, and spares the expert the extra null-class row it would add for g != 1
+            guidance=np.where(labels == NULL_CLASS, 1.0, spec.guidance).astype(np.float32),
         )
 
     def t(self, step: int) -> float:

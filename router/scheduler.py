@@ -176,7 +176,7 @@ class Scheduler:
                     self.fail(j, f"routing step {j.step + 1}: {exc}", out)
                 continue
             for job, plan in zip(jobs, plans, strict=True):
-                job.plan, job.got, job.compute_ms = plan, {}, 0.0
+                job.plan, job.got, job.compute_ms, job.precisions = plan, {}, 0.0, {}
                 planned.append(job)
         sent = self.clock()  # a step's latency_ms runs from here: transport, queueing, compute
         for job in planned:
@@ -274,6 +274,7 @@ class Scheduler:
                 continue
             job.got[request.expert] = v
             job.compute_ms = max(job.compute_ms, reply.compute_ms)
+            job.precisions[request.expert] = reply.precision
             if len(job.got) == len(job.plan.rows):
                 self._step(job, out)
 
@@ -282,10 +283,11 @@ class Scheduler:
         arrays, i, plan = job.arrays, job.step, job.plan
         x = arrays.advance(job.x, i, plan, job.got)
         latency_ms = (self.clock() - job.step_started) * 1000.0
+        precisions = tuple(job.precisions.get(k, "") for k in plan.experts)
         try:
             frame = Frame.from_latent(
                 job.job_id, i + 1, arrays.t(i + 1), x, plan.experts, plan.weights, latency_ms, job.compute_ms,
-                plan.missing,
+                plan.missing, precisions if any(precisions) else (),
             )  # fmt: skip
         except SchemaError as exc:  # the latent diverged (NaN or beyond float16): fail, do not store it
             self.fail(job, f"step {i + 1}: {exc}", out)

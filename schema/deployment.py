@@ -12,6 +12,7 @@
     id = 0                       # ids are 0..K-1: the cluster ids of the partition
     checkpoint = "expert0_torch" # relative to this file
     device = "auto"              # torch: auto|cpu|cuda|neuron|cpu-traced; jax: auto|cpu|gpu
+    precision = "fp32"           # optional: fp32 | tf32 | bf16 (schema/precision.py)
 
     [[experts]]
     id = 1
@@ -33,6 +34,7 @@ from pathlib import Path
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.flow import NUM_CLASSES
 from ddm.schema.messages import EXPERT_LOSS_POLICIES, MAX_GUIDANCE
+from ddm.schema.precision import DEFAULT_PRECISION, check_precision
 from ddm.schema.strategy import Strategy
 
 ROUTER_KINDS = ("oracle", "label-prior", "learned")
@@ -64,6 +66,7 @@ class ExpertEntry:
     id: int
     checkpoint: Path  # absolute
     device: str = "auto"
+    precision: str = DEFAULT_PRECISION
 
 
 @dataclass(frozen=True)
@@ -147,8 +150,10 @@ class Deployment:
             raise ConfigError(f"{path}: {expected('at least one [[experts]] table', raw_experts)}")
         experts = []
         for i, entry in enumerate(raw_experts):
-            if not isinstance(entry, dict) or set(entry) - {"id", "checkpoint", "device"}:
-                raise ConfigError(f"{path}: {expected('[[experts]] with id, checkpoint, device', entry)}")
+            if not isinstance(entry, dict) or set(entry) - {"id", "checkpoint", "device", "precision"}:
+                raise ConfigError(
+                    f"{path}: {expected('[[experts]] with id, checkpoint, device, precision', entry)}"
+                )
             if entry.get("id") != i:
                 raise ConfigError(
                     f"{path}: {expected(f'expert ids 0..K-1 in order, so id = {i} here', entry.get('id'))}"
@@ -160,7 +165,9 @@ class Deployment:
             device = entry.get("device", "auto")
             if not isinstance(device, str):
                 raise ConfigError(f"{path}: {expected(f'experts[{i}].device as a string', device)}")
-            experts.append(ExpertEntry(id=i, checkpoint=(base / entry["checkpoint"]), device=device))
+            where = f"{path}: experts[{i}].precision"
+            precision = check_precision(entry.get("precision", DEFAULT_PRECISION), where)
+            experts.append(ExpertEntry(i, base / entry["checkpoint"], device, precision))
         raw_router = data.get("router", {"kind": "oracle"})
         kind = raw_router.get("kind", "oracle") if isinstance(raw_router, dict) else raw_router
         if kind not in ROUTER_KINDS or set(raw_router) - {"kind", "checkpoint"}:

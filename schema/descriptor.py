@@ -19,12 +19,35 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import SchemaError, expected
-from .flow import NUM_CLASSES
+from .flow import NULL_CLASS, NUM_CLASSES
 from .messages import EXPERT_LOSS_POLICIES, MAX_GUIDANCE, PROTOCOL_VERSION, JobSpec
 from .names import check_worker_id
 from .strategy import Strategy
 
 DIGITS = tuple(str(c) for c in range(NUM_CLASSES))  # class names when a deployment names none
+UNCONDITIONAL = "unconditional"  # how the null label (NULL_CLASS) is shown wherever a label is
+# What a job with unconditional images gets when it names no strategy and the deployment's default is
+# the oracle (which reads the label): the router's top expert, the oracle's nearest router strategy.
+UNCONDITIONAL_DEFAULT_STRATEGY = "top1"
+
+
+def label_name(y: int, class_names: tuple[str, ...] | list[str] = DIGITS) -> str:
+    """A job label as people read it: its class name, or 'unconditional' for the null label."""
+    return UNCONDITIONAL if y == NULL_CLASS else class_names[y]
+
+
+def labels_summary(labels, class_names: tuple[str, ...] | list[str] = DIGITS) -> str:
+    """Labels per image, in order, as one line: '3,8,3,8', '3,unconditional,unconditional'."""
+    return ",".join(label_name(y, class_names) for y in labels)
+
+
+def oracle_null_error(strategy: str, nulls: int) -> str:
+    """Why a job with `nulls` unconditional images cannot run under `strategy` 'oracle'."""
+    return (
+        f"strategy {strategy!r} routes each image by its label, and {nulls} image(s) carry the null label "
+        f"{NULL_CLASS} ({UNCONDITIONAL}), which names no expert: use a strategy of the router, which reads "
+        "x_t (top1, topk:K or full), or leave the strategy unset"
+    )
 
 
 @dataclass(frozen=True)
@@ -95,26 +118,39 @@ class DeploymentDescriptor:
         """Every label some expert was trained on, ascending."""
         return tuple(sorted({y for e in self.experts for y in e.labels}))
 
+    def label_name(self, y: int) -> str:
+        """A job label by this deployment's class names ('unconditional' for the null label)."""
+        return label_name(y, self.class_names)
+
     def check(self, spec: JobSpec) -> None:
         """Refuse a job this deployment cannot serve (SchemaError naming the deployment): a strategy it
-        does not route, or a label no expert was trained on. Defaults left unset are always servable."""
+        does not route, a label no expert was trained on, or an unconditional image (the null label)
+        under 'oracle', the strategy a job left unset included. Unset defaults are otherwise servable."""
         where = f"deployment {self.name!r} (served by {self.router_id})"
         if spec.strategy is not None and str(Strategy.parse(spec.strategy)) not in self.strategies:
             raise SchemaError(f"{where}: " + expected(f"strategy in {list(self.strategies)}", spec.strategy))
-        unknown = sorted(set(spec.labels) - set(self.labels))
+        unknown = sorted(set(spec.labels) - set(self.labels) - {NULL_CLASS})
         if unknown:
             raise SchemaError(
                 f"{where}: " + expected(f"labels some expert was trained on {list(self.labels)}", unknown)
             )
+        self._check_oracle(spec, where)
+
+    def _check_oracle(self, spec: JobSpec, where: str) -> None:
+        strategy = self.resolve(spec).strategy
+        if spec.unconditional and Strategy.parse(strategy).kind == "oracle":
+            raise SchemaError(f"{where}: {oracle_null_error(strategy, spec.unconditional)}")
 
     def experts_needed(self, spec: JobSpec) -> tuple[tuple[int, ...], bool]:
         """(experts, every_one) a job may need: under oracle, the experts of its labels, every one of
-        them; under top1, any expert may be picked at any step, so every one; a mixing strategy that may
-        degrade routes around an expert with no live worker (docs/ARCHITECTURE.md), so any one live
-        expert will do; one that waits needs every one."""
+        them (an unconditional image names none: SchemaError, as check says); under top1, any expert may
+        be picked at any step, so every one; a mixing strategy that may degrade routes around an expert
+        with no live worker (docs/ARCHITECTURE.md), so any one live expert will do; one that waits needs
+        every one. Unconditional images change nothing for the router strategies: they read x_t."""
         resolved = self.resolve(spec)
         strategy = Strategy.parse(resolved.strategy)
         if strategy.kind == "oracle":
+            self._check_oracle(resolved, f"deployment {self.name!r} (served by {self.router_id})")
             wanted = set(spec.labels)
             return tuple(e.id for e in self.experts if wanted & set(e.labels)), True
         return tuple(e.id for e in self.experts), not routes_around(resolved)
@@ -125,12 +161,21 @@ class DeploymentDescriptor:
         down = [k for k in experts if k not in live]
         return down if every_one or len(down) == len(experts) else []
 
+    def default_strategy_for(self, spec: JobSpec) -> str:
+        """The strategy a job that names none gets: the deployment's default, except that a job with
+        unconditional images gets top1 where that default is the oracle (which reads the label, and a
+        null label names no expert): the router reads x_t for those rows."""
+        default = self.default_strategy
+        if spec.unconditional and Strategy.parse(default).kind == "oracle":
+            return UNCONDITIONAL_DEFAULT_STRATEGY
+        return default
+
     def resolve(self, spec: JobSpec) -> JobSpec:
         """`spec` with an unset strategy, guidance or on_expert_loss filled in from this deployment's
-        defaults."""
+        defaults (default_strategy_for: the strategy)."""
         return dataclasses.replace(
             spec,
-            strategy=self.default_strategy if spec.strategy is None else spec.strategy,
+            strategy=self.default_strategy_for(spec) if spec.strategy is None else spec.strategy,
             guidance=self.default_guidance if spec.guidance is None else spec.guidance,
             on_expert_loss=spec.on_expert_loss or self.default_on_expert_loss,
         )

@@ -5,7 +5,8 @@
     SADD   <prefix>ddm:workers  worker_id  (an index; readers skip ids whose record has expired)
 
 Every worker: worker_id, role ('expert' | 'router'), host, region, pid, started_at, updated_at.
-Experts add expert_id, framework, device, queue, max_batch, max_wait_ms, buckets ("1,2,4" or "any");
+Experts add expert_id, framework, device, precision (fp32 | tf32 | bf16), queue, max_batch, max_wait_ms,
+buckets ("1,2,4" or "any");
 routers add deployment and jobs_running. Every other field is a counter (a number): experts write
 requests, batches, rows, mean_batch_size, mean_compute_ms, dead_lettered; routers jobs_done,
 jobs_failed, steps, resends, hedges, reconnects. The one writer is workers/heartbeat.py (Heartbeat), used by
@@ -22,15 +23,17 @@ from typing import Any, Literal
 
 from .errors import SchemaError, expected
 from .names import check_expert_id, check_worker_id
+from .precision import PRECISIONS
 
 ROLES = ("expert", "router")
 EXPERT_COUNTERS = ("requests", "batches", "rows", "mean_batch_size", "mean_compute_ms", "dead_lettered")
 ROUTER_COUNTERS = ("jobs_done", "jobs_failed", "steps", "resends", "hedges", "reconnects")
 INT_FIELDS = ("pid", "expert_id", "max_batch", "jobs_running")
 FLOAT_FIELDS = ("started_at", "updated_at", "max_wait_ms")
-TEXT_FIELDS = ("host", "region", "framework", "device", "queue", "deployment")
+TEXT_FIELDS = ("host", "region", "framework", "device", "precision", "queue", "deployment")
 MAX_TEXT = 200
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
+_NUMBER_RE = re.compile(r"[-+0-9.eE]{1,40}|nan|inf|-inf")  # what a counter looks like (checked after)
 _BUCKETS_RE = re.compile(r"[0-9]{1,6}(,[0-9]{1,6}){0,63}")
 
 
@@ -78,6 +81,7 @@ class WorkerHeartbeat:
     expert_id: int | None = None
     framework: str | None = None
     device: str | None = None
+    precision: str | None = None
     queue: str | None = None
     max_batch: int | None = None
     max_wait_ms: float | None = None
@@ -107,6 +111,8 @@ class WorkerHeartbeat:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise SchemaError(expected(f"heartbeat {name} as a str", value))
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise SchemaError(expected(f"heartbeat precision in {PRECISIONS}", self.precision))
         if self.buckets is not None:
             object.__setattr__(self, "buckets", parse_buckets(self.buckets))
         known = {f.name for f in fields(self)}
@@ -159,8 +165,9 @@ class WorkerHeartbeat:
                 values[key] = int(text)
             elif key in FLOAT_FIELDS:
                 values[key] = float(_number(key, text))
-            else:
+            elif key in EXPERT_COUNTERS + ROUTER_COUNTERS or _NUMBER_RE.fullmatch(text):
                 values[key] = _number(key, text)
+            # else: a text field of a newer worker; skipped, so a reader need not be upgraded first
         return cls.build(values)
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from .codec import DEFAULT_MAX_BYTES, packb, unpackb
 from .errors import SchemaError, expected
 from .flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES
 from .names import MAX_EXPERT_ID, check_job_id, check_worker_id
+from .precision import PRECISIONS
 from .strategy import Strategy
 
 PROTOCOL_VERSION = 1
@@ -99,6 +100,20 @@ def _batch(name: str, n: int, lo: int, hi: int) -> None:
         raise SchemaError(expected(f"{name} batch size in {lo}..{hi}", n))
 
 
+def _precision(name: str, value: object) -> None:
+    if value != "" and value not in PRECISIONS:
+        raise SchemaError(expected(f"{name} in {PRECISIONS} (or empty)", value))
+
+
+def _label(value: object) -> int:
+    """A JobSpec label: a class 0..9, or NULL_CLASS (10) for an unconditional image."""
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value <= NULL_CLASS
+    if not ok:
+        what = f"label int in 0..{NUM_CLASSES - 1}, or {NULL_CLASS} (the null class: unconditional)"
+        raise SchemaError(expected(what, value))
+    return int(value)
+
+
 def _ids(name: str, value: object) -> tuple[int, ...]:
     if not isinstance(value, list | tuple):
         raise SchemaError(expected(f"{name} as a list of ints", value))
@@ -161,6 +176,11 @@ EXPERT_LOSS_POLICIES = ("degrade", "wait")  # JobSpec.on_expert_loss
 class JobSpec(_Message):
     """A sampling job: n = len(labels) images, `steps` Euler steps, routing `strategy`.
 
+    labels: one per image, 0..9 a class, or NULL_CLASS (10, schema/flow.py) for an unconditional image:
+    the null class of label dropout, so the router reads x_t and t alone for that row and its expert
+    computes v_null (guidance means nothing there). A job may mix both. The 'oracle' strategy routes
+    by the label and cannot route a null row (DeploymentDescriptor.check refuses it; a job that leaves
+    the strategy unset gets a router strategy instead, DeploymentDescriptor.resolve).
     strategy: 'oracle' (label -> expert), 'top1', 'topk:K' or 'full' (learned router).
     strategy and guidance may be None: the serving router fills in its deployment's defaults
     (DeploymentDescriptor.resolve) and records what it used in the job hash, so a job means the same
@@ -189,13 +209,18 @@ class JobSpec(_Message):
     def n(self) -> int:
         return len(self.labels)
 
+    @property
+    def unconditional(self) -> int:
+        """How many of its images are unconditional (label NULL_CLASS)."""
+        return sum(1 for y in self.labels if y == NULL_CLASS)
+
     def validate(self) -> None:
         """Check every field; normalises numeric types (numpy ints, list labels) to plain Python."""
         check_job_id(self.job_id)
         labels = _ids("labels", self.labels)
         if not 1 <= len(labels) <= MAX_SAMPLES:
             raise SchemaError(expected(f"1..{MAX_SAMPLES} labels", len(labels)))
-        labels = tuple(_int("label", y, 0, NUM_CLASSES - 1) for y in labels)
+        labels = tuple(_label(y) for y in labels)
         object.__setattr__(self, "labels", labels)  # frozen: the one sanctioned write
         object.__setattr__(self, "steps", _int("steps", self.steps, 1, MAX_STEPS))
         if self.strategy is not None:
@@ -293,10 +318,12 @@ class VelocityRequest(_Message):
 class VelocityReply(_Message):
     """An expert's answer: v float32 [B, 1, 32, 32] finite, plus who computed it and how fast.
 
-    batch_size is the size of the forward pass that served the request (>= 1), for metrics.
+    batch_size is the size of the forward pass that served the request (>= 1), for metrics;
+    precision: what the expert computed at (fp32 | tf32 | bf16; "" from workers that predate it).
     """
 
     TYPE: ClassVar[str] = "velocity_reply"
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("precision",)
 
     request_id: str
     v: np.ndarray
@@ -304,6 +331,7 @@ class VelocityReply(_Message):
     worker_id: str
     compute_ms: float
     batch_size: int
+    precision: str = ""
 
     def __post_init__(self) -> None:
         _str("request_id", self.request_id, REQUEST_ID_RE)
@@ -314,6 +342,7 @@ class VelocityReply(_Message):
         check_worker_id(self.worker_id)
         object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
         object.__setattr__(self, "batch_size", _int("batch_size", self.batch_size, 1, 1 << 16))
+        _precision("precision", self.precision)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -325,12 +354,13 @@ class Frame(_Message):
     latency_ms: the step's wall time at the router from sending its requests to the last reply
     (transport both ways, queueing, compute);
     compute_ms: the slowest expert forward pass that served it, so latency_ms - compute_ms is what the
-    pipeline itself cost.
+    pipeline itself cost; precisions: what each of `experts` computed at, in the same order ("" where
+    its worker did not say), or () from routers that predate it.
     """
 
     TYPE: ClassVar[str] = "frame"
-    _TUPLES: ClassVar[tuple[str, ...]] = ("experts", "missing")
-    _OPTIONAL: ClassVar[tuple[str, ...]] = ("missing",)
+    _TUPLES: ClassVar[tuple[str, ...]] = ("experts", "missing", "precisions")
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("missing", "precisions")
 
     job_id: str
     step: int
@@ -341,6 +371,7 @@ class Frame(_Message):
     latency_ms: float
     compute_ms: float
     missing: tuple[int, ...] = ()  # experts the routing chose but that had no live worker: left out
+    precisions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_job_id(self.job_id)
@@ -365,6 +396,11 @@ class Frame(_Message):
         if set(missing) & set(experts):
             raise SchemaError(expected("missing experts apart from the experts that served", missing))
         object.__setattr__(self, "missing", missing)
+        if self.precisions and len(self.precisions) != len(experts):
+            what = f"precisions for the {len(experts)} experts that served"
+            raise SchemaError(expected(what, self.precisions))
+        for p in self.precisions:
+            _precision("precisions", p)
         object.__setattr__(self, "latency_ms", _float("latency_ms", self.latency_ms, 0.0))
         object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
 
@@ -380,6 +416,7 @@ class Frame(_Message):
         latency_ms: float,
         compute_ms: float = 0.0,
         missing=(),
+        precisions=(),
     ) -> Frame:
         """Build a Frame from the float32 latent x [n, 1, 32, 32], stored as float16."""
         _array("x", x, np.float32, (None, *IMAGE_SHAPE), dims="n")
@@ -398,4 +435,5 @@ class Frame(_Message):
             latency_ms,
             compute_ms,
             tuple(missing),
+            tuple(precisions),
         )

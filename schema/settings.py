@@ -37,6 +37,7 @@ ENV_VARS: dict[str, str] = {
     "log_level": "DDM_LOG_LEVEL",
     "log_format": "DDM_LOG_FORMAT",
     "jax_cache_dir": "DDM_JAX_CACHE_DIR",
+    "trace_cache_dir": "DDM_TRACE_CACHE_DIR",
     "queue_type": "DDM_QUEUE_TYPE",
     "expert_grace_s": "DDM_EXPERT_GRACE_S",
     "hedge_floor_ms": "DDM_HEDGE_FLOOR_MS",
@@ -73,6 +74,9 @@ HELP: dict[str, str] = {
     "message).",
     "jax_cache_dir": "JAX's persistent compile cache: a restarted JAX expert loads its compiled batch "
     "buckets instead of compiling them again (off: no cache).",
+    "trace_cache_dir": "PyTorch expert on neuron or cpu-traced: the traced model of every batch bucket, "
+    "saved and keyed by weights digest, bucket, toolchain versions and compiler arguments, so a restart "
+    "compiles nothing (off: no cache). Writable only by the worker: its files are loaded as code.",
     "queue_type": "The work queues' type: classic (one broker node) or quorum (a cluster of 3+ nodes). "
     "Every process of a deployment must agree.",
     "expert_grace_s": "Router: how long a step whose oracle or top-1 expert has no live replica waits for "
@@ -141,6 +145,7 @@ class Settings:
     log_level: str = "INFO"
     log_format: str = "text"
     jax_cache_dir: str = "~/.cache/ddm/jax"
+    trace_cache_dir: str = "~/.cache/ddm/traced"
     # the work queues' type: classic on one broker node; quorum on a cluster (replicated, survives the
     # loss of a minority of nodes). Every process of a deployment must agree (docs/DEPLOY.md).
     queue_type: str = "classic"
@@ -180,6 +185,8 @@ class Settings:
         self._check_choice("log_format", LOG_FORMATS)
         if not isinstance(self.jax_cache_dir, str) or "\x00" in self.jax_cache_dir:
             raise _fail("jax_cache_dir", "a path (or off)", self.jax_cache_dir)
+        if not isinstance(self.trace_cache_dir, str) or "\x00" in self.trace_cache_dir:
+            raise _fail("trace_cache_dir", "a path (or off)", self.trace_cache_dir)
         check_queue_type(self.queue_type)
         self._check_number("expert_grace_s", float, 0.0, 86400.0)
         self._check_number("hedge_floor_ms", float, 0.0, 3_600_000.0)

@@ -19,9 +19,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddm.schema.descriptor import DeploymentDescriptor
+from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, label_name
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
-from ddm.schema.flow import NUM_CLASSES
+from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
@@ -61,13 +61,14 @@ class SubmitError(DDMError):
 
 
 def labels_text(descriptor: DeploymentDescriptor | None, labels: Sequence[int]) -> str:
-    """Labels by the deployment's class names: a run of digits as '5-9', other names listed."""
+    """Labels by the deployment's class names: a run of digits as '5-9', other names listed, the null
+    label as 'unconditional'."""
     labels = sorted(set(labels))
-    names = descriptor.class_names if descriptor is not None else tuple(map(str, range(NUM_CLASSES)))
-    digits = all(names[y] == str(y) for y in labels)
+    names = descriptor.class_names if descriptor is not None else DIGITS
+    digits = all(y != NULL_CLASS and names[y] == str(y) for y in labels)
     if digits and len(labels) > 2 and labels == list(range(labels[0], labels[-1] + 1)):
         return f"{labels[0]}-{labels[-1]}"
-    return ", ".join(names[y] for y in labels)
+    return ", ".join(label_name(y, names) for y in labels)
 
 
 def describe_expert(descriptor: DeploymentDescriptor, expert_id: int) -> str:
@@ -81,6 +82,8 @@ def describe_expert(descriptor: DeploymentDescriptor, expert_id: int) -> str:
 def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
     """The descriptor as the page uses it (experts with `classes`, as the cluster panel reads them)."""
     d = descriptor.to_dict()
+    d["null_label"] = NULL_CLASS  # a job label: an unconditional image, shown as d["null_name"]
+    d["null_name"] = UNCONDITIONAL
     d["experts"] = [
         {
             "id": e.id,
@@ -125,10 +128,11 @@ def _number(data: Mapping, key: str, default: Any, *, integer: bool) -> Any:
 def parse_form(data: object) -> JobSpec:
     """The page's form (JSON) -> JobSpec, or SubmitError(bad_input) saying what is wrong.
 
-    {"labels": [0..9, ...] or "all", "n_per_label": 1.., "steps": 1..1000, "strategy": "oracle" |
-    "top1" | "topk:K" | "full" or null, "guidance": 0..20 or null, "seed": 0..2^32-1 or null (a random
-    one)}. A strategy or guidance left out or null gets the serving deployment's default (the router
-    resolves it). Images are laid out row by row: row r holds sample r of each chosen label, in order.
+    {"labels": [0..10, ...] or "all" (0..9; 10 = NULL_CLASS: an unconditional image), "n_per_label":
+    1.., "steps": 1..1000, "strategy": "oracle" | "top1" | "topk:K" | "full" or null, "guidance": 0..20
+    or null, "seed": 0..2^32-1 or null (a random one)}. A strategy or guidance left out or null gets the
+    serving deployment's default (the router resolves it). Images are laid out row by row: row r holds
+    sample r of each chosen label, in order.
     """
     if not isinstance(data, Mapping):
         raise SubmitError("bad_input", expected("a JSON object with the job's fields", type(data).__name__))
@@ -170,8 +174,9 @@ def _labels(raw: object) -> list[int]:
     if not isinstance(raw, list) or not raw:
         raise SubmitError("bad_input", "labels: choose at least one label (or all)")
     for y in raw:
-        if isinstance(y, bool) or not isinstance(y, int) or not 0 <= y < NUM_CLASSES:
-            raise SubmitError("bad_input", f"labels: {expected(f'labels 0..{NUM_CLASSES - 1}', y)}")
+        if isinstance(y, bool) or not isinstance(y, int) or not 0 <= y <= NULL_CLASS:
+            what = f"labels 0..{NUM_CLASSES - 1}, or {NULL_CLASS} for {UNCONDITIONAL} images"
+            raise SubmitError("bad_input", f"labels: {expected(what, y)}")
     if len(set(raw)) != len(raw):
         raise SubmitError("bad_input", f"labels: {expected('each label at most once', raw)}")
     return list(raw)

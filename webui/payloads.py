@@ -21,8 +21,11 @@ WEIGHT_DECIMALS = 3
 
 def frame_payload(frame: Frame) -> dict[str, Any]:
     """Frame -> {"job_id", "step", "t", "n", "pixels" (base64 uint8 [n,32,32]), "experts", "missing"
-    (experts left out: no live worker), "weights" ([n][K], rounded), "latency_ms", "compute_ms"}."""
+    (experts left out: no live worker), "weights" ([n][K], rounded), "served" ([n] lists of the experts
+    that computed each image's velocity: weight > 0 before rounding, so a weight shown as 0.000 may
+    still have been served), "latency_ms", "compute_ms"}."""
     pixels = np.ascontiguousarray(to_uint8(frame.x))  # [n, 32, 32]
+    chosen = frame.weights > 0  # [n, K]
     return {
         "job_id": frame.job_id,
         "step": frame.step,
@@ -32,14 +35,16 @@ def frame_payload(frame: Frame) -> dict[str, Any]:
         "experts": list(frame.experts),
         "missing": list(frame.missing),
         "weights": np.round(frame.weights.astype(np.float64), WEIGHT_DECIMALS).tolist(),
+        "served": [[k for k in frame.experts if row[k]] for row in chosen],
         "latency_ms": round(frame.latency_ms, 2),
         "compute_ms": round(frame.compute_ms, 2),
     }
 
 
 def grid_cols(labels: list[int] | tuple[int, ...]) -> int:
-    """Columns of the picture grid: one per distinct label (the page lays jobs out label by column)."""
-    return max(1, min(len(labels), len(set(labels)), NUM_CLASSES))
+    """Columns of the picture grid: one per distinct label (the page lays jobs out label by column; the
+    null label, unconditional images, is a column of its own)."""
+    return max(1, min(len(labels), len(set(labels)), NUM_CLASSES + 1))
 
 
 def job_payload(job: JobHash) -> dict[str, Any]:

@@ -20,8 +20,9 @@ import io
 from flask import Flask, Response, jsonify, render_template, request
 
 from ddm.router.client import JobNotFoundError
+from ddm.schema.descriptor import UNCONDITIONAL
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
-from ddm.schema.flow import NUM_CLASSES
+from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.jobs import decode_result
 from ddm.schema.names import check_job_id
 from ddm.webui.jobs import MAX_IMAGES, SubmitError
@@ -76,6 +77,8 @@ def _register_page(app: Flask, state) -> None:
             deployment=dep,
             deployment_error=view["deployment_error"],
             class_names=dep["class_names"] if dep else [str(y) for y in range(NUM_CLASSES)],
+            null_label=NULL_CLASS,
+            null_name=UNCONDITIONAL,
             max_images=MAX_IMAGES,
             jobs_per_minute=state.config.jobs_per_minute,
             token_required=bool(state.config.token),

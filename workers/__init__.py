@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ddm.schema.precision import DEFAULT_PRECISION
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 
 
-def load_expert(path: str | Path, device: str = "auto", buckets: tuple[int, ...] = DEFAULT_BUCKETS) -> Expert:
+def load_expert(
+    path: str | Path,
+    device: str = "auto",
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS,
+    precision: str = DEFAULT_PRECISION,
+) -> Expert:
     """Load an expert checkpoint folder for inference, whatever its framework.
 
     device: torch: auto | cpu | cuda | neuron | cpu-traced; jax: auto | cpu | gpu.
-    Static-shape backends (jax, neuron, cpu-traced) compile every bucket here, before returning.
+    precision: fp32 | tf32 | bf16 where the device has it (schema/precision.py).
+    Static-shape backends (jax, cuda, neuron, cpu-traced) compile every bucket here, before returning.
     """
     from ddm.workers.checkpoint import read_meta
 
@@ -20,7 +27,7 @@ def load_expert(path: str | Path, device: str = "auto", buckets: tuple[int, ...]
         from ddm.workers.torch_expert.expert import load
     else:
         from ddm.workers.jax_expert.expert import load
-    return load(path, meta, device=device, buckets=buckets)
+    return load(path, meta, device=device, buckets=buckets, precision=precision)
 
 
 __all__ = ["DEFAULT_BUCKETS", "Expert", "ExpertMeta", "load_expert"]

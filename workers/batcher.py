@@ -114,13 +114,15 @@ def _velocity(expert, items: list[Pending]) -> np.ndarray:
     )
 
 
-def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows) -> list[Outcome]:
+def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows, precision) -> list[Outcome]:
     out, start = [], 0
     for it in items:
         part = v[start : start + it.rows]
         start += it.rows
         try:
-            reply = VelocityReply(it.request.request_id, part, expert_id, worker_id, compute_ms, batch_rows)
+            reply = VelocityReply(
+                it.request.request_id, part, expert_id, worker_id, compute_ms, batch_rows, precision
+            )
             out.append(Outcome(it, reply.encode(), None))
         except Exception as exc:  # e.g. the model produced NaN for these rows
             out.append(Outcome(it, None, f"reply refused: {type(exc).__name__}: {exc}"))
@@ -134,13 +136,14 @@ def serve_batch(expert, items: list[Pending], expert_id: int, worker_id: str) ->
     still fails gets an Outcome with its error (to be dead-lettered).
     """
     rows = sum(it.rows for it in items)
+    precision = expert.meta.precision
     t0 = time.perf_counter()
     try:
         v = _velocity(expert, items)
         ms = (time.perf_counter() - t0) * 1e3
         if v.shape[0] != rows:
             raise RuntimeError(expected(f"{rows} velocity rows from the expert", v.shape))
-        return BatchResult(_replies(items, v, expert_id, worker_id, ms, rows), rows, ms)
+        return BatchResult(_replies(items, v, expert_id, worker_id, ms, rows, precision), rows, ms)
     except Exception as exc:
         if len(items) == 1:
             ms = (time.perf_counter() - t0) * 1e3
@@ -150,7 +153,8 @@ def serve_batch(expert, items: list[Pending], expert_id: int, worker_id: str) ->
         t1 = time.perf_counter()
         try:
             v = _velocity(expert, [it])
-            outcomes += _replies([it], v, expert_id, worker_id, (time.perf_counter() - t1) * 1e3, it.rows)
+            ms = (time.perf_counter() - t1) * 1e3
+            outcomes += _replies([it], v, expert_id, worker_id, ms, it.rows, precision)
         except Exception as exc:
             outcomes.append(Outcome(it, None, f"{type(exc).__name__}: {exc}"))
     return BatchResult(outcomes, rows, (time.perf_counter() - t0) * 1e3)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES, guided_velocity
+from ddm.schema.precision import DEFAULT_PRECISION
 from ddm.workers.buckets import run_bucketed
 from ddm.workers.config import UNetConfig
 
@@ -34,9 +35,10 @@ class ExpertMeta:
     steps: int  # training steps
     device: str  # where it runs now: cpu, cuda, neuron, cpu-traced, gpu
     path: str
+    precision: str = DEFAULT_PRECISION  # fp32 | tf32 | bf16 (schema/precision.py)
 
     @classmethod
-    def from_json(cls, meta: dict, device: str, path: str) -> ExpertMeta:
+    def from_json(cls, meta: dict, device: str, path: str, precision: str = DEFAULT_PRECISION) -> ExpertMeta:
         return cls(
             framework=meta["framework"],
             preset=meta.get("preset", "?"),
@@ -47,6 +49,7 @@ class ExpertMeta:
             steps=int(meta.get("steps", 0)),
             device=device,
             path=path,
+            precision=precision,
         )
 
 
@@ -75,6 +78,8 @@ class Expert(ABC):
     # Batch sizes the backend runs; None = any size (eager PyTorch). Padded to the next one otherwise.
     buckets: tuple[int, ...] | None = None
     max_batch: int = 256  # larger inputs are split into chunks of this many rows
+    # what loading compiled: {"compiled": buckets compiled, "loaded": buckets from a cache, "compile_s"}
+    compile_report: dict | None = None
 
     def velocity(self, x, t, y, guidance=1.0) -> np.ndarray:
         """v(x, t, y) with classifier-free guidance.

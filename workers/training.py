@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
@@ -77,6 +78,10 @@ def training_batch(images: np.ndarray, labels: np.ndarray, cfg: TrainConfig, ste
     return interpolate(x0, x1, t).astype(np.float32), t, y, target_velocity(x0, x1).astype(np.float32)
 
 
+# batch(step) -> (x_t f32 [B,1,32,32], t f32 [B], y i64 [B], target v f32 [B,1,32,32]), pure in step
+BatchFn = Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+
+
 class Trainer(Protocol):
     """What a framework provides to `train_loop`."""
 
@@ -107,12 +112,18 @@ def train_loop(
     out_dir: Path,
     meta: dict,
     progress: bool = True,
+    batch: BatchFn | None = None,
 ) -> dict:
     """Run (or resume) training to cfg.steps; checkpoint every cfg.save_every steps and at the end.
 
     `meta` is the framework/partition description; train_loop adds steps, wall time and loss and
     writes it to out_dir/meta.json next to the weights. Returns that final meta.
+    `batch(step)` gives each step's batch (default: training_batch on images and labels, target
+    x1 - x0); distillation (ddm.workers.distill) keeps its x_t, t, y and puts the teachers' velocity
+    in as the target. It must be a pure function of the step, so a resumed run sees the same batches.
     """
+    if batch is None:
+        batch = lambda step: training_batch(images, labels, cfg, step)  # noqa: E731
     out_dir.mkdir(parents=True, exist_ok=True)
     start, wall_before = trainer.resume(out_dir)
     if start >= cfg.steps:  # already trained this far: nothing to do, keep the stored meta
@@ -150,7 +161,7 @@ def train_loop(
             range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="train"
         )
         for step in bar:
-            x_t, t, y, v = training_batch(images, labels, cfg, step)
+            x_t, t, y, v = batch(step)
             lr = learning_rate(step, cfg)
             loss = trainer.step(x_t, t, y, v, lr, ema_decay(step, cfg))
             if not math.isfinite(loss):

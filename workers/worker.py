@@ -35,6 +35,7 @@ from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.messages import VelocityReply, VelocityRequest
 from ddm.schema.names import check_expert_id, check_worker_id
+from ddm.schema.precision import check_precision
 from ddm.schema.settings import Settings, redact
 from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_batch
@@ -42,6 +43,7 @@ from ddm.workers.expert import DEFAULT_BUCKETS
 from ddm.workers.heartbeat import WorkerStats
 from ddm.workers.metrics import ExpertMetrics
 from ddm.workers.runtime import MAX_WAIT_S, ConsumerRuntime, Session
+from ddm.workers.selftest import startup_check
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,7 @@ class ExpertWorker:
         expert_id: int,
         *,
         device: str | None = None,
+        precision: str | None = None,
         max_batch: int | None = None,
         max_wait_ms: float | None = None,
         buckets: tuple[int, ...] | None = None,
@@ -82,6 +85,7 @@ class ExpertWorker:
         entry = Deployment.load(deployment_path).expert(expert_id)
         self.checkpoint = entry.checkpoint
         self.device = device or entry.device
+        self.precision = check_precision(precision or entry.precision)
         self.max_batch = settings.max_batch if max_batch is None else int(max_batch)
         self.max_wait_ms = settings.max_wait_ms if max_wait_ms is None else float(max_wait_ms)
         if self.max_batch < 1 or not 0 <= self.max_wait_ms <= 10_000:
@@ -133,16 +137,26 @@ class ExpertWorker:
         if self.expert is None:
             from ddm.workers import load_expert
 
-            self.expert = load_expert(self.checkpoint, self.device, buckets=self.buckets)
+            self.expert = load_expert(self.checkpoint, self.device, self.buckets, self.precision)
         self.expert.warmup()  # every bucket once: no compile or first-call cost on the first request
         meta = self.expert.meta
+        log.info("expert worker %s: %s", self.worker_id, describe_stack(self.expert))
+        check = startup_check(self.expert, self.checkpoint)  # raises, so nothing is served, on a mismatch
+        if check is not None:
+            log.info(
+                "start-up self-test: bucket %d within %.0e of the CPU (%.2e)",
+                check.bucket,
+                check.tolerance,
+                check.error,
+            )
         log.info(
-            "expert worker %s: expert %d (%s on %s, buckets %s) from %s; queue %s at %s; "
+            "expert worker %s: expert %d (%s on %s, %s, buckets %s) from %s; queue %s at %s; "
             "max batch %d rows, max wait %g ms, prefetch %d",
             self.worker_id,
             self.expert_id,
             meta.framework,
             meta.device,
+            meta.precision,
             self.expert.buckets or "any (eager)",
             self.checkpoint,
             self.queue,
@@ -192,6 +206,7 @@ class ExpertWorker:
             "expert_id": self.expert_id,
             "framework": meta.framework,
             "device": meta.device,
+            "precision": meta.precision,
             "host": socket.gethostname(),
             "region": self.settings.region,
             "pid": os.getpid(),
@@ -287,24 +302,49 @@ class ExpertWorker:
         self.metrics.dead_lettered.inc()
 
 
+def parse_buckets(text: str | None) -> tuple[int, ...] | None:
+    """'1,2,4,8' -> (1, 2, 4, 8); None or '' -> None (the default buckets)."""
+    if not text:
+        return None
+    try:
+        return tuple(int(b) for b in text.split(",") if b.strip())
+    except ValueError:
+        raise ConfigError(expected("--buckets like 1,2,4,8", text)) from None
+
+
+def describe_stack(expert) -> str:
+    """One log line: what runs the expert, at which versions, and what loading it compiled."""
+    meta = expert.meta
+    parts = [f"{meta.framework} on {meta.device} at {meta.precision}"]
+    if meta.framework == "torch":
+        from ddm.workers.torch_expert.devices import toolchain
+
+        parts.append(", ".join(f"{k} {v}" for k, v in toolchain(meta.device).items()))
+    else:
+        import jax
+
+        parts.append(f"jax {jax.__version__}, backend {jax.default_backend()}")
+    if expert.compile_report:
+        r = expert.compile_report
+        parts.append(
+            f"{r['compiled']} buckets compiled ({r['compile_s']:.1f} s), {r['loaded']} loaded from cache"
+        )
+    return "; ".join(parts)
+
+
 def run_from_args(args) -> int:
     """Entry of `ddm worker expert` (flags in ddm.ops.cli.worker)."""
     from ddm.schema.deployment import resolve_deployment
 
-    buckets = None
-    if args.buckets:
-        try:
-            buckets = tuple(int(b) for b in args.buckets.split(",") if b.strip())
-        except ValueError:
-            raise ConfigError(expected("--buckets like 1,2,4,8", args.buckets)) from None
     worker = ExpertWorker(
         Settings.from_env(),
         resolve_deployment(args.deployment),
         args.expert,
         device=args.device,
+        precision=args.precision,
         max_batch=args.max_batch,
         max_wait_ms=args.max_wait_ms,
-        buckets=buckets,
+        buckets=parse_buckets(args.buckets),
         worker_id=args.worker_id,
         metrics_port=args.metrics_port,
     )

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ddm.schema.errors import ConfigError
+from ddm.schema.flow import NULL_CLASS
+
+NULL_WORD = "null"  # how an unconditional image (the null label) is spelled in --labels
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,12 +17,20 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     who.add_argument(
         "--labels",
         help="comma-separated labels; the whole list is repeated --n times, e.g. --labels 3,8 --n 2 "
-        "gives 3,8,3,8 (one grid column per label)",
+        f"gives 3,8,3,8 (one grid column per label); `{NULL_WORD}` is an unconditional image (the null "
+        f"label, {NULL_CLASS} in the job), e.g. --labels 3,{NULL_WORD}",
     )
     who.add_argument(
         "--all-labels",
         action="store_true",
         help="labels 0-9, the whole list repeated --n times (0..9,0..9,...: one grid column per label)",
+    )
+    who.add_argument(
+        "--unconditional",
+        action="store_true",
+        help=f"every image unconditional (--labels {NULL_WORD}): no label, the router reads x_t alone; "
+        "the oracle strategy cannot route it (left unset, the strategy is then the deployment's default, "
+        "or top1 where that is the oracle)",
     )
     parser.add_argument(
         "--n", type=int, default=None, help="images per label (default: 8 for one label, else 4)"
@@ -44,11 +55,13 @@ def job_labels(args: argparse.Namespace) -> tuple[list[int], int]:
     label list is repeated --n times (--labels 3,8 --n 2 -> [3, 8, 3, 8], 2 columns)."""
     if args.labels:
         try:
-            base = [int(s) for s in args.labels.split(",") if s.strip()]
+            base = [_label(s.strip()) for s in args.labels.split(",") if s.strip()]
         except ValueError:
-            raise ConfigError(f"expected --labels like 0,3,7, got {args.labels!r}") from None
+            raise ConfigError(f"expected --labels like 0,3,7 or 3,{NULL_WORD}, got {args.labels!r}") from None
     elif args.all_labels:
         base = list(range(10))
+    elif args.unconditional:
+        base = [NULL_CLASS]
     else:
         base = [3 if args.label is None else args.label]
     n = args.n if args.n is not None else (8 if len(base) == 1 else 4)
@@ -57,3 +70,8 @@ def job_labels(args: argparse.Namespace) -> tuple[list[int], int]:
     if len(base) == 1:
         return base * n, min(n, 8)
     return base * n, len(base)
+
+
+def _label(text: str) -> int:
+    """One --labels entry: an int, or `null` for the null label (an unconditional image)."""
+    return NULL_CLASS if text.lower() == NULL_WORD else int(text)

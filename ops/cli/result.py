@@ -28,6 +28,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.ops.cli.output import print_json
     from ddm.ops.images import save_grid
     from ddm.router.client import Client
+    from ddm.schema.descriptor import labels_summary
     from ddm.webui.payloads import grid_cols  # the web UI's download has the same layout
 
     with Client() as client:
@@ -43,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**st.to_dict(), "shape": list(x.shape), "saved": saved})
         return 0
-    labels = ",".join(map(str, st.labels))
+    labels = labels_summary(st.labels)  # "unconditional" for the null label
     print(
         f"job {st.job_id} {st.status.value}: {st.n} images (labels {labels}), {st.steps} steps, "
         f"strategy {st.strategy}, guidance {st.guidance}"

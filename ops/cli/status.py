@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from ddm.schema.descriptor import labels_summary
 from ddm.schema.jobs import JobHash
 
 
@@ -55,7 +56,7 @@ def format_status(job: JobHash, now: float | None = None) -> str:
         ("job", job.job_id),
         ("status", job.status.value),
         ("progress", progress),
-        ("images", f"{job.n} (labels {','.join(map(str, job.labels))})"),
+        ("images", f"{job.n} (labels {labels_summary(job.labels)})"),
         ("strategy", _routing(job)),
         ("expert loss", job.on_expert_loss or "-"),
         ("seed", str(job.seed)),

@@ -20,7 +20,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="K=N",
-        help="N worker replicas for expert K (repeatable, or comma-separated: 0=2,1=1; default 1 each)",
+        help="N worker replicas for expert K (repeatable, or comma-separated: 0=2,1=1; default 1 each, "
+        "and 2 for an expert on neuron: one per NeuronCore of a trn1 device)",
     )
     parser.add_argument("--routers", type=int, default=1, help="router worker replicas (default: 1)")
     parser.add_argument("--max-batch", type=int, default=None, help="expert workers: rows per forward pass")

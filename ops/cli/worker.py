@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ddm.schema.precision import PRECISIONS
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="role", metavar="ROLE", required=True)
@@ -22,6 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     e.add_argument("--expert", type=int, required=True, help="expert id in the deployment")
     e.add_argument("--device", default=None, help="override the deployment's device for this expert")
+    e.add_argument(
+        "--precision", choices=PRECISIONS, default=None, help="override the deployment's precision (fp32)"
+    )
     e.add_argument("--max-batch", type=int, default=None, help="rows per forward (default $DDM_MAX_BATCH)")
     e.add_argument("--max-wait-ms", type=float, default=None, help="wait for more requests after the first")
     e.add_argument("--buckets", default=None, help="batch buckets to compile, e.g. 1,2,4,8,16,32,64")

@@ -73,7 +73,7 @@ def format_workers(rows: list[dict], now: float) -> str:
                 w["role"],
                 _cell(w.get("expert_id")),
                 _cell(w.get("framework")),
-                _cell(w.get("device")),
+                _cell(w.get("device")) + (f" ({w['precision']})" if w.get("precision") else ""),
                 _cell(w.get("host")),
                 w["queue"],
                 _cell(w.get("queue_depth")),

@@ -2,7 +2,8 @@
 
 - class accuracy: the requested label vs what the evaluation classifier sees (per class and overall);
 - FD: Frechet distance between the classifier's penultimate features of generated and held-out real
-  images, with real-vs-real (two disjoint real halves of the same size) as the floor;
+  images, with a bootstrap standard error and 95% interval (both image sets redrawn) and real-vs-real
+  (two disjoint real halves of the same size) as the floor;
 - cost: expert forward passes (image rows, guidance rows included) and seconds per image.
 """
 
@@ -16,7 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ddm.ops.eval.classifier import features, load_classifier, predict
-from ddm.ops.eval.frechet import frechet_distance
+from ddm.ops.eval.frechet import frechet_bootstrap, frechet_distance
 from ddm.router.deployment_loader import load_experts, load_policy
 from ddm.router.sampler import sample_local
 from ddm.schema.checkpoint_meta import write_json_atomic
@@ -131,6 +132,7 @@ def score(x: np.ndarray, labels: np.ndarray, model, meta: dict, real: np.ndarray
         "accuracy": float((pred == labels).mean()),
         "per_class_accuracy": per_class,
         "fd": frechet_distance(gen_f, real_f),
+        **frechet_bootstrap(gen_f, real_f),
         "fd_real_vs_real": frechet_distance(real_f[perm[:half]], real_f[perm[half : 2 * half]]),
         "fd_real_vs_real_n": half,
         "classifier_test_accuracy": meta.get("test_accuracy"),

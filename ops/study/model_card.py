@@ -12,12 +12,29 @@ import json
 from pathlib import Path
 
 from ddm.schema.checkpoint_meta import kind_of, read_meta
+from ddm.workers.distill import student_summary
 
-OFFLINE_NOTE = (
+# What each dataset's checkpoints were trained and scored on, offline (../shared/data/README.md)
+MNIST_NOTE = (
     "Offline, only the MNIST **test** split exists on the machines this was trained on: training used its "
     "first 8,000 images (`test[:8000]`) and every held-out figure uses the other 2,000 (`test[8000:]`). "
     "It is not comparable with models trained on the 60,000-image train split."
 )
+FASHION_NOTE = (
+    "Fashion-MNIST (Zalando Research, MIT licence) from the Debian package dataset-fashion-mnist: trained "
+    "on `{split}` (of the 60,000-image train split); every held-out figure uses the 10,000-image `test` "
+    "split, which it never saw."
+)
+
+
+def data_note(meta: dict) -> str:
+    part = meta.get("partition", {})
+    dataset, split = meta.get("dataset") or part.get("dataset"), meta.get("split") or part.get("split")
+    if dataset == "mnist":
+        return MNIST_NOTE
+    if dataset == "fashion-mnist":
+        return FASHION_NOTE.format(split=split)
+    return f"{dataset} `{split}` (meta.json has the details)."
 
 
 def _fmt(value) -> str:
@@ -31,7 +48,9 @@ def card(folder: Path, metrics: list[dict]) -> str:
     kind = kind_of(meta)
     part = meta.get("partition", {})
     lines = [f"# {folder.name}: {kind} ({meta.get('framework', '?')})", ""]
-    if kind == "expert":
+    if "distilled_from" in meta:  # a student of `ddm distill`: not trained on one cluster
+        lines += [student_summary(meta), ""]
+    elif kind == "expert":
         lines += [
             f"A {meta['preset']} conditional UNet flow-matching expert (PyTorch and Flax twins share one "
             f"parameter layout; `ddm convert` moves it across), trained alone on cluster {meta['expert']} "
@@ -70,7 +89,7 @@ def card(folder: Path, metrics: list[dict]) -> str:
             f"(real vs real {m['fd_real_vs_real']:.3f}), {m['forward_passes_per_image']:.1f} expert forward "
             f"passes and {m['seconds_per_image'] * 1000:.0f} ms per image.",
         ]
-    lines += ["", f"Data: {OFFLINE_NOTE}", "", "Created: " + str(meta.get("created", "?")), ""]
+    lines += ["", f"Data: {data_note(meta)}", "", "Created: " + str(meta.get("created", "?")), ""]
     return "\n".join(lines)
 
 

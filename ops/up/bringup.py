@@ -21,6 +21,8 @@ from ddm.ops.up.ui import port_problem, ui_child, ui_url, wait_ui
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.heartbeat import WorkerHeartbeat
 
+NEURON_CORES_PER_DEVICE = 2  # NeuronCores of one trn1 or inf2 device (a trn2 device has 8)
+
 START_HINT = (
     "start them with `rabbitmq-server -detached` and `redis-server --daemonize yes --bind 127.0.0.1 "
     "--port 6379` (or `docker compose up -d rabbitmq redis`), or point DDM_AMQP_URL / DDM_REDIS_URL at "
@@ -33,7 +35,7 @@ class UpOptions:
     """What `ddm up` brings up and how (its flags, ddm.ops.cli.up)."""
 
     deployment: Path | None = None  # None: resolve_deployment's default
-    replicas: tuple[str, ...] = ()  # ["K=N", "K=N,K=N"]: worker replicas per expert (default 1)
+    replicas: tuple[str, ...] = ()  # ["K=N", "K=N,K=N"]: worker replicas per expert (default_replicas)
     routers: int = 1
     max_batch: int | None = None  # expert workers' flags, passed on when set
     max_wait_ms: float | None = None
@@ -45,11 +47,16 @@ class UpOptions:
     ready_timeout: float = 600.0
     grace: float = 10.0
     broker_nodes: int = 0  # > 0: a local cluster of that many RabbitMQ nodes (ops/up/broker_cluster.py)
+    # replicas of a neuron expert without --replicas: one per NeuronCore of a device (trn1, inf2: 2)
+    neuron_cores_per_device: int = NEURON_CORES_PER_DEVICE
 
 
-def parse_replicas(items: list[str], num_experts: int) -> dict[int, int]:
-    """['0=2', '1=1,2=3'] -> {0: 2, 1: 1, 2: 3, ...}; every expert of the deployment defaults to 1."""
-    counts = dict.fromkeys(range(num_experts), 1)
+def parse_replicas(
+    items: list[str], num_experts: int, defaults: dict[int, int] | None = None
+) -> dict[int, int]:
+    """['0=2', '1=1,2=3'] -> {0: 2, 1: 1, 2: 3, ...}; an expert not named gets its entry of `defaults`,
+    else 1 (default_replicas gives a neuron expert one per NeuronCore)."""
+    counts = {k: (defaults or {}).get(k, 1) for k in range(num_experts)}
     for item in ",".join(items).split(","):
         if not item.strip():
             continue
@@ -64,6 +71,42 @@ def parse_replicas(items: list[str], num_experts: int) -> dict[int, int]:
             )
         counts[k] = n
     return counts
+
+
+def default_replicas(deployment, cores_per_device: int = NEURON_CORES_PER_DEVICE) -> dict[int, int]:
+    """Worker replicas per expert when --replicas does not say: 1, and for an expert whose deployment
+    device is neuron one per NeuronCore of a device (`cores_per_device`, 2 on trn1 and inf2), so one
+    `ddm up` fills a device."""
+    if not 1 <= cores_per_device <= 64:
+        raise ConfigError(expected("NeuronCores per device in 1..64", cores_per_device))
+    return {e.id: cores_per_device if e.device == "neuron" else 1 for e in deployment.experts}
+
+
+def parse_core_list(text: str) -> list[int]:
+    """NEURON_RT_VISIBLE_CORES's syntax, '0-3' or '4,5' or '0-1,4': the cores it names, in order."""
+    cores: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        first, sep, last = part.partition("-")
+        if not (first.isdigit() and (not sep or last.isdigit())) or (sep and int(last) < int(first)):
+            raise ConfigError(expected("NEURON_RT_VISIBLE_CORES as core indices and ranges (0-3, 4,5)", text))
+        cores.extend(range(int(first), int(last if sep else first) + 1))
+    if len(set(cores)) != len(cores):
+        raise ConfigError(expected("NEURON_RT_VISIBLE_CORES naming each core once", text))
+    return cores
+
+
+def neuron_core_env(workers: int, environ=None) -> list[dict[str, str]]:
+    """NEURON_RT_VISIBLE_CORES for each of `workers` neuron workers: one core each, in order. The Neuron
+    runtime gives every core it can see to the first process that opens it, and no other process may use
+    them until it exits: without this the second worker of a device could not start. The cores are
+    0, 1, ... or, where the user set NEURON_RT_VISIBLE_CORES, the ones it names (too few is an error)."""
+    environ = os.environ if environ is None else environ
+    given = environ.get("NEURON_RT_VISIBLE_CORES")
+    cores = parse_core_list(given) if given else list(range(workers))
+    if len(cores) < workers:
+        want = f"NEURON_RT_VISIBLE_CORES naming {workers} NeuronCores, one per neuron worker"
+        raise ConfigError(expected(want, given))
+    return [{"NEURON_RT_VISIBLE_CORES": str(core)} for core in cores[:workers]]
 
 
 def check_services(settings) -> list[str]:
@@ -106,8 +149,10 @@ def expert_thread_env(expert_workers: int, environ=None, cpus: int | None = None
     return {"OMP_NUM_THREADS": str(max(1, cpus // max(1, expert_workers)))}
 
 
-def build_children(deployment, replicas: dict[int, int], options: UpOptions) -> list:
-    """ChildSpecs and their roles: [(ChildSpec, role, expert id or None)]."""
+def build_children(deployment, replicas: dict[int, int], options: UpOptions, environ=None) -> list:
+    """ChildSpecs and their roles: [(ChildSpec, role, expert id or None)]. Every worker of a neuron
+    expert gets its own NeuronCore (neuron_core_env), counted over all the neuron experts started here,
+    so two of them never share a core."""
     base = (sys.executable, "-m", "ddm.ops.cli", "worker")
     dep = ("--deployment", str(deployment.path))
     expert_flags: tuple[str, ...] = ()
@@ -118,12 +163,15 @@ def build_children(deployment, replicas: dict[int, int], options: UpOptions) -> 
     if options.buckets is not None:
         expert_flags += ("--buckets", options.buckets)
     out = []
-    threads = expert_thread_env(sum(replicas.values())) or None
+    threads = expert_thread_env(sum(replicas.values()), environ)
+    on_neuron = {e.id for e in deployment.experts if e.device == "neuron"}
+    cores = iter(neuron_core_env(sum(n for k, n in replicas.items() if k in on_neuron), environ))
     for k, n in sorted(replicas.items()):
         for i in range(n):
             name = f"up-e{k}-{i}"
             argv = (*base, "expert", *dep, "--expert", str(k), "--worker-id", name, *expert_flags)
-            out.append((ChildSpec(name, argv, env=threads), "expert", k))
+            env = {**threads, **(next(cores) if k in on_neuron else {})}
+            out.append((ChildSpec(name, argv, env=env or None), "expert", k))
     router_flags = ("--max-jobs", str(options.max_jobs)) if options.max_jobs is not None else ()
     for i in range(options.routers):
         name = "up-router" if options.routers == 1 else f"up-router-{i}"
@@ -164,7 +212,8 @@ def run_up(options: UpOptions) -> int:
     if options.broker_nodes:
         return _run_on_local_cluster(options)
     deployment = Deployment.load(resolve_deployment(options.deployment))
-    replicas = parse_replicas(list(options.replicas), deployment.num_experts)
+    defaults = default_replicas(deployment, options.neuron_cores_per_device)
+    replicas = parse_replicas(list(options.replicas), deployment.num_experts, defaults)
     metas = {e.id: read_meta(e.checkpoint) for e in deployment.experts}  # fail before starting anything
     settings = Settings.from_env()
     problems = check_services(settings)
@@ -285,6 +334,8 @@ class _Running:
             if kind == "expert":
                 framework = self.metas[k].get("framework", "?")
                 device = str(seen or self.deployment.expert(k).device)
+                core = (child.spec.env or {}).get("NEURON_RT_VISIBLE_CORES")
+                device += f" (core {core})" if core is not None else ""
                 queue = self.names.expert_queue(k)
             elif kind == "ui":
                 framework, device, queue = "-", "-", ui_url(self.options.ui_host, self.options.ui_port)

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,13 +28,20 @@ ENV_EXAMPLE = REPO / ".env.example"
 PROFILES = ("neuron", "cuda", "gpu", "monitoring")
 DEFAULT_SERVICES = {"rabbitmq", "redis", "router", "webui", "expert-torch", "expert-jax"}
 PROFILE_SERVICES = {
-    "neuron": {"expert-torch-neuron"},
+    "neuron": {"expert-torch-neuron-nc0", "expert-torch-neuron-nc1"},  # one per NeuronCore of /dev/neuron0
     "cuda": {"expert-torch-cuda"},
     "gpu": {"expert-jax-gpu"},
     "monitoring": {"prometheus", "grafana"},
 }
 ACCELERATED = set().union(*(PROFILE_SERVICES[p] for p in ("neuron", "cuda", "gpu")))
+NEURON = PROFILE_SERVICES["neuron"]
 MONITORING = PROFILE_SERVICES["monitoring"]
+SHIPPED_DEPLOYMENT = REPO / "checkpoints" / "mnist" / "deployment.toml"  # what the images serve by default
+
+
+def service_device(name: str) -> str:
+    """The --device an expert service must pass: its accelerator's name in the service name, else cpu."""
+    return next((d for d in ("cuda", "gpu", "neuron") if f"-{d}" in name), "cpu")
 
 
 def compose_binary() -> Path | None:
@@ -141,9 +149,7 @@ def test_service_command_parses(config, service):
     except SystemExit as exc:
         pytest.fail(f"{service}: `ddm {' '.join(argv)}` is refused by the ddm parser (exit {exc.code})")
     if argv[:2] == ["worker", "expert"]:
-        want = {"cpu": "cpu", "cuda": "cuda", "gpu": "gpu", "neuron": "neuron"}
-        suffix = service.rsplit("-", 1)[-1]
-        assert args.device == want.get(suffix, "cpu"), (service, args.device)
+        assert args.device == service_device(service), (service, args.device)
         assert args.expert == (0 if service.startswith("expert-torch") else 1)
 
 
@@ -205,9 +211,11 @@ def test_accelerator_variants(config):
     for name in ("expert-torch-cuda", "expert-jax-gpu"):
         (device,) = services[name]["deploy"]["resources"]["reservations"]["devices"]
         assert device["driver"] == "nvidia" and "gpu" in device["capabilities"], name
-    neuron = services["expert-torch-neuron"]
-    assert any(d["source"] == "/dev/neuron0" for d in neuron["devices"])
-    assert "NEURON_BASE_IMAGE" in neuron["build"]["args"]
+    for name in NEURON:
+        assert any(d["source"] == "/dev/neuron0" for d in services[name]["devices"]), name
+        assert "NEURON_BASE_IMAGE" in services[name]["build"]["args"], name
+    # the CUDA image's CUDA 12 variant is a build argument; empty (PyPI's CUDA 13.0 torch) by default
+    assert services["expert-torch-cuda"]["build"]["args"] == {"TORCH_EXTRA_INDEX_URL": ""}
     for name, svc in services.items():
         if "build" in svc:
             assert (REPO / svc["build"]["dockerfile"]).is_file(), name
@@ -254,15 +262,68 @@ def test_every_expert_gets_cpus_and_as_many_threads(config):
         assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == str(int(float(svc["cpus"]))), name
 
 
+def _volumes(svc: dict) -> dict[str, str]:
+    """target -> named volume of a service's volume mounts."""
+    return {v["target"]: v["source"] for v in svc.get("volumes", []) if v["type"] == "volume"}
+
+
+def _jax_services(config: dict) -> set[str]:
+    """Built services that run JAX with the shipped deployment: the experts whose checkpoint is a JAX
+    one, and the routers when its router is learned (a JAX net)."""
+    deployment = tomllib.loads(SHIPPED_DEPLOYMENT.read_text())
+    folder = SHIPPED_DEPLOYMENT.parent
+    metas = {e["id"]: folder / e["checkpoint"] / "meta.json" for e in deployment["experts"]}
+    frameworks = {k: json.loads(path.read_text())["framework"] for k, path in metas.items()}
+    found = set()
+    for name, command in ddm_services(config).items():
+        if command[:3] == ["ddm", "worker", "expert"]:
+            if frameworks[int(command[command.index("--expert") + 1])] == "jax":
+                found.add(name)
+        elif command[:3] == ["ddm", "worker", "router"] and deployment["router"]["kind"] == "learned":
+            found.add(name)
+    return found
+
+
 def test_compile_caches_are_volumes_where_the_images_look(config):
     services = config["services"]
     jax_dir = _dockerfile_env(REPO / "ops/docker/cpu.Dockerfile", "DDM_JAX_CACHE_DIR")
     assert _dockerfile_env(REPO / "ops/docker/jax.Dockerfile", "DDM_JAX_CACHE_DIR") == jax_dir
-    neuron_dir = _dockerfile_env(REPO / "ops/docker/neuron.Dockerfile", "NEURON_COMPILE_CACHE_URL")
-    caches = {"expert-jax": jax_dir, "expert-jax-gpu": jax_dir, "expert-torch-neuron": neuron_dir}
-    for name, target in caches.items():
-        mounts = {v["target"]: v["type"] for v in services[name].get("volumes", [])}
-        assert mounts.get(target) == "volume", (name, mounts)
+    jax_services = _jax_services(config)
+    assert {"expert-jax", "expert-jax-gpu", "router"} <= jax_services
+    for name in jax_services:  # every JAX process: a restart loads its compiled shapes
+        assert jax_dir in _volumes(services[name]), (name, services[name].get("volumes"))
+    neuron_dockerfile = REPO / "ops/docker/neuron.Dockerfile"
+    compile_dir = _dockerfile_env(neuron_dockerfile, "NEURON_COMPILE_CACHE_URL")
+    traced_dir = _dockerfile_env(neuron_dockerfile, "DDM_TRACE_CACHE_DIR")
+    assert traced_dir == "/var/cache/ddm/traced"
+    for name in NEURON:
+        mounts = _volumes(services[name])
+        assert mounts.get(compile_dir) == "neuron-compile-cache", (name, mounts)  # neuronx-cc's, shared
+        assert traced_dir in mounts, (name, mounts)
+    # the traced models are loaded as code: each service writes only its own volume
+    traced = [_volumes(services[name])[traced_dir] for name in sorted(NEURON)]
+    assert len(set(traced)) == len(traced), traced
+    assert set(traced) <= set(config["volumes"])
+
+
+def test_neuron_workers_get_one_neuron_core_each(config):
+    """Two workers per trn1 device (2 NeuronCores): one device, one core each, distinct worker ids.
+    Without NEURON_RT_VISIBLE_CORES the runtime gives every core to the first process."""
+    services = config["services"]
+    cores, ids, devices = [], [], set()
+    for name in sorted(NEURON):
+        svc = services[name]
+        cores.append(svc["environment"]["NEURON_RT_VISIBLE_CORES"])
+        command = svc["command"]
+        ids.append(command[command.index("--worker-id") + 1])
+        devices |= {(d["source"], d["target"]) for d in svc["devices"]}
+        assert svc["networks"]["default"]["aliases"] == ["expert-torch-neuron"], name
+    assert cores == ["0", "1"]
+    assert ids == ["expert0-trn1-nc0", "expert0-trn1-nc1"] and len(set(ids)) == 2
+    assert devices == {("/dev/neuron0", "/dev/neuron0")}
+    for name, svc in services.items():
+        if name not in NEURON:
+            assert "NEURON_RT_VISIBLE_CORES" not in svc.get("environment", {}), name
 
 
 def test_redis_caps_memory_without_eviction_and_keeps_its_password_off_the_command_line(config):
@@ -322,7 +383,13 @@ def test_prometheus_scrapes_every_worker(config):
     (sd,) = job["dns_sd_configs"]
     services = config["services"]
     workers = {name for name, svc in services.items() if "DDM_METRICS_PORT" in svc.get("environment", {})}
-    assert set(sd["names"]) == workers and sd["port"] == 9100
+
+    def dns_names(name: str) -> set[str]:  # Docker's DNS answers a service's name and its aliases
+        networks = services[name].get("networks") or {}
+        return {name} | {a for net in networks.values() for a in ((net or {}).get("aliases") or [])}
+
+    assert all(dns_names(w) & set(sd["names"]) for w in workers), sorted(workers)
+    assert set(sd["names"]) <= set().union(*(dns_names(w) for w in workers)) and sd["port"] == 9100
     assert all(config["services"][w]["environment"]["DDM_METRICS_PORT"] == "9100" for w in workers)
     mounts = {v["target"]: v["source"] for v in config["services"]["prometheus"]["volumes"]}
     assert Path(mounts["/etc/prometheus/prometheus.yml"]) == MONITORING_DIR / "prometheus.yml"

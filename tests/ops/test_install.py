@@ -122,9 +122,14 @@ def _pins() -> dict[str, str]:
     return pins
 
 
+# pinned accelerator stacks, never part of all/dev; their pins are checked against the Dockerfiles
+# (tests/ops/test_docker_pins.py). The neuron line needs torch 2.9, not constraints.txt's torch.
+ACCELERATOR_EXTRAS = ("neuron", "jax-cuda")
+
+
 def test_constraints_pin_every_dependency_within_its_range():
     project = PYPROJECT["project"]
-    extras = project["optional-dependencies"].values()
+    extras = [e for name, e in project["optional-dependencies"].items() if name != "neuron"]
     requirements = [*project["dependencies"], *(r for extra in extras for r in extra)]
     pins = _pins()
     for text in requirements:
@@ -138,7 +143,7 @@ def test_constraints_pin_every_dependency_within_its_range():
 
 def test_extras_are_layered():
     extras = PYPROJECT["project"]["optional-dependencies"]
-    assert set(extras) == {"torch", "jax", "ui", "train", "all", "dev"}
+    assert set(extras) == {"torch", "jax", "ui", "train", "all", "dev", *ACCELERATOR_EXTRAS}
     assert extras["all"] == ["ddm-pipeline[torch,jax,ui,train]"]
     assert "ddm-pipeline[all]" in extras["dev"]
     base = {Requirement(r).name for r in PYPROJECT["project"]["dependencies"]}

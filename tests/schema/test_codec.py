@@ -279,7 +279,7 @@ def malformed_messages():
 
     spec_bad = {
         "labels empty": [],
-        "labels 10": [10],
+        "labels 11": [11],  # 10 is the null class (unconditional)
         "labels -1": [-1],
         "labels 65": [1] * 65,
         "labels bool": [True],

@@ -81,6 +81,21 @@ def test_decode_refuses_a_record_without_its_core_or_with_text_counters():
     with pytest.raises(SchemaError, match="updated_at"):
         WorkerHeartbeat.decode({b"worker_id": b"w", b"role": b"router"})
     with pytest.raises(SchemaError, match="as a number"):
-        WorkerHeartbeat.decode({b"worker_id": b"w", b"role": b"router", b"updated_at": b"1", b"x": b"y"})
+        WorkerHeartbeat.decode({b"worker_id": b"w", b"role": b"router", b"updated_at": b"1", b"steps": b"y"})
+
+
+def test_decode_skips_a_text_field_it_does_not_know():
+    """A newer worker's text field (as `precision` was to older readers) is skipped, not refused: readers
+    need not be upgraded before workers. Numbers it does not know stay counters."""
+    beat = WorkerHeartbeat.decode(
+        {b"worker_id": b"w", b"role": b"router", b"updated_at": b"1", b"colour": b"blue", b"hops": b"3"}
+    )
+    assert "colour" not in beat.to_dict() and beat.counters == {"hops": 3}
+
+
+def test_precision_is_one_of_the_precisions():
+    assert WorkerHeartbeat.build({**EXPERT, "precision": "tf32"}).precision == "tf32"
+    with pytest.raises(SchemaError, match="precision"):
+        WorkerHeartbeat.build({**EXPERT, "precision": "fp8"})
     with pytest.raises(SchemaError, match="pid as an integer"):
         WorkerHeartbeat.decode({b"worker_id": b"w", b"role": b"router", b"updated_at": b"1", b"pid": b"1.5"})

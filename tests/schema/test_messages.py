@@ -229,7 +229,7 @@ def test_job_spec_defaults_and_normalisation():
     "kw",
     [
         dict(labels=()),
-        dict(labels=(10,)),
+        dict(labels=(11,)),
         dict(labels=(1,) * 65),
         dict(steps=0),
         dict(steps=1001),

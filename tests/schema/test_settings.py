@@ -41,6 +41,7 @@ def test_from_dict_environment():
         "DDM_LOG_LEVEL": "debug",
         "DDM_LOG_FORMAT": "json",
         "DDM_JAX_CACHE_DIR": "/var/cache/ddm/jax",
+        "DDM_TRACE_CACHE_DIR": "/var/cache/ddm/traced",
         "DDM_EXPERT_GRACE_S": "12",
         "DDM_HEDGE_FLOOR_MS": "80",
         "DDM_HEDGE_MAX_FRACTION": "0.1",
@@ -54,6 +55,7 @@ def test_from_dict_environment():
     assert (s.deployment, s.metrics_port) == ("/app/checkpoints/mnist/deployment.toml", 9100)
     assert s.queue_type == "quorum"
     assert (s.log_level, s.log_format, s.jax_cache_dir) == ("DEBUG", "json", "/var/cache/ddm/jax")
+    assert s.trace_cache_dir == "/var/cache/ddm/traced"
     assert (s.expert_grace_s, s.hedge_floor_ms, s.hedge_max_fraction) == (12.0, 80.0, 0.1)
     assert type(s.max_wait_ms) is float and type(s.max_batch) is int
     assert s.names.jobs == "ci-7.ddm.jobs"

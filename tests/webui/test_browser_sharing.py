@@ -27,6 +27,7 @@ def test_the_page_names_the_classes_and_submits_with_a_token(ui_server, fake, fa
         page = browser.new_page()
         page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
         page.goto(url)
+        page.wait_for_selector("#conn.pill-ok", timeout=10_000)  # a submit before the socket is up is refused
         assert page.locator("#classes .chip span").all_text_contents() == list(FASHION)
         assert page.text_content("#all-classes") == "All 10"
         assert "digit" not in page.text_content("body").lower()

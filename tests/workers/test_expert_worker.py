@@ -316,7 +316,7 @@ class _FailsOnT:
 
     def __init__(self, inner, bad_t: float):
         self.inner, self.bad_t = inner, bad_t
-        self.meta, self.buckets = inner.meta, inner.buckets
+        self.meta, self.buckets, self.compile_report = inner.meta, inner.buckets, inner.compile_report
         self.calls: list[int] = []
 
     def warmup(self):

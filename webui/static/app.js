@@ -29,6 +29,19 @@
   const SIZE = 32;
   const PIXELS = SIZE * SIZE;
 
+  // Other scripts of the page (weights.js: the router's weights per image) read the watched job and the
+  // deployment through this, and follow it by the "ddm:*" events announced on document.
+  function announce(name, detail) {
+    document.dispatchEvent(new CustomEvent(name, { detail: detail }));
+  }
+  window.ddmPage = {
+    job: () => job,
+    expertColor: (k) => expertColor(k),
+    expertLabel: (k) => expertLabel(k),
+    className: (y) => className(y),
+    experts: () => experts,
+  };
+
   // ------------------------------------------------------------------ small helpers
 
   function el(tag, cls, text) {
@@ -61,15 +74,21 @@
   }
 
   let classNames = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]; // the deployment's, once known
+  let nullLabel = 10; // the null label: an unconditional image (the deployment says so too)
+  let nullName = "unconditional";
 
   function className(y) {
+    if (y === nullLabel) return nullName;
     return classNames[y] !== undefined ? classNames[y] : String(y);
   }
 
   function labelsText(labels) {
     const uniq = Array.from(new Set(labels || [])).sort((a, b) => a - b);
-    if (uniq.length === classNames.length) return "all " + uniq.length;
-    return uniq.map(className).join(classNames.every((c, i) => c === String(i)) ? " " : ", ");
+    const classes = uniq.filter((y) => y !== nullLabel);
+    const digits = classNames.every((c, i) => c === String(i));
+    const parts = classes.length === classNames.length ? ["all " + classes.length] : classes.map(className);
+    if (classes.length < uniq.length) parts.push(nullName);
+    return parts.join(digits && classes.length < classNames.length ? " " : ", ");
   }
 
   function showAlert(box, kind, text) {
@@ -137,6 +156,8 @@
     deploymentKey = key;
     $("dep-name").textContent = dep.name;
     classNames = dep.class_names.slice();
+    if (dep.null_label !== undefined) nullLabel = dep.null_label;
+    if (dep.null_name) nullName = dep.null_name;
     classBoxes.forEach((b) => (b.parentNode.querySelector("span").textContent = className(Number(b.value))));
     $("all-classes").textContent = "All " + classNames.length;
     const select = $("strategy");
@@ -154,6 +175,7 @@
     for (const e of dep.experts || []) experts[e.id] = e;
     renderLegend();
     updateSummary();
+    announce("ddm:deployment", { dep: dep });
   }
 
   fetch("/api/config")
@@ -166,8 +188,15 @@
   const form = $("job-form");
   const classBoxes = Array.from(document.querySelectorAll("#classes input[type=checkbox]"));
 
+  const unconditionalBox = $("unconditional"); // the null label: images with no label
+
   function chosenClasses() {
     return classBoxes.filter((b) => b.checked).map((b) => Number(b.value));
+  }
+
+  function chosenLabels() {
+    const chosen = chosenClasses();
+    return unconditionalBox && unconditionalBox.checked ? chosen.concat([nullLabel]) : chosen;
   }
 
   // DDM_UI_TOKEN: the field exists only when the server asks for a token; kept in this browser.
@@ -183,7 +212,7 @@
   }
 
   function updateSummary() {
-    const chosen = chosenClasses();
+    const chosen = chosenLabels();
     const n = numberOrNull("n_per_label");
     const images = typeof n === "number" ? chosen.length * n : NaN;
     const steps = numberOrNull("steps");
@@ -191,7 +220,13 @@
       ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + " · " + (steps ?? "?") + " steps"
       : "no label chosen";
     $("form-summary").textContent = text;
-    $("strategy-hint").textContent = strategyHint($("strategy").value);
+    const strategy = $("strategy").value;
+    const refused = strategy === "oracle" && chosen.includes(nullLabel);
+    $("strategy-hint").textContent = refused
+      ? "oracle routes by the label, and " + nullName + " images have none: choose top1, topk:K or full, " +
+        "whose router reads x_t"
+      : strategyHint(strategy);
+    $("strategy-hint").classList.toggle("bad", refused);
   }
 
   $("all-classes").addEventListener("click", () => {
@@ -200,6 +235,7 @@
   });
   $("clear-classes").addEventListener("click", () => {
     classBoxes.forEach((b) => (b.checked = false));
+    if (unconditionalBox) unconditionalBox.checked = false;
     updateSummary();
   });
   $("seed-random").addEventListener("click", () => {
@@ -214,9 +250,9 @@
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     hideAlert($("form-error"));
-    const chosen = chosenClasses();
+    const chosen = chosenLabels();
     const data = {
-      labels: chosen.length === classBoxes.length ? "all" : chosen,
+      labels: chosen.length === classBoxes.length && !chosen.includes(nullLabel) ? "all" : chosen,
       n_per_label: numberOrNull("n_per_label"),
       steps: numberOrNull("steps"),
       strategy: $("strategy").value || null,
@@ -277,6 +313,7 @@
   function watch(jobId, spec) {
     stopPlaying();
     job = newJob(jobId, spec);
+    announce("ddm:job", { id: jobId });
     history.replaceState(null, "", "#job=" + encodeURIComponent(jobId));
     hideAlert($("job-error"));
     $("stage").dataset.jobId = jobId;
@@ -343,6 +380,7 @@
     if (info.seed !== undefined && info.seed !== null) bits.push("seed " + info.seed);
     $("job-sub").textContent = bits.join(" · ");
     updateProgress();
+    announce("ddm:job", { id: job.id });
   }
 
   function tileLayout() {
@@ -351,7 +389,8 @@
     const W = $("tiles").clientWidth || 600;
     const H = 480;
     const caption = 24;
-    const perLabel = job.labels.length > new Set(job.labels).size;
+    const distinct = new Set(job.labels).size;
+    const perLabel = distinct > 1 && job.labels.length > distinct; // one label (or unconditional): any layout
     let best = { cols: job.cols, scale: 0, empty: Infinity };
     for (let cols = perLabel ? job.cols : 1; cols <= (perLabel ? job.cols : job.n); cols++) {
       const rows = Math.ceil(job.n / cols);
@@ -476,6 +515,7 @@
       job.bars[i].title = expertLabel(best) + " · weight " + (w[best] ?? 0).toFixed(2) + " at step " + meta.step;
     }
     job.shown = step;
+    announce("ddm:shown", { id: job.id, step: step });
     $("scrub").value = String(step);
     $("scrub-label").textContent = "step " + step + " / " + job.steps + " · t = " + meta.t.toFixed(3);
   }
@@ -550,6 +590,7 @@
       experts: f.experts,
       missing: f.missing || [],
       weights: f.weights,
+      served: f.served || null, // [n] experts that computed each image (weights are rounded)
       latency_ms: f.latency_ms,
       compute_ms: f.compute_ms,
       pixels: f.pixels ? b64ToBytes(f.pixels) : null,
@@ -564,6 +605,7 @@
     fillCell(rec);
     updateProgress();
     if (job.follow) scheduleDraw();
+    announce("ddm:frame", { id: job.id, step: f.step });
   });
 
   // ------------------------------------------------------------------ replay / scrub

@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ddm.schema.errors import DeviceError
+from ddm.schema.errors import ConfigError, DeviceError
+from ddm.schema.precision import DEFAULT_PRECISION, check_precision
 from ddm.workers.checkpoint import config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.jax_expert.checkpoint import load_weights
@@ -21,6 +22,9 @@ from ddm.workers.jax_expert.unet import UNet, init_params
 from ddm.workers.layout import canonical_to_flax
 
 DEVICES = ("auto", "cpu", "gpu")
+# precision -> the matmul and convolution precision XLA compiles with. fp32 asks for "highest": on
+# GPUs XLA's default for float32 dots is TF32-like. On the CPU only fp32 exists.
+MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "bfloat16"}
 
 
 def enable_compilation_cache() -> None:
@@ -38,7 +42,7 @@ def enable_compilation_cache() -> None:
 
 def resolve_device(device: str) -> jax.Device:
     if device not in DEVICES:
-        raise DeviceError(f"expected a JAX device in {DEVICES}, got {device!r}")
+        raise ConfigError(f"expected a JAX device in {DEVICES}, got {device!r}")
     if device == "auto":
         return jax.devices()[0]
     try:
@@ -51,6 +55,7 @@ def resolve_device(device: str) -> jax.Device:
 
 class JaxExpert(Expert):
     def __init__(self, model: UNet, params: dict, meta: ExpertMeta, device, buckets=DEFAULT_BUCKETS):
+        """Compiles every bucket at meta.precision."""
         self.meta = meta
         self.buckets = tuple(sorted(buckets))
         params = jax.device_put(params, device)
@@ -67,7 +72,8 @@ class JaxExpert(Expert):
                 jax.ShapeDtypeStruct((b,), jnp.float32),
                 jax.ShapeDtypeStruct((b,), jnp.int32),
             )
-            self._compiled[b] = jitted.lower(params, *spec).compile()
+            with jax.default_matmul_precision(MATMUL_PRECISION[meta.precision]):
+                self._compiled[b] = jitted.lower(params, *spec).compile()
         self._params = params
 
     def _forward(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -75,9 +81,19 @@ class JaxExpert(Expert):
         return np.asarray(v)
 
 
-def load(path: str | Path, meta: dict, device: str = "auto", buckets=DEFAULT_BUCKETS) -> JaxExpert:
+def load(
+    path: str | Path,
+    meta: dict,
+    device: str = "auto",
+    buckets=DEFAULT_BUCKETS,
+    precision: str = DEFAULT_PRECISION,
+) -> JaxExpert:
     dev = resolve_device(device)
+    check_precision(precision)
+    if dev.platform == "cpu" and precision != "fp32":
+        raise ConfigError(f"precision {precision} is not available on a JAX CPU backend; expected fp32")
     enable_compilation_cache()
     model = UNet(config_of(meta))
     params = canonical_to_flax(load_weights(Path(path)), init_params(model, 0))
-    return JaxExpert(model, params, ExpertMeta.from_json(meta, dev.platform, str(path)), dev, buckets)
+    expert_meta = ExpertMeta.from_json(meta, dev.platform, str(path), precision)
+    return JaxExpert(model, params, expert_meta, dev, buckets)

@@ -1,99 +1,128 @@
 """PyTorch expert on cpu, cuda, or AWS Trainium (neuron).
 
-- cpu / cuda: eager forward, any batch size.
+- cpu: eager forward, any batch size; fp32, or bf16 under autocast.
+- cuda: one CUDA graph per batch bucket with pinned staging buffers (workers/torch_expert/cuda_graphs.py);
+  inputs are padded to the next bucket. Not run here: the development machines have no GPU.
 - neuron: the model is compiled ahead of time with torch_neuronx.trace once per batch bucket (Neuron
-  needs static shapes); inputs are padded to the next bucket. ONLY THE `torch_neuronx.trace` CALL
-  AND THE EXECUTION OF ITS RESULT NEED TRAINIUM; it has not been run in this repository's CI.
-- cpu-traced: the same bucketed path with torch.jit.trace standing in for the Neuron compiler, so
-  the padding, per-bucket dispatch and warm-up code that Trainium uses is tested on any CPU.
+  needs static shapes), with explicit compiler arguments, and each traced bucket is saved to and
+  loaded from the trace cache (workers/torch_expert/trace_cache.py). ONLY THE `torch_neuronx.trace`
+  CALL AND THE EXECUTION OF ITS RESULT NEED TRAINIUM; neither has run in this repository's CI.
+- cpu-traced: the same bucketed path with torch.jit.trace standing in for the Neuron compiler, so the
+  padding, per-bucket dispatch, trace cache and warm-up code that Trainium uses is tested on any CPU.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ddm.schema.errors import DeviceError
-from ddm.workers.checkpoint import config_of
+from ddm.schema.precision import DEFAULT_PRECISION
+from ddm.workers.checkpoint import WEIGHTS_FILE, config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.torch_expert.checkpoint import load_weights
+from ddm.workers.torch_expert.devices import check_device_precision, resolve_device, toolchain
+from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey, file_sha256
+from ddm.workers.torch_expert.tracing import example_inputs, tracer_for
 from ddm.workers.torch_expert.unet import UNet
 
-DEVICES = ("auto", "cpu", "cuda", "neuron", "cpu-traced")
-NEURON_INSTALL_HINT = (
-    "torch-neuronx is not importable. It is not on PyPI: on a Trainium (trn1/trn2) or Inferentia2 host "
-    "install it from AWS's Neuron package index, e.g. "
-    "`pip install --extra-index-url https://pip.repos.neuron.amazonaws.com torch-neuronx neuronx-cc`, "
-    "or use an AWS Neuron Deep Learning AMI / container (see docs in ops/ and the Neuron SDK setup guide)."
-)
-
-
-def import_torch_neuronx():
-    """Import torch_neuronx or fail at once with how to install it."""
-    try:
-        import torch_neuronx  # noqa: PLC0415 - optional, Trainium hosts only
-    except ImportError as exc:
-        raise DeviceError(NEURON_INSTALL_HINT) from exc
-    return torch_neuronx
-
-
-def resolve_device(device: str) -> str:
-    if device not in DEVICES:
-        raise DeviceError(f"expected a torch device in {DEVICES}, got {device!r}")
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("expected a CUDA GPU for --device cuda, but torch.cuda.is_available() is False")
-    if device == "neuron":
-        import_torch_neuronx()
-    return device
+BucketFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 class TorchExpert(Expert):
-    def __init__(self, model: UNet, meta: ExpertMeta, buckets: tuple[int, ...] = DEFAULT_BUCKETS):
+    """Eager on the CPU (`buckets` None: any batch size), else one compiled callable per bucket."""
+
+    def __init__(self, meta: ExpertMeta, model: UNet | None, bucket_fns: dict[int, BucketFn] | None = None):
         self.meta = meta
-        device = meta.device
-        model = model.eval().requires_grad_(False)
-        self._compiled: dict[int, Callable] = {}
-        if device in ("neuron", "cpu-traced"):
-            self.buckets = tuple(sorted(buckets))
-            compile_fn = _neuron_compiler() if device == "neuron" else _jit_trace
-            for b in self.buckets:  # every bucket compiled before the first request
-                example = (torch.zeros(b, 1, 32, 32), torch.zeros(b), torch.zeros(b, dtype=torch.int64))
-                self._compiled[b] = compile_fn(model, example)
-            self._device = torch.device("cpu")  # Neuron executables take host tensors
-        else:
-            self.buckets = None
-            self._device = torch.device(device)
-            self._model = model.to(self._device)
+        self._model = model
+        self._bucket_fns = bucket_fns or {}
+        self.buckets = tuple(sorted(self._bucket_fns)) or None
+        bf16 = meta.precision == "bf16" and meta.device == "cpu"
+        self._autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
     def _forward(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        d = self._device
-        xs, ts, ys = torch.from_numpy(x).to(d), torch.from_numpy(t).to(d), torch.from_numpy(y).to(d)
+        if self.buckets:
+            return self._bucket_fns[len(x)](x, t, y)
+        with torch.inference_mode(), self._autocast:
+            v = self._model(torch.from_numpy(x), torch.from_numpy(t), torch.from_numpy(y))
+        return v.float().numpy()
+
+
+def _host_call(module: torch.jit.ScriptModule) -> BucketFn:
+    """A traced bucket (Neuron executables take host tensors) as a numpy function."""
+
+    def run(x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            fn = self._compiled[len(x)] if self.buckets else self._model
-            return fn(xs, ts, ys).float().cpu().numpy()
+            return module(torch.from_numpy(x), torch.from_numpy(t), torch.from_numpy(y)).float().numpy()
+
+    return run
 
 
-def _jit_trace(model: UNet, example: tuple) -> Callable:
-    return torch.jit.trace(model, example, check_trace=False)
+def model_identity(model: UNet) -> str:
+    """The architecture a traced file was made from: the UNet's config and the sha256 of its source, so
+    an upgrade that changes either never loads an old trace."""
+    from ddm.workers.torch_expert import unet
+
+    return json.dumps(
+        {"config": model.cfg.to_dict(), "unet_py": file_sha256(Path(unet.__file__))}, sort_keys=True
+    )
 
 
-def _neuron_compiler() -> Callable:
-    torch_neuronx = import_torch_neuronx()
+def traced_buckets(
+    model: UNet, device: str, precision: str, buckets, weights_sha256: str, cache: TraceCache
+) -> dict[int, BucketFn]:
+    """Every bucket traced (or loaded from the cache) before the first request."""
+    tracer = tracer_for(device, precision)
+    versions = tuple(sorted(toolchain(device).items()))
+    identity = model_identity(model)
+    fns = {}
+    for b in sorted(buckets):
+        key = TraceKey(weights_sha256, identity, b, device, versions, tracer.compiler_args)
+        fns[b] = _host_call(cache.get(key, lambda b=b: tracer.trace(model, example_inputs(b))))
+    return fns
 
-    def compile_fn(model: UNet, example: tuple) -> Callable:  # runs on Trainium/Inferentia2 only
-        return torch_neuronx.trace(model, example)
 
-    return compile_fn
+def cuda_buckets(model: UNet, precision: str, buckets) -> dict[int, BucketFn]:
+    from ddm.workers.torch_expert.cuda_graphs import CudaGraphBucket, set_cuda_precision
+
+    set_cuda_precision(precision)
+    model = model.to("cuda")
+    return {b: CudaGraphBucket(model, b, precision) for b in sorted(buckets)}
 
 
-def load(path: str | Path, meta: dict, device: str = "auto", buckets=DEFAULT_BUCKETS) -> TorchExpert:
+def load(
+    path: str | Path,
+    meta: dict,
+    device: str = "auto",
+    buckets=DEFAULT_BUCKETS,
+    precision: str = DEFAULT_PRECISION,
+    cache: TraceCache | None = None,
+) -> TorchExpert:
+    """cache: where traced buckets are kept (neuron, cpu-traced); default $DDM_TRACE_CACHE_DIR."""
     device = resolve_device(device)
+    check_device_precision(device, precision)
     model = UNet(config_of(meta))
     state = {k: torch.from_numpy(v) for k, v in load_weights(Path(path)).items()}
     model.load_state_dict(state)
-    return TorchExpert(model, ExpertMeta.from_json(meta, device, str(path)), buckets)
+    model = model.eval().requires_grad_(False)
+    expert_meta = ExpertMeta.from_json(meta, device, str(path), precision)
+    if device in ("neuron", "cpu-traced"):
+        cache = cache if cache is not None else TraceCache.from_settings()
+        digest = file_sha256(Path(path) / WEIGHTS_FILE["torch"])
+        before = (cache.compiled, cache.loaded, cache.compile_s)  # a cache may serve several loads
+        expert = TorchExpert(
+            expert_meta, None, traced_buckets(model, device, precision, buckets, digest, cache)
+        )
+        expert.compile_report = {
+            "compiled": cache.compiled - before[0],
+            "loaded": cache.loaded - before[1],
+            "compile_s": cache.compile_s - before[2],
+        }
+        return expert
+    if device == "cuda":
+        return TorchExpert(expert_meta, None, cuda_buckets(model, precision, buckets))
+    return TorchExpert(expert_meta, model)

@@ -1,0 +1,135 @@
+"""The router at work, in a real browser: `ddm up` on the shipped deployment (checkpoints/mnist: a
+PyTorch and a JAX expert and the learned router, which reads x_t for unconditional images) on the real
+RabbitMQ and Redis, driven by headless Chromium through Playwright.
+
+The page refuses an unconditional job under the oracle (the label names the expert, and there is none),
+then runs one under `full`: the weights chart follows the watched image step by step, one point per
+step, and its weights shift between the experts as the image forms (read from the chart's data
+attributes and text, not from pixels). Saves a screenshot under tmp (and in DDM_SCREENSHOT_DIR when set).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ddm.ops.up.supervisor import stop_processes
+from tests.support.harness import DDM_CLI, OutputWatcher, service_env
+from tests.support.services import free_port
+from tests.webui.test_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
+
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "mnist" / "deployment.toml"
+STEPS = 20
+IMAGES = 3
+
+
+def _weights(row: str) -> list[float]:
+    return [float(w) for w in row.split(",")]
+
+
+@pytest.mark.browser
+def test_an_unconditional_job_shows_the_router_shift_weight_over_t(prefix, tmp_path):
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    env = service_env(prefix, DDM_HEARTBEAT_S="0.5", DDM_HEARTBEAT_TTL_S="3")
+    argv = [*DDM_CLI, "up", "--deployment", str(SHIPPED), "--buckets", "1,4", "--ui-port", str(port)]
+    argv += ["--grace", "10"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = OutputWatcher(proc)
+    url = f"http://127.0.0.1:{port}/"
+    shot = tmp_path / "webui-weights.png"
+    errors: list[str] = []
+    try:
+        out.wait_line("ddm up: ready.")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1440, "height": 1100})
+            page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+            page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+            page.goto(url)
+            page.wait_for_selector('.worker[data-expert="1"][data-alive="1"]', timeout=20_000)
+
+            # unconditional images only, several of them
+            page.click("#clear-classes")
+            page.check("#unconditional")
+            page.fill("#n_per_label", str(IMAGES))
+            page.fill("#steps", str(STEPS))
+            page.fill("#seed", "7")
+
+            # the oracle reads the label, and these images have none: said next to the form, refused
+            page.select_option("#strategy", "oracle")
+            assert "oracle routes by the label" in page.text_content("#strategy-hint")
+            page.click("#submit")
+            page.wait_for_selector("#form-error:not([hidden])", timeout=10_000)
+            error = page.text_content("#form-error")
+            assert "Bad input" in error and "strategy 'oracle'" in error and "null label 10" in error
+
+            # under full the router reads x_t and weighs both experts at every step
+            page.select_option("#strategy", "full")
+            page.click("#submit")
+            page.wait_for_selector('#stage[data-done="1"]', timeout=60_000)
+            assert page.is_hidden("#form-error")
+            assert page.locator(".tile-cap").all_text_contents() == ["unconditional"] * IMAGES
+            assert "unconditional" in page.text_content("#job-sub")
+
+            # the chart of the watched image (the first): one point per step, and the same in its table
+            chart = "#weights-chart"
+            page.wait_for_function(
+                f"() => document.querySelector('{chart}').dataset.points === '{STEPS}'", timeout=10_000
+            )
+            assert page.is_visible(chart) and page.get_attribute(chart, "data-image") == "0"
+            assert page.locator(f"{chart} path.warea").count() == 2  # an area per expert
+            rows = page.locator("#weights-rows tr")
+            assert rows.count() == STEPS
+            assert [rows.nth(i).get_attribute("data-step") for i in range(STEPS)] == [
+                str(s) for s in range(1, STEPS + 1)
+            ]
+            first = _weights(rows.nth(0).get_attribute("data-weights"))
+            last = _weights(rows.nth(STEPS - 1).get_attribute("data-weights"))
+            assert rows.nth(0).get_attribute("data-t") == "0.0000"
+            assert abs(sum(first) - 1) < 0.01 and abs(sum(last) - 1) < 0.01
+            top = max(range(len(last)), key=last.__getitem__)
+            shift = abs(last[top] - first[top])
+            argmax_changed = max(range(len(first)), key=first.__getitem__) != top
+            assert shift > 0.2 or argmax_changed, (first, last)  # the router decided as the image formed
+            assert rows.nth(0).get_attribute("data-served") == "0,1"  # full: both experts served
+
+            # the readout: a labelled bar per expert at the shown step, its weight in % and who served
+            readout = page.locator("#weights-now .wnow-row")
+            assert readout.count() == 2
+            assert page.get_attribute("#weights-now", "data-step") == str(STEPS)
+            shown = [float(readout.nth(k).get_attribute("data-weight")) for k in range(2)]
+            assert shown == pytest.approx(last, abs=1e-3)
+            assert f"{100 * last[top]:.1f}%" in page.text_content("#weights-now")
+            # the keyboard moves through the steps: Home reads out step 1
+            page.focus(chart)
+            page.keyboard.press("Home")
+            page.wait_for_function("() => document.querySelector('#weights-now').dataset.step === '1'")
+            assert f"{100 * first[top]:.1f}%" in page.text_content("#weights-now")
+
+            # a small chart per image; choosing another one follows that image
+            minis = page.locator("#weights-minis .wmini")
+            assert minis.count() == IMAGES
+            assert "step 1 expert" in minis.nth(0).get_attribute("title")
+            minis.nth(2).click()
+            page.wait_for_function(f"() => document.querySelector('{chart}').dataset.image === '2'")
+            assert minis.nth(2).get_attribute("aria-pressed") == "true"
+            assert page.locator("#weights-rows tr").count() == STEPS
+            assert page.locator(".tile.tile-selected").count() == 1
+            page.mouse.move(0, 0)
+            page.screenshot(path=str(shot), full_page=True)
+            browser.close()
+        assert not errors, errors
+        print(f"\nweights of image 1 at step 1 {first}, at step {STEPS} {last}; screenshot {shot}")
+    finally:
+        if shot.exists() and os.environ.get("DDM_SCREENSHOT_DIR"):
+            target = Path(os.environ["DDM_SCREENSHOT_DIR"])
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy(shot, target / shot.name)
+        stop_processes([proc], grace_s=60)
