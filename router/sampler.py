@@ -85,9 +85,10 @@ class StepPlan:
 
 
 def plan_step(
-    policy: RoutingPolicy, strategy: Strategy, x: np.ndarray, t: float, labels: np.ndarray
+    policy: RoutingPolicy, strategy: Strategy, x: np.ndarray, t: float | np.ndarray, labels: np.ndarray
 ) -> StepPlan:
-    """Route every sample of a job at time t. x f32 [n,1,32,32], labels i64 [n]."""
+    """Route every sample of a job at time t. x f32 [n,1,32,32], labels i64 [n]; t a scalar (one job's
+    step), or f32 [n], one t per row (`ddm distill`'s training batches)."""
     return _plan(policy.weights(x, np.full(len(x), t, np.float32), labels, strategy))
 
 

@@ -34,6 +34,7 @@ from ddm.router.sampler import plan_steps
 from ddm.schema.descriptor import routes_around
 from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.messages import Frame, VelocityReply, VelocityRequest
+from ddm.schema.precision import DEFAULT_PRECISION
 
 ROWS_PER_REQUEST = 64  # rows of several jobs share one request up to this (the experts' largest bucket)
 MAX_ATTEMPTS = 5  # sends of one request before its jobs fail for good
@@ -283,11 +284,11 @@ class Scheduler:
         arrays, i, plan = job.arrays, job.step, job.plan
         x = arrays.advance(job.x, i, plan, job.got)
         latency_ms = (self.clock() - job.step_started) * 1000.0
-        precisions = tuple(job.precisions.get(k, "") for k in plan.experts)
+        precisions = tuple(job.precisions.get(k, DEFAULT_PRECISION) for k in plan.experts)
         try:
             frame = Frame.from_latent(
                 job.job_id, i + 1, arrays.t(i + 1), x, plan.experts, plan.weights, latency_ms, job.compute_ms,
-                plan.missing, precisions if any(precisions) else (),
+                plan.missing, () if set(precisions) <= {DEFAULT_PRECISION} else precisions,
             )  # fmt: skip
         except SchemaError as exc:  # the latent diverged (NaN or beyond float16): fail, do not store it
             self.fail(job, f"step {i + 1}: {exc}", out)

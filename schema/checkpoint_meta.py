@@ -15,6 +15,7 @@ code: ddm.workers.checkpoint.read_meta for experts, ddm.router.learned for the r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -93,3 +94,12 @@ def read_meta(folder: str | Path, kind: str | None = None) -> dict:
 def utc_now() -> str:
     """The `created` stamp of a checkpoint: UTC, to the second."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes (weights files, traced models), read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -140,6 +140,13 @@ class DeploymentDescriptor:
         strategy = self.resolve(spec).strategy
         if spec.unconditional and Strategy.parse(strategy).kind == "oracle":
             raise SchemaError(f"{where}: {oracle_null_error(strategy, spec.unconditional)}")
+        if spec.unconditional and self.router_kind != "learned" and len(self.experts) > 1:
+            # a table router's null row is a fixed choice: every unconditional image would go to one
+            # expert whatever x_t shows, which is not what "unconditional" promises
+            raise SchemaError(
+                f"{where}: unconditional images need a router that reads x_t (router kind 'learned'); "
+                f"this deployment's router is {self.router_kind!r}, which routes by label only"
+            )
 
     def experts_needed(self, spec: JobSpec) -> tuple[tuple[int, ...], bool]:
         """(experts, every_one) a job may need: under oracle, the experts of its labels, every one of

@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 from .errors import SchemaError, expected
 from .names import check_expert_id, check_worker_id
-from .precision import PRECISIONS
 
 ROLES = ("expert", "router")
 EXPERT_COUNTERS = ("requests", "batches", "rows", "mean_batch_size", "mean_compute_ms", "dead_lettered")
@@ -111,8 +110,6 @@ class WorkerHeartbeat:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise SchemaError(expected(f"heartbeat {name} as a str", value))
-        if self.precision is not None and self.precision not in PRECISIONS:
-            raise SchemaError(expected(f"heartbeat precision in {PRECISIONS}", self.precision))
         if self.buckets is not None:
             object.__setattr__(self, "buckets", parse_buckets(self.buckets))
         known = {f.name for f in fields(self)}

@@ -22,7 +22,7 @@ from .codec import DEFAULT_MAX_BYTES, packb, unpackb
 from .errors import SchemaError, expected
 from .flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES
 from .names import MAX_EXPERT_ID, check_job_id, check_worker_id
-from .precision import PRECISIONS
+from .precision import DEFAULT_PRECISION, PRECISIONS
 from .strategy import Strategy
 
 PROTOCOL_VERSION = 1
@@ -98,11 +98,6 @@ def _finite(name: str, a: np.ndarray) -> None:
 def _batch(name: str, n: int, lo: int, hi: int) -> None:
     if not lo <= n <= hi:
         raise SchemaError(expected(f"{name} batch size in {lo}..{hi}", n))
-
-
-def _precision(name: str, value: object) -> None:
-    if value != "" and value not in PRECISIONS:
-        raise SchemaError(expected(f"{name} in {PRECISIONS} (or empty)", value))
 
 
 def _label(value: object) -> int:
@@ -319,7 +314,8 @@ class VelocityReply(_Message):
     """An expert's answer: v float32 [B, 1, 32, 32] finite, plus who computed it and how fast.
 
     batch_size is the size of the forward pass that served the request (>= 1), for metrics;
-    precision: what the expert computed at (fp32 | tf32 | bf16; "" from workers that predate it).
+    precision: what the expert computed at (fp32 | tf32 | bf16). fp32, the default, stays off the wire,
+    so routers older than the field decode replies of fp32 workers (and absent reads as fp32).
     """
 
     TYPE: ClassVar[str] = "velocity_reply"
@@ -331,7 +327,7 @@ class VelocityReply(_Message):
     worker_id: str
     compute_ms: float
     batch_size: int
-    precision: str = ""
+    precision: str = DEFAULT_PRECISION
 
     def __post_init__(self) -> None:
         _str("request_id", self.request_id, REQUEST_ID_RE)
@@ -342,7 +338,8 @@ class VelocityReply(_Message):
         check_worker_id(self.worker_id)
         object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
         object.__setattr__(self, "batch_size", _int("batch_size", self.batch_size, 1, 1 << 16))
-        _precision("precision", self.precision)
+        if self.precision not in PRECISIONS:
+            raise SchemaError(expected(f"precision in {PRECISIONS}", self.precision))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -354,8 +351,8 @@ class Frame(_Message):
     latency_ms: the step's wall time at the router from sending its requests to the last reply
     (transport both ways, queueing, compute);
     compute_ms: the slowest expert forward pass that served it, so latency_ms - compute_ms is what the
-    pipeline itself cost; precisions: what each of `experts` computed at, in the same order ("" where
-    its worker did not say), or () from routers that predate it.
+    pipeline itself cost; precisions: what each of `experts` computed at, in the same order, or ()
+    when every one computed at fp32 (the default: left off the wire, so older readers decode it).
     """
 
     TYPE: ClassVar[str] = "frame"
@@ -400,7 +397,8 @@ class Frame(_Message):
             what = f"precisions for the {len(experts)} experts that served"
             raise SchemaError(expected(what, self.precisions))
         for p in self.precisions:
-            _precision("precisions", p)
+            if p not in PRECISIONS:
+                raise SchemaError(expected(f"precisions in {PRECISIONS}", p))
         object.__setattr__(self, "latency_ms", _float("latency_ms", self.latency_ms, 0.0))
         object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
 

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ddm.schema.errors import ConfigError, expected
+
 
 def bucket_for(n: int, buckets: tuple[int, ...]) -> int:
     """Smallest bucket >= n (n <= max bucket)."""
@@ -41,3 +43,13 @@ def run_bucketed(
             part = [pad_rows(a, size) for a in part]
         chunks.append(np.asarray(forward(*part), dtype=np.float32)[:n])
     return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+
+def parse_bucket_flag(text: str | None) -> tuple[int, ...] | None:
+    """'1,2,4,8' -> (1, 2, 4, 8); None or '' -> None (the default buckets)."""
+    if not text:
+        return None
+    try:
+        return tuple(int(b) for b in text.split(",") if b.strip())
+    except ValueError:
+        raise ConfigError(expected("--buckets like 1,2,4,8", text)) from None

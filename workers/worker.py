@@ -39,6 +39,7 @@ from ddm.schema.precision import check_precision
 from ddm.schema.settings import Settings, redact
 from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_batch
+from ddm.workers.buckets import parse_bucket_flag
 from ddm.workers.expert import DEFAULT_BUCKETS
 from ddm.workers.heartbeat import WorkerStats
 from ddm.workers.metrics import ExpertMetrics
@@ -302,16 +303,6 @@ class ExpertWorker:
         self.metrics.dead_lettered.inc()
 
 
-def parse_buckets(text: str | None) -> tuple[int, ...] | None:
-    """'1,2,4,8' -> (1, 2, 4, 8); None or '' -> None (the default buckets)."""
-    if not text:
-        return None
-    try:
-        return tuple(int(b) for b in text.split(",") if b.strip())
-    except ValueError:
-        raise ConfigError(expected("--buckets like 1,2,4,8", text)) from None
-
-
 def describe_stack(expert) -> str:
     """One log line: what runs the expert, at which versions, and what loading it compiled."""
     meta = expert.meta
@@ -344,7 +335,7 @@ def run_from_args(args) -> int:
         precision=args.precision,
         max_batch=args.max_batch,
         max_wait_ms=args.max_wait_ms,
-        buckets=parse_buckets(args.buckets),
+        buckets=parse_bucket_flag(args.buckets),
         worker_id=args.worker_id,
         metrics_port=args.metrics_port,
     )

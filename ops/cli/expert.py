@@ -30,12 +30,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ddm.ops.cli.exit_codes import FAILURE, OK
     from ddm.schema.deployment import Deployment, resolve_deployment
+    from ddm.workers.buckets import parse_bucket_flag
     from ddm.workers.expert import DEFAULT_BUCKETS
     from ddm.workers.selftest import selftest
-    from ddm.workers.worker import parse_buckets
 
     entry = Deployment.load(resolve_deployment(args.deployment)).expert(args.expert)
-    buckets = parse_buckets(args.buckets) or DEFAULT_BUCKETS
+    buckets = parse_bucket_flag(args.buckets) or DEFAULT_BUCKETS
     report = selftest(
         entry.checkpoint, args.device or entry.device, args.precision or entry.precision, buckets
     )

@@ -3,7 +3,6 @@ the data folder."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from ddm.ops.doctor.checks import FAIL, OK, SKIP, Check
@@ -33,18 +32,10 @@ def deployment(path: Path | None) -> tuple[Check, object | None]:
     return Check("deployment file", OK, detail), dep
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _checkpoint(folder: Path, kind: str) -> tuple[str, str]:
     """(framework, 'weights-file sha256 16 hex') of a checkpoint folder; ConfigError when its meta or
     weights are missing or malformed."""
-    from ddm.schema.checkpoint_meta import read_meta
+    from ddm.schema.checkpoint_meta import file_sha256, read_meta
     from ddm.workers.checkpoint import WEIGHTS_FILE
 
     meta = read_meta(folder, kind=kind)
@@ -54,7 +45,7 @@ def _checkpoint(folder: Path, kind: str) -> tuple[str, str]:
     weights = folder / WEIGHTS_FILE[framework]
     if not weights.is_file():
         raise ConfigError(f"{weights} is missing")
-    return framework, f"{weights.name} sha256 {sha256_file(weights)[:16]}"
+    return framework, f"{weights.name} sha256 {file_sha256(weights)[:16]}"
 
 
 def checkpoints(dep, experts: list[int], router: bool) -> tuple[Check, dict[int, str]]:

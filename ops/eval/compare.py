@@ -20,7 +20,8 @@ from pathlib import Path
 from ddm.schema.errors import ConfigError, expected
 
 REQUIRED = ("strategy", "accuracy", "fd", "fd_real_vs_real", "forward_passes_per_image", "seconds_per_image")
-SETTINGS = ("n", "steps", "guidance", "real_split")  # what must match for rows to compare like for like
+# what must match for rows to compare like for like (FD needs one classifier's features)
+SETTINGS = ("n", "steps", "guidance", "real_split", "classifier_sha256")
 HEADER = (
     "| name | strategy | class accuracy | FD (± bootstrap se) | FD real vs real "
     "| forward passes / image | ms / image |\n"

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from ddm.ops.eval.classifier import WEIGHTS as CLASSIFIER_WEIGHTS
 from ddm.ops.eval.classifier import features, load_classifier, predict
 from ddm.ops.eval.frechet import frechet_bootstrap, frechet_distance
 from ddm.router.deployment_loader import load_experts, load_policy
 from ddm.router.sampler import sample_local
-from ddm.schema.checkpoint_meta import write_json_atomic
+from ddm.schema.checkpoint_meta import file_sha256, write_json_atomic
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import MAX_SAMPLES, JobSpec
 from ddm.schema.strategy import Strategy
@@ -51,7 +52,8 @@ def evaluate(req: EvalRequest) -> tuple[np.ndarray, np.ndarray, dict]:
     # What the scores need is loaded BEFORE sampling (minutes): a missing classifier or data folder
     # fails in a second instead of after the work. The real images are of the dataset the classifier
     # was trained on.
-    model, meta = load_classifier(req.classifier or deployment.path.parent / "classifier")
+    classifier = Path(req.classifier or deployment.path.parent / "classifier")
+    model, meta = load_classifier(classifier)
     real = load_dataset(meta["dataset"], req.real_split, req.data_dir)
     x, labels, cost = generate(req.deployment, req.n, req.strategy, req.steps, guidance, req.seed, req.device)
     metrics = {
@@ -62,6 +64,9 @@ def evaluate(req: EvalRequest) -> tuple[np.ndarray, np.ndarray, dict]:
         "n": req.n,
         "seed": req.seed,
         "real_split": real.split,
+        # FDs compare only under one classifier's features: name it and its weights
+        "classifier": display_path(classifier),
+        "classifier_sha256": file_sha256(classifier / CLASSIFIER_WEIGHTS)[:16],
         **score(x, labels, model, meta, real.as_model_input()),
         **cost,
     }

@@ -39,4 +39,4 @@ def frechet_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int = 200, seed: 
         for _ in range(resamples)
     ]
     se = float(np.std(draws, ddof=1))
-    return {"fd_se": se, "fd_ci95": [fd - 1.96 * se, fd + 1.96 * se]}
+    return {"fd_se": se, "fd_ci95": [max(0.0, fd - 1.96 * se), fd + 1.96 * se]}  # FD >= 0

@@ -129,6 +129,8 @@ def write_records(run: Path, out: Path, allow_missing: bool = False) -> list[str
         listing = "\n  ".join(missing)
         raise ConfigError(f"{run}: expected a finished study seed (study.sh), missing:\n  {listing}")
     seed = the_seed(experts, evals)
+    for stale in (out / "eval", out / "samples"):  # a row gone from the run must not linger here
+        shutil.rmtree(stale, ignore_errors=True)
     for row, folder in evals.items():
         (out / "eval").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(folder / "metrics.json", out / "eval" / f"{row}.json")

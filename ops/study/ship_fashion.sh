@@ -82,7 +82,8 @@ TOML
 evaluate() { # strategy
   local dir="$SHIP_RUNS/eval_${1/:/}"
   [ -f "$dir/metrics.json" ] || ddm eval --deployment "$SHIP_OUT/deployment.toml" --total "$SHIP_N" \
-    --strategy "$1" --real-split test --out "$dir" > "$dir.log" 2>&1
+    --strategy "$1" --real-split test --out "$dir" > "$dir.log" 2>&1 ||
+    { echo "FAILED: $dir (see $dir.log)"; return 1; }
   echo "done: eval $1: $(tail -1 "$dir.log")"
 }
 export -f evaluate

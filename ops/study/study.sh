@@ -61,13 +61,14 @@ train_one() { # seed case expert batch
 train_router() { # seed case
   local dir="$STUDY_OUT/seed$1/$2/router"
   [ -f "$dir/meta.json" ] || ddm train router --partition "$STUDY_OUT/$2.json" --steps 1000 --seed "$1" \
-    --out "$dir" --no-progress > "$dir.log" 2>&1
+    --out "$dir" --no-progress > "$dir.log" 2>&1 || { echo "FAILED: $dir (see $dir.log)"; return 1; }
   echo "done: seed $1 $2 router"
 }
 evaluate() { # seed case strategy classifier
   local dir="$STUDY_OUT/seed$1/eval/$2_${3/:/}"
   [ -f "$dir/metrics.json" ] || ddm eval --deployment "$STUDY_OUT/seed$1/$2/deployment.toml" --total "$STUDY_N" \
-    --strategy "$3" --seed "$1" --classifier "$4" --real-split test --out "$dir" > "$dir.log" 2>&1
+    --strategy "$3" --seed "$1" --classifier "$4" --real-split test --out "$dir" > "$dir.log" 2>&1 ||
+    { echo "FAILED: $dir (see $dir.log)"; return 1; }
   echo "done: seed $1 $2 $3 ($(tail -1 "$dir.log"))"
 }
 export -f train_one train_router evaluate

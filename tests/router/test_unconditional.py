@@ -5,6 +5,8 @@ with the message the client gives, while a job that named no strategy runs under
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -69,20 +71,26 @@ def test_null_rows_get_guidance_1_and_the_local_sampler_refuses_oracle():
         sample_local({0: expert, 1: expert}, policy, oracle)
 
 
-@pytest.fixture
-def router(settings, label_split_deployment):
-    """A router worker's intake and store (no broker connection: nothing here consumes)."""
-    return RouterWorker(settings, label_split_deployment)
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "mnist" / "deployment.toml"
 
 
-def test_the_router_fails_an_oracle_job_with_a_null_label_and_runs_one_without_a_strategy(router):
+def test_the_router_fails_unconditional_jobs_a_label_table_cannot_route(settings, label_split_deployment):
+    """Under the oracle strategy a null label names no expert; under any strategy a label-table router's
+    null row is a fixed expert, whatever x_t shows: both are refused, naming why."""
+    router = RouterWorker(settings, label_split_deployment)  # intake and store only: nothing consumes
     spec = JobSpec.new([NULL_CLASS, 4], steps=3, strategy="oracle")
     decision = router.intake.decide(Delivery(1, spec, None, spec.encode()))
     assert isinstance(decision, Fail)
     assert "strategy 'oracle' routes each image by its label" in decision.error
     assert "null label 10 (unconditional)" in decision.error
+    spec = JobSpec.new([NULL_CLASS], steps=3, strategy="full")
+    decision = router.intake.decide(Delivery(2, spec, None, spec.encode()))
+    assert isinstance(decision, Fail) and "need a router that reads x_t" in decision.error
 
-    unset = JobSpec.new([NULL_CLASS] * 2, steps=3)  # the deployment's default is the oracle
+
+def test_an_unconditional_job_without_a_strategy_runs_top1_on_a_learned_router(settings):
+    router = RouterWorker(settings, SHIPPED)  # the shipped demo: learned router, oracle by default
+    unset = JobSpec.new([NULL_CLASS] * 2, steps=3)
     assert router.descriptor.default_strategy == "oracle"
     decision = router.intake.decide(Delivery(2, unset, None, unset.encode()))
     assert isinstance(decision, Run), decision

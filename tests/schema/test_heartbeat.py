@@ -93,9 +93,14 @@ def test_decode_skips_a_text_field_it_does_not_know():
     assert "colour" not in beat.to_dict() and beat.counters == {"hops": 3}
 
 
-def test_precision_is_one_of_the_precisions():
+def test_precision_is_kept_as_text_even_one_this_reader_does_not_know():
+    """The worker checks its precision (schema/precision.py) before it beats; a reader keeps whatever a
+    newer worker says instead of losing sight of the worker."""
     assert WorkerHeartbeat.build({**EXPERT, "precision": "tf32"}).precision == "tf32"
-    with pytest.raises(SchemaError, match="precision"):
-        WorkerHeartbeat.build({**EXPERT, "precision": "fp8"})
+    raw = {
+        k.encode(): v.encode()
+        for k, v in WorkerHeartbeat.build({**EXPERT, "precision": "fp8"}).encode().items()
+    }
+    assert WorkerHeartbeat.decode(raw).precision == "fp8"
     with pytest.raises(SchemaError, match="pid as an integer"):
         WorkerHeartbeat.decode({b"worker_id": b"w", b"role": b"router", b"updated_at": b"1", b"pid": b"1.5"})

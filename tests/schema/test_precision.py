@@ -74,25 +74,25 @@ def reply(precision: str | None = None) -> VelocityReply:
     return VelocityReply("job1:3:0", v, 1, "w-1", 2.5, 4, **extra)
 
 
-def test_a_reply_without_precision_is_written_as_earlier_workers_wrote_it():
-    unsaid = reply()
-    assert unsaid.precision == ""
-    wire = msgpack_numpy.unpackb(unsaid.encode())
+def test_an_fp32_reply_is_written_as_earlier_workers_wrote_it():
+    """fp32, the default, stays off the wire: a router older than the field decodes it."""
+    plain = reply("fp32")
+    wire = msgpack_numpy.unpackb(plain.encode())
     assert set(wire) == V1_REPLY_KEYS, "an earlier reader refuses any key it does not know"
-    assert VelocityReply.decode(unsaid.encode()).precision == ""
-    assert reply("").encode() == unsaid.encode()
+    assert VelocityReply.decode(plain.encode()).precision == "fp32"
+    assert reply().encode() == plain.encode()
 
 
-def test_a_reply_from_an_earlier_worker_decodes_with_no_precision():
+def test_a_reply_from_an_earlier_worker_reads_as_fp32():
     r = reply("bf16")
     earlier = msgpack_numpy.packb(
         {k: v for k, v in msgpack_numpy.unpackb(r.encode()).items() if k != "precision"}
     )
-    assert VelocityReply.decode(earlier).precision == ""
+    assert VelocityReply.decode(earlier).precision == "fp32"
 
 
-@pytest.mark.parametrize("precision", PRECISIONS)
-def test_a_reply_carries_its_precision(precision):
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_a_reply_carries_a_precision_other_than_fp32(precision):
     r = reply(precision)
     wire = msgpack_numpy.unpackb(r.encode())
     assert wire["precision"] == precision and set(wire) == V1_REPLY_KEYS | {"precision"}
@@ -100,7 +100,7 @@ def test_a_reply_carries_its_precision(precision):
     assert back.precision == precision and np.array_equal(back.v, r.v)
 
 
-@pytest.mark.parametrize("precision", ["fp8", "FP32", "fp16", 16, None])
+@pytest.mark.parametrize("precision", ["fp8", "FP32", "fp16", 16, None, ""])
 def test_a_reply_refuses_other_precisions(precision):
     v = np.zeros((1, 1, 32, 32), np.float32)
     with pytest.raises(SchemaError, match="precision in"):
@@ -128,7 +128,7 @@ def test_a_frame_without_precisions_is_written_as_before():
     assert Frame.decode(plain.encode()).precisions == ()
 
 
-@pytest.mark.parametrize("precisions", [("fp32", "bf16"), ("tf32", ""), ("", "")])
+@pytest.mark.parametrize("precisions", [("fp32", "bf16"), ("tf32", "tf32"), ("bf16", "fp32")])
 def test_a_frames_precisions_round_trip_in_the_experts_order(precisions):
     f = frame(precisions=precisions)
     wire = msgpack_numpy.unpackb(f.encode())

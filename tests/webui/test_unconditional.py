@@ -9,9 +9,14 @@ from ddm.webui.jobs import labels_text, parse_form
 from ddm.webui.payloads import grid_cols
 
 
-def test_an_oracle_job_with_a_null_label_is_refused_and_a_router_strategy_queues_it(make_app, fake):
+def test_an_oracle_job_with_a_null_label_is_refused_and_a_router_strategy_queues_it(
+    make_app, fake, fake_deployment
+):
     fake.all_workers()
     http = make_app().test_client()
+    table = http.post("/api/jobs", json={"labels": [NULL_CLASS], "steps": 4, "strategy": "full"})
+    assert table.status_code == 400 and "need a router that reads x_t" in table.get_json()["error"]
+    fake.publish(fake_deployment, router_kind="learned")  # as if a learned router served it
     refused = http.post("/api/jobs", json={"labels": [3, NULL_CLASS], "steps": 4, "strategy": "oracle"})
     assert refused.status_code == 400, refused.get_json()
     body = refused.get_json()

@@ -17,12 +17,13 @@ import pytest
 import torch
 
 from ddm.ops.random_experts import make_random_expert
+from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.errors import ConfigError
 from ddm.workers.checkpoint import WEIGHTS_FILE, read_meta
 from ddm.workers.selftest import fixed_inputs
 from ddm.workers.torch_expert.checkpoint import load_weights, save_weights
 from ddm.workers.torch_expert.expert import load
-from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey, file_sha256
+from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
 
 BUCKETS = (1, 2, 4)
 

@@ -22,9 +22,11 @@ from ddm.workers.jax_expert.unet import UNet, init_params
 from ddm.workers.layout import canonical_to_flax
 
 DEVICES = ("auto", "cpu", "gpu")
-# precision -> the matmul and convolution precision XLA compiles with. fp32 asks for "highest": on
-# GPUs XLA's default for float32 dots is TF32-like. On the CPU only fp32 exists.
-MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "bfloat16"}
+# precision -> the matmul and convolution precision XLA compiles float32 dots with. fp32 asks for
+# "highest": on Ampere and newer GPUs XLA's default for float32 is TF32. bf16 is not offered: XLA's
+# "bfloat16" setting only selects its default precision, which is not bf16 compute (JAX issue 18934);
+# it would need the params and inputs cast, which this expert does not do.
+MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
 
 
 def enable_compilation_cache() -> None:
@@ -90,8 +92,12 @@ def load(
 ) -> JaxExpert:
     dev = resolve_device(device)
     check_precision(precision)
-    if dev.platform == "cpu" and precision != "fp32":
-        raise ConfigError(f"precision {precision} is not available on a JAX CPU backend; expected fp32")
+    offered = ("fp32",) if dev.platform == "cpu" else tuple(MATMUL_PRECISION)
+    if precision not in offered:
+        raise ConfigError(
+            f"precision {precision} is not available on a JAX {dev.platform} expert; expected one of "
+            f"{offered}"
+        )
     enable_compilation_cache()
     model = UNet(config_of(meta))
     params = canonical_to_flax(load_weights(Path(path)), init_params(model, 0))

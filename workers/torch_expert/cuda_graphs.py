@@ -26,7 +26,8 @@ def set_cuda_precision(precision: str) -> None:
 
 
 class CudaGraphBucket:
-    """One bucket: static device tensors, pinned host staging buffers, a captured graph."""
+    """One bucket: static device tensors, pinned host staging buffers, a captured graph. Not
+    thread-safe (the buffers are shared): the expert worker computes on one thread."""
 
     def __init__(self, model: torch.nn.Module, bucket: int, precision: str):
         dev = torch.device("cuda")

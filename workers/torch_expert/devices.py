@@ -18,7 +18,7 @@ from ddm.schema.precision import check_precision
 
 DEVICES = ("auto", "cpu", "cuda", "neuron", "cpu-traced")
 # The precisions each device can honour. cpu-traced stands in for Neuron's compile-and-load path on any
-# CPU, in float32 only; tf32 exists only where the hardware has it.
+# CPU, in float32 only; tf32 exists only where the hardware has it (CUDA: checked per GPU below).
 PRECISIONS_ON = {
     "cpu": ("fp32", "bf16"),
     "cpu-traced": ("fp32",),
@@ -82,6 +82,13 @@ def check_device_precision(device: str, precision: str) -> str:
     if precision not in PRECISIONS_ON[device]:
         raise ConfigError(
             f"precision {precision} is not available on {device}; expected one of {PRECISIONS_ON[device]}"
+        )
+    if device == "cuda" and precision != "fp32" and torch.cuda.get_device_capability() < (8, 0):
+        # TF32 and native bf16 arrive with Ampere; before it the flags are silently ignored
+        capability = ".".join(map(str, torch.cuda.get_device_capability()))
+        raise ConfigError(
+            f"precision {precision} needs an Ampere or newer GPU (compute capability 8.0+); "
+            f"{torch.cuda.get_device_name()} is {capability}: use fp32"
         )
     return precision
 

@@ -21,12 +21,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.precision import DEFAULT_PRECISION
 from ddm.workers.checkpoint import WEIGHTS_FILE, config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.torch_expert.checkpoint import load_weights
 from ddm.workers.torch_expert.devices import check_device_precision, resolve_device, toolchain
-from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey, file_sha256
+from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
 from ddm.workers.torch_expert.tracing import example_inputs, tracer_for
 from ddm.workers.torch_expert.unet import UNet
 

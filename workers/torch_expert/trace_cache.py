@@ -7,8 +7,10 @@ the UNet's source), the bucket, the device, the toolchain versions (torch, torch
 means another file, so a stale executable is never served. Each file has a sidecar with its own
 sha256, checked before loading: a truncated or swapped file is compiled again, not loaded.
 
-torch.jit.load runs TorchScript from the file, so the folder must be writable only by the worker (it
-is the worker's own output, never a file a user hands in).
+torch.jit.load runs TorchScript from the file, so a file is loaded only when it, its sidecar and the
+folder belong to the worker's user and no one else can write them (the folder is created 0700): the
+cache holds the worker's own output, never a file a user hands in. Files are never evicted: each new
+set of weights adds one file per bucket (delete the folder to reclaim it; the next start compiles).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,16 +27,16 @@ from pathlib import Path
 
 import torch
 
+from ddm.schema.checkpoint_meta import file_sha256
+
 log = logging.getLogger(__name__)
 OFF = ("", "0", "off", "none")
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def private(path: Path) -> bool:
+    """Owned by this process's user and not writable by group or others: only we could have put it there."""
+    st = path.stat()
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,14 @@ class TraceCache:
         model_path, meta_path = self._paths(key)
         if not (model_path.is_file() and meta_path.is_file()):
             return None
+        if not all(private(p) for p in (self.folder, model_path, meta_path)):
+            log.warning(
+                "not loading traced bucket %d: %s must be owned by this user and writable by no one else "
+                "(torch.jit.load runs its files as code); compiling instead",
+                key.bucket,
+                self.folder,
+            )
+            return None
         try:
             meta = json.loads(meta_path.read_text())
             matches = isinstance(meta, dict) and meta.get("key") == key.describe()
@@ -124,7 +135,7 @@ class TraceCache:
     def _save(self, key: TraceKey, module: torch.jit.ScriptModule) -> None:
         model_path, meta_path = self._paths(key)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             unique = uuid.uuid4().hex  # replicas may share a volume, and pids repeat across containers
             tmp = model_path.with_suffix(f".tmp-{unique}")
             torch.jit.save(module, str(tmp))
