@@ -84,7 +84,7 @@ def data_folder(flag: str | None) -> Check:
 
     data_dir = resolve_data_dir(flag)
     named = bool(flag or os.environ.get("DDM_DATA_DIR"))
-    found = []
+    found, here = [], False
     for name in sorted(DATASETS):
         for split in SPLITS:
             try:
@@ -92,11 +92,13 @@ def data_folder(flag: str | None) -> Check:
             except ConfigError:
                 continue
             found.append(f"{name} {split} ({images.parent})")
+            here = here or Path(data_dir).resolve() in images.resolve().parents
+    fix = f"`ddm data fetch mnist --data-dir {data_dir}`, or point DDM_DATA_DIR at a folder with the files"
+    if named and not here:  # a system-wide copy (Debian's) does not make the named folder right
+        elsewhere = f" (found elsewhere: {', '.join(found)})" if found else ""
+        return Check("data folder", FAIL, f"{data_dir}: no dataset split found there{elsewhere}", fix)
     if found:
         return Check("data folder", OK, f"{data_dir}: " + ", ".join(found))
-    fix = f"`ddm data fetch mnist --data-dir {data_dir}`, or point DDM_DATA_DIR at a folder with the files"
-    if named:
-        return Check("data folder", FAIL, f"{data_dir}: no dataset split found there", fix)
     return Check(
         "data folder", SKIP, f"no data at {data_dir} (only training, partition and eval need one)", fix
     )
