@@ -80,6 +80,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.ops.cli.train import train_config
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.schema.deployment import Deployment
     from ddm.schema.errors import ConfigError, SchemaError
@@ -96,14 +97,7 @@ def main(args: argparse.Namespace) -> int:
         policy.check_strategy(parsed)
     except SchemaError as exc:
         raise ConfigError(f"--strategy: {exc}") from None
-    tcfg = TrainConfig(
-        preset=args.preset,
-        steps=args.steps,
-        batch=args.batch,
-        lr=args.lr,
-        seed=args.seed,
-        save_every=args.save_every,
-    )
+    tcfg = train_config(args)
     # The data before the teachers (loading a JAX teacher compiles it): a wrong split fails at once.
     dataset = _student_data(deployment, args)
     record = d.distilled_from(deployment, str(parsed), tcfg.steps)

@@ -106,14 +106,7 @@ def train_expert_command(args: argparse.Namespace) -> int:
         args.framework, args.preset, args.expert, manifest.identity(), label_counts, args.device
     )
     check_resume(args.out, meta, args.resume)
-    tcfg = TrainConfig(
-        preset=args.preset,
-        steps=args.steps,
-        batch=args.batch,
-        lr=args.lr,
-        seed=args.seed,
-        save_every=args.save_every,
-    )
+    tcfg = train_config(args)
     trainer = make_trainer(args.framework, tcfg, device=args.device)
     print(
         f"training {args.framework} expert {args.expert} ({args.preset}) on {len(idx)} samples "
@@ -197,3 +190,15 @@ def train_classifier_command(args: argparse.Namespace) -> int:
         f"({final['wall_time_s']} s) -> {args.out}"
     )
     return 0
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    """The TrainConfig of a training command's flags (`ddm train expert`, `ddm distill`)."""
+    return TrainConfig(
+        preset=args.preset,
+        steps=args.steps,
+        batch=args.batch,
+        lr=args.lr,
+        seed=args.seed,
+        save_every=args.save_every,
+    )

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import redis
 
-from ddm.ops.random_experts import make_random_expert
 from ddm.schema.errors import DeviceError
 from ddm.schema.heartbeat import WorkerHeartbeat
 from ddm.schema.settings import Settings
@@ -32,28 +31,17 @@ from ddm.workers.selftest import (
     selftest,
     startup_check,
 )
-from ddm.workers.torch_expert.checkpoint import load_weights, save_weights
 from ddm.workers.worker import ExpertWorker
+from tests.support.checkpoints import good_and_perturbed
 from tests.support.fakes import write_deployment
 
 BUCKETS = (1, 2, 4)
 
 
-def perturbed_copy(src: Path, dst: Path) -> Path:
-    """A second checkpoint: `src` with one tensor changed (the output convolution's weights doubled)."""
-    shutil.copytree(src, dst)
-    weights = load_weights(dst)
-    weights["out_conv.weight"] = weights["out_conv.weight"] * 2.0
-    save_weights(dst, weights)
-    return dst
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
     """(a tiny random torch expert, the same with one tensor perturbed)."""
-    root = tmp_path_factory.mktemp("selftest")
-    good = make_random_expert(root / "good", "torch", range(10), seed=0)
-    return good, perturbed_copy(good, root / "perturbed")
+    return good_and_perturbed(tmp_path_factory.mktemp("selftest"))
 
 
 @pytest.fixture(scope="module")

@@ -16,33 +16,21 @@ import numpy as np
 import pytest
 import torch
 
-from ddm.ops.random_experts import make_random_expert
 from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.errors import ConfigError
 from ddm.workers.checkpoint import WEIGHTS_FILE, read_meta
 from ddm.workers.selftest import fixed_inputs
-from ddm.workers.torch_expert.checkpoint import load_weights, save_weights
 from ddm.workers.torch_expert.expert import load
 from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
+from tests.support.checkpoints import good_and_perturbed
 
 BUCKETS = (1, 2, 4)
-
-
-def perturbed_copy(src: Path, dst: Path) -> Path:
-    """A second checkpoint: `src` with one tensor changed (the output convolution's weights doubled)."""
-    shutil.copytree(src, dst)
-    weights = load_weights(dst)
-    weights["out_conv.weight"] = weights["out_conv.weight"] * 2.0
-    save_weights(dst, weights)
-    return dst
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
     """(a tiny random torch expert, the same with one tensor perturbed)."""
-    root = tmp_path_factory.mktemp("trace_cache")
-    good = make_random_expert(root / "good", "torch", range(10), seed=0)
-    return good, perturbed_copy(good, root / "perturbed")
+    return good_and_perturbed(tmp_path_factory.mktemp("trace_cache"))
 
 
 @pytest.fixture(autouse=True)
