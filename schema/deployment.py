@@ -145,29 +145,7 @@ class Deployment:
         guidance = data.get("guidance", 1.0)
         if type(guidance) not in (int, float) or not 0.0 <= guidance <= MAX_GUIDANCE:
             raise ConfigError(f"{path}: {expected(f'guidance, a number in [0, {MAX_GUIDANCE:g}]', guidance)}")
-        raw_experts = data.get("experts")
-        if not isinstance(raw_experts, list) or not raw_experts:
-            raise ConfigError(f"{path}: {expected('at least one [[experts]] table', raw_experts)}")
-        experts = []
-        for i, entry in enumerate(raw_experts):
-            if not isinstance(entry, dict) or set(entry) - {"id", "checkpoint", "device", "precision"}:
-                raise ConfigError(
-                    f"{path}: {expected('[[experts]] with id, checkpoint, device, precision', entry)}"
-                )
-            if entry.get("id") != i:
-                raise ConfigError(
-                    f"{path}: {expected(f'expert ids 0..K-1 in order, so id = {i} here', entry.get('id'))}"
-                )
-            if not isinstance(entry.get("checkpoint"), str):
-                raise ConfigError(
-                    f"{path}: {expected(f'experts[{i}].checkpoint, a folder path', entry.get('checkpoint'))}"
-                )
-            device = entry.get("device", "auto")
-            if not isinstance(device, str):
-                raise ConfigError(f"{path}: {expected(f'experts[{i}].device as a string', device)}")
-            where = f"{path}: experts[{i}].precision"
-            precision = check_precision(entry.get("precision", DEFAULT_PRECISION), where)
-            experts.append(ExpertEntry(i, base / entry["checkpoint"], device, precision))
+        experts = _expert_entries(data.get("experts"), base, path)
         raw_router = data.get("router", {"kind": "oracle"})
         kind = raw_router.get("kind", "oracle") if isinstance(raw_router, dict) else raw_router
         if kind not in ROUTER_KINDS or set(raw_router) - {"kind", "checkpoint"}:
@@ -183,10 +161,37 @@ class Deployment:
         return cls(
             name=str(data.get("name", path.stem)),
             path=path.resolve(),
-            experts=tuple(experts),
+            experts=experts,
             router=router,
             guidance=float(guidance),
             strategy=strategy,
             class_names=tuple(class_names),
             on_expert_loss=on_expert_loss,
         )
+
+
+def _expert_entries(raw_experts: object, base: Path, path: Path) -> tuple[ExpertEntry, ...]:
+    """The [[experts]] tables of a deployment file, checked; checkpoints resolved against `base`."""
+    if not isinstance(raw_experts, list) or not raw_experts:
+        raise ConfigError(f"{path}: {expected('at least one [[experts]] table', raw_experts)}")
+    experts = []
+    for i, entry in enumerate(raw_experts):
+        if not isinstance(entry, dict) or set(entry) - {"id", "checkpoint", "device", "precision"}:
+            raise ConfigError(
+                f"{path}: {expected('[[experts]] with id, checkpoint, device, precision', entry)}"
+            )
+        if entry.get("id") != i:
+            raise ConfigError(
+                f"{path}: {expected(f'expert ids 0..K-1 in order, so id = {i} here', entry.get('id'))}"
+            )
+        if not isinstance(entry.get("checkpoint"), str):
+            raise ConfigError(
+                f"{path}: {expected(f'experts[{i}].checkpoint, a folder path', entry.get('checkpoint'))}"
+            )
+        device = entry.get("device", "auto")
+        if not isinstance(device, str):
+            raise ConfigError(f"{path}: {expected(f'experts[{i}].device as a string', device)}")
+        where = f"{path}: experts[{i}].precision"
+        precision = check_precision(entry.get("precision", DEFAULT_PRECISION), where)
+        experts.append(ExpertEntry(i, base / entry["checkpoint"], device, precision))
+    return tuple(experts)
