@@ -39,9 +39,19 @@ def local_without(deployment_path, spec: JobSpec, expert: int, steps_without: se
     return x
 
 
+def wait_consuming(pipe, expert: int, timeout: float = 30.0) -> None:
+    """Until expert `expert`'s queue has a consumer (a worker's heartbeat precedes its consumer)."""
+    deadline = time.monotonic() + timeout
+    with amqp_channel() as ch:
+        while ch.queue_declare(pipe.names.expert_queue(expert), passive=True).method.consumer_count < 1:
+            assert time.monotonic() < deadline, f"no consumer on expert {expert}'s queue"
+            time.sleep(0.05)
+
+
 def test_full_routes_around_a_killed_expert_and_records_the_steps(shared_labels_deployment, tmp_path):
     with Pipeline(shared_labels_deployment, tmp_path) as pipe:
         pipe.up({"a0": 0, "b0": 1})
+        wait_consuming(pipe, 1)  # a heartbeat comes before the consumer: the router must see b0 live
         client = pipe.client()
         spec = JobSpec.new([3, 5, 6], steps=150, strategy="full", seed=4)
         client.submit(spec)
@@ -123,9 +133,13 @@ def test_a_stalled_replica_is_hedged_and_the_result_equals_local(label_split_dep
         assert int(pipe.heartbeat("router").get("resends", 0)) == 0
 
 
+BACKLOG = 80
+
+
 def test_a_backlogged_expert_is_waited_for(label_split_deployment, tmp_path):
-    # Before: a job behind this backlog failed after 5 sends of the timeout each (here 5 x 1 s). 64 rows
-    # per request (the router's own largest) keeps the backlog near 10 s on two cores.
+    # Before: a job behind this backlog failed after 5 sends of the timeout each (here 5 x 1 s). 80
+    # requests of 64 rows (the router's own largest) keep the backlog near 10 s on two idle cores (40 lasted
+    # only 4.5-4.8 s there).
     with Pipeline(label_split_deployment, tmp_path, timeout_s=1.0) as pipe:
         pipe.up({"a0": 0, "b0": 1})
         client = pipe.client()
@@ -133,7 +147,7 @@ def test_a_backlogged_expert_is_waited_for(label_split_deployment, tmp_path):
             reply_to = ch.queue_declare("", exclusive=True).method.queue
             rows = 64
             x = np.zeros((rows, 1, 32, 32), np.float32)
-            for i in range(40):
+            for i in range(BACKLOG):
                 t, y, g = np.full(rows, 0.5, np.float32), np.full(rows, 7), np.ones(rows, np.float32)
                 body = VelocityRequest(f"backlog.{i}", x, t, y, g).encode()
                 props = pika.BasicProperties(reply_to=reply_to, correlation_id=f"backlog.{i}")
@@ -144,8 +158,8 @@ def test_a_backlogged_expert_is_waited_for(label_split_deployment, tmp_path):
             got = client.result(spec.job_id, timeout=120)
             waited = time.monotonic() - started
             answered = ch.queue_declare(reply_to, passive=True).method.message_count
-        print(f"behind 40 x {rows} rows: done after {waited:.1f} s, {answered} backlog replies before it")
-        assert answered == 40, "the job really waited behind the whole backlog"
+        print(f"behind {BACKLOG} x {rows} rows: done after {waited:.1f} s, {answered} backlog replies first")
+        assert answered == BACKLOG, "the job really waited behind the whole backlog"
         assert waited > 5 * 1.0, "the backlog outlasted the old failure point"
         assert np.abs(got - local_reference(label_split_deployment, spec)).max() <= 1e-4
 
