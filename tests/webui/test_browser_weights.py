@@ -1,11 +1,13 @@
-"""The router at work, in a real browser: `ddm up` on the shipped deployment (checkpoints/mnist: a
-PyTorch and a JAX expert and the learned router, which reads x_t for unconditional images) on the real
-RabbitMQ and Redis, driven by headless Chromium through Playwright.
+"""The router at work, in a real browser: `ddm up` on each shipped deployment (checkpoints/mnist: a
+PyTorch and a JAX expert; checkpoints/fashion-mnist: four k-means experts, two of each framework; both
+with a learned router, which reads x_t for unconditional images) on the real RabbitMQ and Redis, driven
+by headless Chromium through Playwright.
 
-The page refuses an unconditional job under the oracle (the label names the expert, and there is none),
-then runs one under `full`: the weights chart follows the watched image step by step, one point per
-step, and its weights shift between the experts as the image forms (read from the chart's data
-attributes and text, not from pixels). Saves a screenshot under tmp (and in DDM_SCREENSHOT_DIR when set).
+Where the deployment offers the oracle (disjoint label sets), the page refuses an unconditional job
+under it (the label names the expert, and there is none); then it runs one under `full`: the weights
+chart follows the watched image step by step, one point per step, and its weights shift between the
+experts as the image forms (read from the chart's data attributes and text, not from pixels). The form names the deployment's classes. Saves a screenshot
+under tmp (and in DDM_SCREENSHOT_DIR when set).
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from pathlib import Path
 import pytest
 
 from ddm.ops.up.supervisor import stop_processes
+from ddm.schema.deployment import Deployment
 from tests.support.harness import DDM_CLI, OutputWatcher, service_env
 from tests.support.services import free_port
 from tests.webui.test_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
 
-SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "mnist" / "deployment.toml"
+CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
+# deployment -> (its screenshot's name in docs/img, whether it offers the oracle: only disjoint label sets do)
+SHIPPED = {"mnist": ("webui-weights.png", True), "fashion-mnist": ("webui-weights-fashion.png", False)}
 STEPS = 20
 IMAGES = 3
 
@@ -32,18 +37,22 @@ def _weights(row: str) -> list[float]:
 
 
 @pytest.mark.browser
-def test_an_unconditional_job_shows_the_router_shift_weight_over_t(prefix, tmp_path):
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_an_unconditional_job_shows_the_router_shift_weight_over_t(name, prefix, tmp_path):
     require_browser()
     from playwright.sync_api import sync_playwright
 
+    deployment = Deployment.load(CHECKPOINTS / name / "deployment.toml")
+    k = deployment.num_experts
     port = free_port()
     env = service_env(prefix, DDM_HEARTBEAT_S="0.5", DDM_HEARTBEAT_TTL_S="3")
-    argv = [*DDM_CLI, "up", "--deployment", str(SHIPPED), "--buckets", "1,4", "--ui-port", str(port)]
+    argv = [*DDM_CLI, "up", "--deployment", str(deployment.path), "--buckets", "1,4", "--ui-port", str(port)]
     argv += ["--grace", "10"]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = OutputWatcher(proc)
     url = f"http://127.0.0.1:{port}/"
-    shot = tmp_path / "webui-weights.png"
+    screenshot, has_oracle = SHIPPED[name]
+    shot = tmp_path / screenshot
     errors: list[str] = []
     try:
         out.wait_line("ddm up: ready.")
@@ -53,7 +62,11 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(prefix, tmp_p
             page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
             page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
             page.goto(url)
-            page.wait_for_selector('.worker[data-expert="1"][data-alive="1"]', timeout=20_000)
+            for e in range(k):
+                page.wait_for_selector(f'.worker[data-expert="{e}"][data-alive="1"]', timeout=60_000)
+            # the class picker names the deployment's classes
+            names = page.locator("#classes label span").all_text_contents()
+            assert names == list(deployment.class_names), names
 
             # unconditional images only, several of them
             page.click("#clear-classes")
@@ -62,18 +75,21 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(prefix, tmp_p
             page.fill("#steps", str(STEPS))
             page.fill("#seed", "7")
 
-            # the oracle reads the label, and these images have none: said next to the form, refused
-            page.select_option("#strategy", "oracle")
-            assert "oracle routes by the label" in page.text_content("#strategy-hint")
-            page.click("#submit")
-            page.wait_for_selector("#form-error:not([hidden])", timeout=10_000)
-            error = page.text_content("#form-error")
-            assert "Bad input" in error and "strategy 'oracle'" in error and "null label 10" in error
+            strategies = page.locator("#strategy option").evaluate_all("os => os.map(o => o.value)")
+            assert ("oracle" in strategies) == has_oracle, strategies
+            if has_oracle:
+                # the oracle reads the label, and these images have none: said next to the form, refused
+                page.select_option("#strategy", "oracle")
+                assert "oracle routes by the label" in page.text_content("#strategy-hint")
+                page.click("#submit")
+                page.wait_for_selector("#form-error:not([hidden])", timeout=10_000)
+                error = page.text_content("#form-error")
+                assert "Bad input" in error and "strategy 'oracle'" in error and "null label 10" in error
 
-            # under full the router reads x_t and weighs both experts at every step
+            # under full the router reads x_t and weighs every expert at every step
             page.select_option("#strategy", "full")
             page.click("#submit")
-            page.wait_for_selector('#stage[data-done="1"]', timeout=60_000)
+            page.wait_for_selector('#stage[data-done="1"]', timeout=120_000)
             assert page.is_hidden("#form-error")
             assert page.locator(".tile-cap").all_text_contents() == ["unconditional"] * IMAGES
             assert "unconditional" in page.text_content("#job-sub")
@@ -84,7 +100,7 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(prefix, tmp_p
                 f"() => document.querySelector('{chart}').dataset.points === '{STEPS}'", timeout=10_000
             )
             assert page.is_visible(chart) and page.get_attribute(chart, "data-image") == "0"
-            assert page.locator(f"{chart} path.warea").count() == 2  # an area per expert
+            assert page.locator(f"{chart} path.warea").count() == k  # an area per expert
             rows = page.locator("#weights-rows tr")
             assert rows.count() == STEPS
             assert [rows.nth(i).get_attribute("data-step") for i in range(STEPS)] == [
@@ -98,13 +114,14 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(prefix, tmp_p
             shift = abs(last[top] - first[top])
             argmax_changed = max(range(len(first)), key=first.__getitem__) != top
             assert shift > 0.2 or argmax_changed, (first, last)  # the router decided as the image formed
-            assert rows.nth(0).get_attribute("data-served") == "0,1"  # full: both experts served
+            served = ",".join(str(e) for e in range(k))
+            assert rows.nth(0).get_attribute("data-served") == served  # full: every expert served
 
             # the readout: a labelled bar per expert at the shown step, its weight in % and who served
             readout = page.locator("#weights-now .wnow-row")
-            assert readout.count() == 2
+            assert readout.count() == k
             assert page.get_attribute("#weights-now", "data-step") == str(STEPS)
-            shown = [float(readout.nth(k).get_attribute("data-weight")) for k in range(2)]
+            shown = [float(readout.nth(e).get_attribute("data-weight")) for e in range(k)]
             assert shown == pytest.approx(last, abs=1e-3)
             assert f"{100 * last[top]:.1f}%" in page.text_content("#weights-now")
             # the keyboard moves through the steps: Home reads out step 1
@@ -126,7 +143,7 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(prefix, tmp_p
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
         assert not errors, errors
-        print(f"\nweights of image 1 at step 1 {first}, at step {STEPS} {last}; screenshot {shot}")
+        print(f"\n{name}: weights of image 1 at step 1 {first}, at step {STEPS} {last}; screenshot {shot}")
     finally:
         if shot.exists() and os.environ.get("DDM_SCREENSHOT_DIR"):
             target = Path(os.environ["DDM_SCREENSHOT_DIR"])
