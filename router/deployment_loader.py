@@ -56,7 +56,9 @@ def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> D
         partition = meta.get("partition")
         cluster = partition.get("method", "?") if isinstance(partition, dict) else "?"
         labels = tuple(int(y) for y in np.flatnonzero(counts > 0))
-        experts.append(ExpertInfo(entry.id, meta["framework"], entry.device, labels, str(cluster)))
+        label_counts = tuple(int(c) for c in counts)
+        info = ExpertInfo(entry.id, meta["framework"], entry.device, labels, str(cluster), label_counts)
+        experts.append(info)
     has_oracle = policy.oracle is not None
     return DeploymentDescriptor(
         name=deployment.name,

@@ -6,8 +6,8 @@ none of them needs the deployment file. A job that leaves strategy or guidance u
 descriptor's defaults (resolve), and the router records the values it used in the job hash.
 
     {"name", "protocol_version", "router_kind", "experts": [{"id", "framework", "device", "labels",
-     "cluster"}], "strategies", "default_strategy", "default_guidance", "default_on_expert_loss",
-     "class_names", "router_id", "published_at"}
+     "cluster", "label_counts" (optional)}], "strategies", "default_strategy", "default_guidance",
+     "default_on_expert_loss", "class_names", "router_id", "published_at"}
 """
 
 from __future__ import annotations
@@ -52,18 +52,30 @@ def oracle_null_error(strategy: str, nulls: int) -> str:
 
 @dataclass(frozen=True)
 class ExpertInfo:
-    """One expert as the router deploys it: framework, configured device, the labels it was trained on
-    and how its cluster was made (the partition method, e.g. 'labels' or 'kmeans')."""
+    """One expert as the router deploys it: framework, configured device, the labels it was trained on,
+    how its cluster was made (the partition method, e.g. 'labels' or 'kmeans') and its training images
+    per label 0..9 (empty where the router predates them): a k-means cluster holds most labels, so
+    only the counts say what it is mostly made of."""
 
     id: int
     framework: str
     device: str
     labels: tuple[int, ...]
     cluster: str
+    label_counts: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        counts = self.label_counts
+        if counts and (
+            len(counts) != NUM_CLASSES
+            or tuple(y for y, c in enumerate(counts) if c > 0) != tuple(sorted(self.labels))
+        ):
+            want = f"label_counts, {NUM_CLASSES} counts non-zero exactly at labels {list(self.labels)}"
+            raise SchemaError(expected(want, counts))
 
     @classmethod
     def from_dict(cls, d: object) -> ExpertInfo:
-        d = _exact_keys("expert", d, cls)
+        d = _exact_keys("expert", d, cls, optional=("label_counts",))
         labels = d["labels"]
         if not isinstance(labels, list) or not all(type(y) is int and 0 <= y < NUM_CLASSES for y in labels):
             raise SchemaError(expected(f"expert labels as a list of ints in 0..{NUM_CLASSES - 1}", labels))
@@ -71,7 +83,16 @@ class ExpertInfo:
             isinstance(d[k], str) for k in ("framework", "device", "cluster")
         ):
             raise SchemaError(expected("expert id int and framework, device, cluster strings", d))
-        return cls(d["id"], d["framework"], d["device"], tuple(labels), d["cluster"])
+        counts = d.get("label_counts", [])
+        if not isinstance(counts, list) or not all(type(c) is int and c >= 0 for c in counts):
+            raise SchemaError(expected("expert label_counts as a list of non-negative ints", counts))
+        return cls(d["id"], d["framework"], d["device"], tuple(labels), d["cluster"], tuple(counts))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {**dataclasses.asdict(self), "labels": list(self.labels), "label_counts": list(self.label_counts)}
+        if not self.label_counts:
+            del d["label_counts"]  # what a router before label_counts wrote
+        return d
 
 
 @dataclass(frozen=True)
@@ -189,7 +210,7 @@ class DeploymentDescriptor:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["experts"] = [{**dataclasses.asdict(e), "labels": list(e.labels)} for e in self.experts]
+        d["experts"] = [e.to_dict() for e in self.experts]
         d["strategies"], d["class_names"] = list(self.strategies), list(self.class_names)
         return d
 
@@ -218,9 +239,10 @@ def routes_around(spec: JobSpec) -> bool:
     return Strategy.parse(spec.strategy).mixes and spec.on_expert_loss != "wait"
 
 
-def _exact_keys(what: str, d: object, cls: type) -> dict:
+def _exact_keys(what: str, d: object, cls: type, optional: tuple[str, ...] = ()) -> dict:
+    """d, checked to hold every field of cls but `optional` ones, and nothing else."""
     names = {f.name for f in dataclasses.fields(cls)}
-    if not isinstance(d, dict) or set(d) != names:
+    if not isinstance(d, dict) or not names - set(optional) <= set(d) <= names:
         got = sorted(d, key=str) if isinstance(d, dict) else type(d).__name__
         raise SchemaError(expected(f"{what} with keys {sorted(names)}", got))
     return dict(d)

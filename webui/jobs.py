@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, label_name
+from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, ExpertInfo, label_name
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
@@ -71,11 +71,29 @@ def labels_text(descriptor: DeploymentDescriptor | None, labels: Sequence[int]) 
     return ", ".join(label_name(y, names) for y in labels)
 
 
+# An expert whose largest label share is this many times its labels' mean share (a k-means cluster) is
+# described by its largest shares, not by every label it saw: 'Ankle boot 60%, Bag 18%, ...'.
+UNEVEN_SHARES = 1.5
+SHARES_SHOWN = 3
+
+
+def trained_on(descriptor: DeploymentDescriptor, expert: ExpertInfo) -> str:
+    """What an expert was trained on: its labels ('5-9'; 'Trouser, Dress' by class names), or where
+    its cluster is uneven, its largest shares ('Ankle boot 60%, Bag 18%, Sneaker 12% and 7 more')."""
+    counts, labels = expert.label_counts, expert.labels
+    total = sum(counts)
+    if not total or max(counts) * len(labels) < UNEVEN_SHARES * total:
+        return labels_text(descriptor, labels)
+    top = sorted(labels, key=lambda y: -counts[y])[:SHARES_SHOWN]
+    text = ", ".join(f"{descriptor.label_name(y)} {100 * counts[y] / total:.0f}%" for y in top)
+    return f"{text} and {len(labels) - len(top)} more" if len(labels) > len(top) else text
+
+
 def describe_expert(descriptor: DeploymentDescriptor, expert_id: int) -> str:
     """'expert 1 (jax, trained on 5-9)': how the page names an expert in messages."""
     for e in descriptor.experts:
         if e.id == expert_id:
-            return f"expert {expert_id} ({e.framework}, trained on {labels_text(descriptor, e.labels)})"
+            return f"expert {expert_id} ({e.framework}, trained on {trained_on(descriptor, e)})"
     return f"expert {expert_id}"
 
 
@@ -90,6 +108,7 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
             "framework": e.framework,
             "device": e.device,
             "classes": list(e.labels),
+            "trained_on": trained_on(descriptor, e),
             "cluster": e.cluster,
         }
         for e in descriptor.experts

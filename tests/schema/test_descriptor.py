@@ -34,6 +34,40 @@ def test_round_trip_is_exact():
     assert DeploymentDescriptor.decode(d.encode()) == d
 
 
+KMEANS_COUNTS = (8, 1, 9, 2, 10, 887, 15, 1144, 1678, 5556)  # a Fashion-MNIST k-means cluster
+
+
+def test_label_counts_travel_when_known_and_stay_optional():
+    kmeans = ExpertInfo(1, "jax", "auto", tuple(range(10)), "kmeans", KMEANS_COUNTS)
+    d = descriptor(experts=(descriptor().experts[0], kmeans))
+    assert DeploymentDescriptor.decode(d.encode()) == d
+    wire = d.to_dict()["experts"]
+    assert "label_counts" not in wire[0] and wire[1]["label_counts"] == list(KMEANS_COUNTS)
+    # a router before label_counts wrote none: still a descriptor, with no counts
+    del wire[1]["label_counts"]
+    assert ExpertInfo.from_dict(wire[1]).label_counts == ()
+
+
+@pytest.mark.parametrize(
+    ("labels", "counts", "match"),
+    [
+        ((0, 1), (1, 2), "10 counts"),  # not one per label
+        (tuple(range(10)), (0,) + (1,) * 9, "non-zero exactly at labels"),  # label 0 listed, never seen
+        ((0, 1, 2, 3, 4), (1,) * 10, "non-zero exactly at labels"),  # seen, not listed
+    ],
+)
+def test_label_counts_that_contradict_the_labels_are_refused(labels, counts, match):
+    with pytest.raises(SchemaError, match=match):
+        ExpertInfo(0, "torch", "cpu", labels, "kmeans", counts)
+
+
+@pytest.mark.parametrize("counts", [[-1] + [1] * 9, "1,2", [1.5] * 10])
+def test_decode_refuses_label_counts_that_are_not_counts(counts):
+    wire = descriptor().to_dict()["experts"][0] | {"labels": list(range(10)), "label_counts": counts}
+    with pytest.raises(SchemaError, match="label_counts"):
+        ExpertInfo.from_dict(wire)
+
+
 def test_resolve_fills_only_what_the_job_left_unset():
     d = descriptor()
     spec = JobSpec("j", (3,))

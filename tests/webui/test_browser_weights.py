@@ -6,7 +6,8 @@ by headless Chromium through Playwright.
 Where the deployment offers the oracle (disjoint label sets), the page refuses an unconditional job
 under it (the label names the expert, and there is none); then it runs one under `full`: the weights
 chart follows the watched image step by step, one point per step, and its weights shift between the
-experts as the image forms (read from the chart's data attributes and text, not from pixels). The form names the deployment's classes. Saves a screenshot
+experts as the image forms (read from the chart's data attributes and text, not from pixels). The form
+names the deployment's classes, the cluster panel what each expert was trained on. Saves a screenshot
 under tmp (and in DDM_SCREENSHOT_DIR when set).
 """
 
@@ -67,6 +68,8 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(name, prefix,
             # the class picker names the deployment's classes
             names = page.locator("#classes label span").all_text_contents()
             assert names == list(deployment.class_names), names
+            facts = page.locator(".expert-card .expert-facts span:first-child").all_text_contents()
+            assert len(facts) == k and all(f.startswith("trained on ") for f in facts), facts
 
             # unconditional images only, several of them
             page.click("#clear-classes")

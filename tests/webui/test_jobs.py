@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from ddm.schema.messages import JobSpec
@@ -11,8 +14,11 @@ from ddm.webui.jobs import (
     describe_expert,
     labels_text,
     parse_form,
+    trained_on,
 )
 from tests.support.fakes import descriptor_of, write_fake_deployment
+
+FASHION = Path(__file__).resolve().parents[2] / "checkpoints" / "fashion-mnist" / "deployment.toml"
 
 
 def test_parse_form_lays_images_out_row_by_row():
@@ -71,3 +77,15 @@ def test_deployment_facts_from_the_descriptor(tmp_path):
     )
     assert describe_expert(fashion, 0) == "expert 0 (torch, trained on c0, c1, c2, c3, c4)"
     assert labels_text(None, [3, 1]) == "1, 3"
+
+
+def test_an_uneven_cluster_is_described_by_its_largest_label_shares():
+    # the shipped Fashion-MNIST k-means experts: each saw almost every class, mostly a few
+    d = descriptor_of(FASHION)
+    assert trained_on(d, d.experts[3]) == "Ankle boot 60%, Bag 18%, Sneaker 12% and 7 more"
+    shares = "Trouser 32%, Dress 27%, T-shirt/top 24% and 6 more"
+    assert describe_expert(d, 1) == f"expert 1 (torch, trained on {shares})"
+    # even shares (a label split, a random shard) keep the list of labels
+    even = dataclasses.replace(d.experts[0], labels=tuple(range(10)), label_counts=(3000,) * 9 + (2900,))
+    assert trained_on(d, even) == ", ".join(d.class_names)
+    assert trained_on(d, dataclasses.replace(even, label_counts=())) == ", ".join(d.class_names)

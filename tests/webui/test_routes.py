@@ -36,6 +36,7 @@ def test_config_cluster_and_health(make_app, fake):
     cfg = http.get("/api/config").get_json()
     assert cfg["deployment"]["strategies"] == ["oracle", "top1", "topk:2", "full"]
     jax = {"id": 1, "framework": "jax", "device": "cpu", "classes": [5, 6, 7, 8, 9], "cluster": "?"}
+    jax["trained_on"] = "5-9"
     assert cfg["deployment"]["experts"][1] == jax
     assert cfg["deployment"]["class_names"] == [str(y) for y in range(10)] and cfg["deployment_error"] is None
     assert cfg["jobs_per_minute"] == 30

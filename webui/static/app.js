@@ -103,7 +103,7 @@
 
   // ------------------------------------------------------------------ deployment facts
 
-  let experts = {}; // id -> {id, framework, device, classes}
+  let experts = {}; // id -> {id, framework, device, classes, trained_on}
   let liveDevices = {}; // expert id -> Set of devices of its live workers
 
   function expertLabel(k) {
@@ -115,13 +115,9 @@
     return parts.join(" · ");
   }
 
-  function classesText(classes) {
-    if (!classes || !classes.length) return "";
-    const numeric = classes.every((c) => className(c) === String(c)); // names that are their own ids
-    const contiguous = classes.every((c, i) => i === 0 || c === classes[i - 1] + 1);
-    return numeric && contiguous && classes.length > 2
-      ? "trained on " + classes[0] + "–" + classes[classes.length - 1]
-      : "trained on " + classes.map(className).join(", ");
+  // the server's words (webui/jobs.py trained_on): '0-4', or a k-means cluster's largest label shares
+  function trainedOnText(e) {
+    return e && e.trained_on ? "trained on " + e.trained_on : "";
   }
 
   function renderLegend() {
@@ -133,7 +129,7 @@
       const sw = el("span", "swatch");
       sw.style.background = expertColor(k);
       item.append(sw, el("span", null, expertLabel(k)));
-      const cls = classesText(experts[k].classes);
+      const cls = trainedOnText(experts[k]);
       if (cls) item.append(el("span", "muted", " · " + cls));
       legend.append(item);
     }
@@ -159,6 +155,7 @@
     if (dep.null_label !== undefined) nullLabel = dep.null_label;
     if (dep.null_name) nullName = dep.null_name;
     classBoxes.forEach((b) => (b.parentNode.querySelector("span").textContent = className(Number(b.value))));
+    $("classes").classList.toggle("classes-named", classNames.some((c, i) => c !== String(i)));
     $("all-classes").textContent = "All " + classNames.length;
     const select = $("strategy");
     const chosen = select.value;
@@ -752,7 +749,7 @@
       const devices = liveDevices[k] ? Array.from(liveDevices[k]).map(deviceName).join(" + ") : deviceName(e.device);
       head.append(el("span", "device-chip", devices));
       const facts = el("div", "expert-facts");
-      facts.append(el("span", null, classesText(e.classes) || "labels ?"));
+      facts.append(el("span", null, trainedOnText(e) || "labels ?"));
       facts.append(el("span", live ? "ok" : "bad", live ? live + " live worker" + (live === 1 ? "" : "s") : "no live worker"));
       const qtext = q === undefined ? "queue ?" : q === null ? "queue not declared" : "queue " + q.messages + " waiting · " + q.consumers + " consumer" + (q.consumers === 1 ? "" : "s");
       facts.append(el("span", "muted", qtext));
