@@ -1,4 +1,5 @@
-"""`ddm eval --deployment D --n 100 --strategy S --out DIR`: every label, scored (ddm.ops.eval)."""
+"""`ddm eval --deployment D --n 100 --strategy S --out DIR`: every label, scored (ddm.ops.eval);
+`ddm eval --compare NAME=METRICS_JSON ...`: earlier runs side by side (ddm.ops.eval.compare)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Sample images of every label from a deployment in this process, then score them: class accuracy "
         "and Frechet distance by the evaluation classifier against held-out real images, and the cost. "
-        "The classifier and the real images are loaded first, so a missing one fails before sampling."
+        "The classifier and the real images are loaded first, so a missing one fails before sampling. "
+        "With --compare, sample nothing: print earlier runs' metrics.json side by side (student, "
+        "ensemble, monolith: class accuracy, FD, forward passes and ms per image)."
     )
     # --n means images per label, as in `ddm sample` and `ddm submit`; --total counts them all.
     count = parser.add_mutually_exclusive_group()
@@ -33,8 +36,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real-split", default="test[8000:]", help="held-out real images for FD")
     parser.add_argument("--device", default=None, help="override every expert's device")
     parser.add_argument("--data-dir", default=None, help="data folder (default: $DDM_DATA_DIR, else ./data)")
-    parser.add_argument("--out", type=Path, required=True, help="folder for metrics.json, samples.png, plots")
+    parser.add_argument("--out", type=Path, default=None, help="folder for metrics.json, samples.png, plots")
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    parser.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="NAME=METRICS_JSON",
+        default=None,
+        help="instead of sampling: one Markdown table of these runs' metrics.json (a bare path is named "
+        "by its folder), with a note where they were measured differently",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -43,6 +54,13 @@ def main(args: argparse.Namespace) -> int:
     from ddm.schema.errors import ConfigError, expected
     from ddm.schema.flow import NUM_CLASSES
 
+    if args.compare:
+        from ddm.ops.eval.compare import compare_table
+
+        print(compare_table(args.compare))
+        return 0
+    if args.out is None:
+        raise ConfigError(expected("--out DIR (where metrics.json goes), or --compare", "neither"))
     total = args.n * NUM_CLASSES if args.n is not None else (args.total or 1000)
     if total < NUM_CLASSES:
         raise ConfigError(

@@ -1,6 +1,6 @@
 """`ddm eval` runs side by side: one Markdown table from their metrics.json files.
 
-    python -m ddm.ops.eval.compare ensemble=runs/eval_ddm/metrics.json \\
+    ddm eval --compare ensemble=runs/eval_ddm/metrics.json \\
         student=runs/student/eval/metrics.json monolith=runs/eval_mono/metrics.json
 
 NAME=PATH names a row; a bare PATH is named by its folder. Columns: strategy, class accuracy, FD with
@@ -11,10 +11,8 @@ anyway, with a note under the table saying how they differ.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 from ddm.schema.errors import ConfigError, expected
@@ -99,22 +97,6 @@ def table(runs: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ddm.ops.eval.compare",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("runs", nargs="+", metavar="NAME=METRICS_JSON", help="metrics.json of `ddm eval`")
-    args = parser.parse_args(argv)
-    try:
-        runs = [(name, read_metrics(path)) for name, path in map(parse_item, args.runs)]
-    except ConfigError as exc:
-        print(f"compare: error: {exc}", file=sys.stderr)
-        return 2
-    print(table(runs))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def compare_table(items: list[str]) -> str:
+    """The table of NAME=PATH items (ConfigError naming a bad one)."""
+    return table([(name, read_metrics(path)) for name, path in map(parse_item, items)])

@@ -1,4 +1,4 @@
-"""The comparison table of `ddm eval` runs (ddm.ops.eval.compare) on fixture metrics."""
+"""The comparison table of `ddm eval` runs (`ddm eval --compare`, ddm.ops.eval.compare) on fixture metrics."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from ddm.ops.eval.compare import main, parse_item, read_metrics, table
+from ddm.ops.cli import main
+from ddm.ops.eval.compare import parse_item, read_metrics, table
 from ddm.schema.errors import ConfigError
 
 
@@ -45,7 +46,7 @@ def test_one_row_per_run_with_fd_se_and_ms(tmp_path, capsys):
     mono = write(
         tmp_path / "mono", {k: v for k, v in metrics(fd=15.0).items() if k not in ("fd_se", "fd_ci95")}
     )
-    assert main([f"ensemble={ens}", f"student={stu}", str(mono)]) == 0
+    assert main(["eval", "--compare", f"ensemble={ens}", f"student={stu}", str(mono)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("| name | strategy | class accuracy | FD (± bootstrap se) | FD real vs real")
     assert lines[2] == "| ensemble | top1 | 0.961 | 12.35 ± 0.43 | 1.23 | 100 | 35.1 |"
@@ -71,5 +72,7 @@ def test_bad_input_fails_clearly(tmp_path, capsys):
     with pytest.raises(ConfigError, match="NAME=path/to/metrics.json"):
         parse_item("=x.json")
     assert parse_item("runs/student/eval/metrics.json")[0] == "eval"
-    assert main([f"a={tmp_path / 'none.json'}"]) == 2
-    assert "compare: error: expected a metrics.json" in capsys.readouterr().err
+    assert main(["eval", "--compare", f"a={tmp_path / 'none.json'}"]) == 2
+    assert "ddm eval: error: expected a metrics.json" in capsys.readouterr().err
+    assert main(["eval", "--n", "1"]) == 2  # neither --out nor --compare
+    assert "--out DIR (where metrics.json goes), or --compare" in capsys.readouterr().err
