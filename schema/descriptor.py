@@ -66,6 +66,8 @@ class ExpertInfo:
 
     def __post_init__(self) -> None:
         counts = self.label_counts
+        if not all(type(c) is int and c >= 0 for c in counts):
+            raise SchemaError(expected("expert label_counts as non-negative ints", counts))
         if counts and (
             len(counts) != NUM_CLASSES
             or tuple(y for y, c in enumerate(counts) if c > 0) != tuple(sorted(self.labels))
@@ -84,7 +86,7 @@ class ExpertInfo:
         ):
             raise SchemaError(expected("expert id int and framework, device, cluster strings", d))
         counts = d.get("label_counts", [])
-        if not isinstance(counts, list) or not all(type(c) is int and c >= 0 for c in counts):
+        if not isinstance(counts, list):
             raise SchemaError(expected("expert label_counts as a list of non-negative ints", counts))
         return cls(d["id"], d["framework"], d["device"], tuple(labels), d["cluster"], tuple(counts))
 
@@ -244,5 +246,7 @@ def _exact_keys(what: str, d: object, cls: type, optional: tuple[str, ...] = ())
     names = {f.name for f in dataclasses.fields(cls)}
     if not isinstance(d, dict) or not names - set(optional) <= set(d) <= names:
         got = sorted(d, key=str) if isinstance(d, dict) else type(d).__name__
-        raise SchemaError(expected(f"{what} with keys {sorted(names)}", got))
+        keys = f"keys {sorted(names - set(optional))}"
+        keys += f" (optional: {sorted(optional)})" if optional else ""
+        raise SchemaError(expected(f"{what} with {keys}", got))
     return dict(d)

@@ -71,9 +71,10 @@ def labels_text(descriptor: DeploymentDescriptor | None, labels: Sequence[int]) 
     return ", ".join(label_name(y, names) for y in labels)
 
 
-# An expert whose largest label share is this many times its labels' mean share (a k-means cluster) is
-# described by its largest shares, not by every label it saw: 'Ankle boot 60%, Bag 18%, ...'.
-UNEVEN_SHARES = 1.5
+# An expert whose largest label share is at least this many times its labels' mean share (an uneven
+# cluster, as k-means makes) is described by its largest shares, not by every label it saw:
+# 'Ankle boot 60%, Bag 18%, ...'. Label splits and random shards are even (about 1.1 here).
+UNEVEN_RATIO = 1.5
 SHARES_SHOWN = 3
 
 
@@ -82,11 +83,15 @@ def trained_on(descriptor: DeploymentDescriptor, expert: ExpertInfo) -> str:
     its cluster is uneven, its largest shares ('Ankle boot 60%, Bag 18%, Sneaker 12% and 7 more')."""
     counts, labels = expert.label_counts, expert.labels
     total = sum(counts)
-    if not total or max(counts) * len(labels) < UNEVEN_SHARES * total:
+    if not total or max(counts) * len(labels) < UNEVEN_RATIO * total:
         return labels_text(descriptor, labels)
     top = sorted(labels, key=lambda y: -counts[y])[:SHARES_SHOWN]
-    text = ", ".join(f"{descriptor.label_name(y)} {100 * counts[y] / total:.0f}%" for y in top)
+    text = ", ".join(f"{descriptor.label_name(y)} {_percent(counts[y] / total)}" for y in top)
     return f"{text} and {len(labels) - len(top)} more" if len(labels) > len(top) else text
+
+
+def _percent(share: float) -> str:
+    return "<1%" if share < 0.005 else f"{100 * share:.0f}%"
 
 
 def describe_expert(descriptor: DeploymentDescriptor, expert_id: int) -> str:
@@ -98,7 +103,8 @@ def describe_expert(descriptor: DeploymentDescriptor, expert_id: int) -> str:
 
 
 def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
-    """The descriptor as the page uses it (experts with `classes`, as the cluster panel reads them)."""
+    """The descriptor as the page uses it: experts with `classes` (their labels) and `trained_on` (the
+    words the cluster panel and the legend show)."""
     d = descriptor.to_dict()
     d["null_label"] = NULL_CLASS  # a job label: an unconditional image, shown as d["null_name"]
     d["null_name"] = UNCONDITIONAL

@@ -20,9 +20,9 @@ import io
 from flask import Flask, Response, jsonify, render_template, request
 
 from ddm.router.client import JobNotFoundError
-from ddm.schema.descriptor import UNCONDITIONAL
+from ddm.schema.descriptor import DIGITS, UNCONDITIONAL
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
-from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
+from ddm.schema.flow import NULL_CLASS
 from ddm.schema.jobs import decode_result
 from ddm.schema.names import check_job_id
 from ddm.webui.jobs import MAX_IMAGES, SubmitError
@@ -72,11 +72,13 @@ def _register_page(app: Flask, state) -> None:
     def index():
         view = state.monitor.deployment_view()
         dep = view["deployment"]
+        class_names = dep["class_names"] if dep else list(DIGITS)
         return render_template(
             "index.html",
             deployment=dep,
             deployment_error=view["deployment_error"],
-            class_names=dep["class_names"] if dep else [str(y) for y in range(NUM_CLASSES)],
+            class_names=class_names,
+            named_classes=class_names != list(DIGITS),  # chips as wide as their names (app.css)
             null_label=NULL_CLASS,
             null_name=UNCONDITIONAL,
             max_images=MAX_IMAGES,

@@ -36,9 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real-split", default="test[8000:]", help="held-out real images for FD")
     parser.add_argument("--device", default=None, help="override every expert's device")
     parser.add_argument("--data-dir", default=None, help="data folder (default: $DDM_DATA_DIR, else ./data)")
-    parser.add_argument("--out", type=Path, default=None, help="folder for metrics.json, samples.png, plots")
-    parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    parser.add_argument(
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--out", type=Path, default=None, help="folder for metrics.json, samples.png, plots")
+    what.add_argument(
         "--compare",
         nargs="+",
         metavar="NAME=METRICS_JSON",
@@ -46,21 +46,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="instead of sampling: one Markdown table of these runs' metrics.json (a bare path is named "
         "by its folder), with a note where they were measured differently",
     )
+    parser.add_argument("--json", action="store_true", help="print the metrics as JSON (not with --compare)")
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddm.ops.eval.evaluate import EvalRequest, evaluate, write_report
-    from ddm.schema.deployment import resolve_deployment
     from ddm.schema.errors import ConfigError, expected
     from ddm.schema.flow import NUM_CLASSES
 
-    if args.compare:
+    if args.compare:  # JSON files only: no torch, no deployment
         from ddm.ops.eval.compare import compare_table
 
+        if args.json:
+            raise ConfigError("--compare prints a Markdown table; --json prints one run's metrics (--out)")
         print(compare_table(args.compare))
         return 0
-    if args.out is None:
-        raise ConfigError(expected("--out DIR (where metrics.json goes), or --compare", "neither"))
+    from ddm.ops.eval.evaluate import EvalRequest, evaluate, write_report
+    from ddm.schema.deployment import resolve_deployment
+
     total = args.n * NUM_CLASSES if args.n is not None else (args.total or 1000)
     if total < NUM_CLASSES:
         raise ConfigError(

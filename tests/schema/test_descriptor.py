@@ -54,6 +54,7 @@ def test_label_counts_travel_when_known_and_stay_optional():
         ((0, 1), (1, 2), "10 counts"),  # not one per label
         (tuple(range(10)), (0,) + (1,) * 9, "non-zero exactly at labels"),  # label 0 listed, never seen
         ((0, 1, 2, 3, 4), (1,) * 10, "non-zero exactly at labels"),  # seen, not listed
+        (tuple(range(1, 10)), (-1,) + (1,) * 9, "non-negative"),  # what a router would publish, refused
     ],
 )
 def test_label_counts_that_contradict_the_labels_are_refused(labels, counts, match):

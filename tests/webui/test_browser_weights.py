@@ -22,6 +22,8 @@ import pytest
 
 from ddm.ops.up.supervisor import stop_processes
 from ddm.schema.deployment import Deployment
+from ddm.webui.jobs import trained_on
+from tests.support.fakes import descriptor_of
 from tests.support.harness import DDM_CLI, OutputWatcher, service_env
 from tests.support.services import free_port
 from tests.webui.test_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
@@ -68,8 +70,11 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(name, prefix,
             # the class picker names the deployment's classes
             names = page.locator("#classes label span").all_text_contents()
             assert names == list(deployment.class_names), names
+            # and the cluster panel what each expert was trained on (k-means: its largest label shares)
+            described = descriptor_of(deployment.path)
             facts = page.locator(".expert-card .expert-facts span:first-child").all_text_contents()
-            assert len(facts) == k and all(f.startswith("trained on ") for f in facts), facts
+            assert facts == ["trained on " + trained_on(described, e) for e in described.experts], facts
+            assert all(("%" in f) == (name == "fashion-mnist") for f in facts), facts
 
             # unconditional images only, several of them
             page.click("#clear-classes")

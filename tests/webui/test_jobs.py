@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
+from ddm.schema.descriptor import ExpertInfo
 from ddm.schema.messages import JobSpec
 from ddm.webui.jobs import (
     RateLimiter,
@@ -17,8 +17,6 @@ from ddm.webui.jobs import (
     trained_on,
 )
 from tests.support.fakes import descriptor_of, write_fake_deployment
-
-FASHION = Path(__file__).resolve().parents[2] / "checkpoints" / "fashion-mnist" / "deployment.toml"
 
 
 def test_parse_form_lays_images_out_row_by_row():
@@ -79,13 +77,40 @@ def test_deployment_facts_from_the_descriptor(tmp_path):
     assert labels_text(None, [3, 1]) == "1, 3"
 
 
-def test_an_uneven_cluster_is_described_by_its_largest_label_shares():
-    # the shipped Fashion-MNIST k-means experts: each saw almost every class, mostly a few
-    d = descriptor_of(FASHION)
-    assert trained_on(d, d.experts[3]) == "Ankle boot 60%, Bag 18%, Sneaker 12% and 7 more"
-    shares = "Trouser 32%, Dress 27%, T-shirt/top 24% and 6 more"
-    assert describe_expert(d, 1) == f"expert 1 (torch, trained on {shares})"
-    # even shares (a label split, a random shard) keep the list of labels
-    even = dataclasses.replace(d.experts[0], labels=tuple(range(10)), label_counts=(3000,) * 9 + (2900,))
-    assert trained_on(d, even) == ", ".join(d.class_names)
-    assert trained_on(d, dataclasses.replace(even, label_counts=())) == ", ".join(d.class_names)
+FASHION = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat")
+FASHION += ("Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+
+
+def counts_of(*pairs: tuple[int, int]) -> tuple[int, ...]:
+    counts = [0] * 10
+    for y, c in pairs:
+        counts[y] = c
+    return tuple(counts)
+
+
+@pytest.mark.parametrize(
+    ("counts", "words"),
+    [
+        # the shipped Fashion-MNIST k-means experts 3 and 1 (their meta.json label_counts)
+        ((8, 1, 9, 2, 10, 887, 15, 1144, 1678, 5556), "Ankle boot 60%, Bag 18%, Sneaker 12% and 7 more"),
+        (
+            (4236, 5662, 102, 4738, 892, 1, 1295, 0, 655, 3),
+            "Trouser 32%, Dress 27%, T-shirt/top 24% and 6 more",
+        ),
+        (counts_of((0, 900), (1, 100)), "T-shirt/top 90%, Trouser 10%"),  # three labels or fewer: no "more"
+        (counts_of((0, 10000), (1, 10), (2, 10)), "T-shirt/top 100%, Trouser <1%, Pullover <1%"),
+        (counts_of((0, 3), (1, 1)), "T-shirt/top 75%, Trouser 25%"),  # exactly 1.5 times the mean share
+        (counts_of((0, 7), (1, 5)), "T-shirt/top, Trouser"),  # under it: even, the labels
+        (counts_of((4, 100)), "Coat"),  # one label is never uneven
+        ((3000,) * 9 + (2900,), ", ".join(FASHION)),  # a random shard
+    ],
+)
+def test_an_uneven_cluster_is_described_by_its_largest_label_shares(tmp_path, counts, words):
+    labels = tuple(y for y, c in enumerate(counts) if c)
+    expert = ExpertInfo(0, "torch", "cpu", labels, "kmeans", counts)
+    d = dataclasses.replace(descriptor_of(write_fake_deployment(tmp_path)), class_names=FASHION)
+    d = dataclasses.replace(d, experts=(expert, d.experts[1]))
+    assert trained_on(d, expert) == words
+    assert describe_expert(d, 0) == f"expert 0 (torch, trained on {words})"
+    # a router before label_counts: the labels it saw
+    assert trained_on(d, dataclasses.replace(expert, label_counts=())) == labels_text(d, labels)

@@ -156,3 +156,6 @@ def test_class_names_come_from_the_descriptor(make_app, fake, fake_deployment):
     fake.publish(fake_deployment, class_names=names)
     html = app.test_client().get("/").get_data(as_text=True)
     assert all(f"<span>{name}</span>" in html for name in names)
+    assert 'class="classes classes-named" id="classes"' in html  # chips as wide as the names
+    fake.publish(fake_deployment)  # digits: the five-column grid
+    assert 'class="classes" id="classes"' in app.test_client().get("/").get_data(as_text=True)

@@ -74,5 +74,10 @@ def test_bad_input_fails_clearly(tmp_path, capsys):
     assert parse_item("runs/student/eval/metrics.json")[0] == "eval"
     assert main(["eval", "--compare", f"a={tmp_path / 'none.json'}"]) == 2
     assert "ddm eval: error: expected a metrics.json" in capsys.readouterr().err
-    assert main(["eval", "--n", "1"]) == 2  # neither --out nor --compare
-    assert "--out DIR (where metrics.json goes), or --compare" in capsys.readouterr().err
+    assert main(["eval", "--compare", str(bad), "--json"]) == 2
+    assert "--compare prints a Markdown table" in capsys.readouterr().err
+    for argv in (["eval", "--n", "1"], ["eval", "--out", str(tmp_path), "--compare", str(bad)]):
+        with pytest.raises(SystemExit) as exc:  # argparse: exactly one of --out and --compare
+            main(argv)
+        assert exc.value.code == 2
+        assert "--out" in capsys.readouterr().err
