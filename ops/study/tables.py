@@ -3,9 +3,10 @@
     python -m ddm.ops.study.tables docs/study [--steps 2000 --preset tiny --batch 64] [--out-img docs/img]
 
 Reads docs/study/seed<S>/ (written by ddm.ops.study.records) and prints Markdown: the training table,
-the main table (means with 95% t-intervals across seeds), and the paired table (FD(DDM) - FD(monolith)
-of the same seed). Writes <out-img>/study_fd_by_strategy.png (FD and class accuracy against the routing
-strategy) and <out-img>/study_samples.png (one row of samples, labels 0..9, per case and strategy).
+the main table (means with 95% t-intervals across seeds), the paired table (FD(DDM) - FD(monolith)
+of the same seed) and the compute each seed took. Writes <out-img>/study_fd_by_strategy.png (FD and
+class accuracy against the routing strategy) and <out-img>/study_samples.png (one row of samples,
+labels 0..9, per case and strategy).
 With one seed there is no interval across seeds: cells say "n=1" and the FD shows the bootstrap
 interval over images (fd_ci95) instead, labelled as such.
 """
@@ -270,6 +271,28 @@ def plot_samples(study: list[SeedRecord], path: Path) -> Path | None:
     return path
 
 
+def compute_table(study: list[SeedRecord]) -> str:
+    """Per seed, the wall time summed over its expert trainings, routers and evaluations: each ran on
+    one thread, so this is about its core-hours (two ran at a time on two cores)."""
+    lines = [
+        "| seed | expert trainings (h) | routers (h) | evaluations (h) | total (h) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    sums = []
+    for r in study:
+        part = (
+            sum(x.get("wall_time_s") or 0.0 for xs in r.experts.values() for x in xs),
+            sum(x.get("wall_time_s") or 0.0 for x in r.routers.values()),
+            sum(m.get("wall_s") or 0.0 for m in r.evals.values()),
+        )
+        sums.append(part)
+        lines.append(md_row([r.seed, *(fmt(s / 3600, 2) for s in (*part, sum(part)))]))
+    if len(sums) > 1:
+        total = np.sum(sums, axis=0)
+        lines.append(md_row(["all", *(fmt(s / 3600, 2) for s in (*total, total.sum()))]))
+    return "\n".join(lines)
+
+
 def header(study: list[SeedRecord], steps: int | None, preset: str | None, batch: int | None) -> str:
     seeds = ", ".join(str(r.seed) for r in study)
     lines = [f"Fashion-MNIST study: preset {preset}, {steps} steps, monolith batch {batch}; seeds {seeds}."]
@@ -289,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     study = read_study(args.records)
     print(header(study, args.steps, args.preset, args.batch), end="\n\n")
-    for table in (training_table, main_table, paired_table):
+    for table in (training_table, main_table, paired_table, compute_table):
         print(table(study), end="\n\n")
     print(f"wrote {plot_strategies(study, args.out_img / 'study_fd_by_strategy.png')}")
     samples = plot_samples(study, args.out_img / "study_samples.png")

@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image
 
 from ddm.ops.study.records import read_study
-from ddm.ops.study.tables import main, main_table, paired_table, training_table
+from ddm.ops.study.tables import compute_table, main, main_table, paired_table, training_table
 
 # FD per seed 0, 1, 2 (kmeans4 full only in seeds 0 and 1; kmeans4 topk2 in none)
 FD = {
@@ -96,6 +96,13 @@ def test_training_table_mean_and_sd_over_seeds(tmp_path):
     assert "| monolith | 0 | 60000 | 64 | 0.1100 ± 0.0100 | - | 3 |" in text
     assert "| k-means K=2 | 1 | 30001 | 32 | 0.2000 ± 0.0000 | 330 | 3 |" in text
     assert "| k-means K=4 | 3 | not run | | | | |" in text
+
+
+def test_compute_table_sums_each_seeds_wall_times(tmp_path):
+    text = compute_table(study_of(tmp_path, seeds=(0, 1)))
+    # seed 1: two experts of 330 s, one router of 50 s, no eval wall_s in these records
+    assert "| 1 | 0.18 | 0.01 | 0.00 | 0.20 |" in text
+    assert "| all | 0.35 | 0.03 | 0.00 | 0.38 |" in text  # 1200 s, 100 s of 3600
 
 
 def test_one_seed_says_n1_and_shows_the_bootstrap_interval(tmp_path):
