@@ -5,8 +5,9 @@
 Reads docs/study/seed<S>/ (written by ddm.ops.study.records) and prints Markdown: the training table,
 the main table (means with 95% t-intervals across seeds), the paired table (FD(DDM) - FD(monolith)
 of the same seed) and the compute each seed took. Writes <out-img>/study_fd_by_strategy.png (FD and
-class accuracy against the routing strategy) and <out-img>/study_samples.png (one row of samples,
-labels 0..9, per case and strategy).
+class accuracy against the routing strategy), <out-img>/study_paired.png (FD(DDM) - FD(monolith),
+each seed a point) and <out-img>/study_samples.png (one row of samples, labels 0..9, per case and
+strategy).
 With one seed there is no interval across seeds: cells say "n=1" and the FD shows the bootstrap
 interval over images (fd_ci95) instead, labelled as such.
 """
@@ -245,6 +246,47 @@ def plot_strategies(study: list[SeedRecord], path: Path) -> Path:
     return path
 
 
+def plot_paired(study: list[SeedRecord], path: Path) -> Path | None:
+    """FD(DDM) - FD(monolith) per case and strategy: each seed a point with its bootstrap 95% (the two
+    rows' se taken as independent), the mean across seeds with its t-interval, and zero."""
+    mono = by_seed(study, MONOLITH_ROW)
+    rows = [
+        (f"{NAMES[case]}\n{strategy_name(k, s)}", by_seed(study, f"{case}_{s}"))
+        for case, k, strategies in CASES[1:]
+        for s in strategies
+    ]
+    rows = [(name, r) for name, r in rows if r.keys() & mono.keys()]
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(11, 4.2), dpi=120)
+    seeds = sorted(mono)
+    colors = {s: f"C{i}" for i, s in enumerate(seeds)}
+    for x, (_, r) in enumerate(rows):
+        diffs = paired_differences({s: m["fd"] for s, m in r.items()}, {s: m["fd"] for s, m in mono.items()})
+        for j, (s, d) in enumerate(diffs.items()):
+            se = [r[s].get("fd_se"), mono[s].get("fd_se")]
+            half = 1.96 * math.hypot(*se) if None not in se else 0.0
+            xs = x - 0.15 + 0.1 * j
+            ax.errorbar(xs, d, yerr=half, fmt="o", color=colors[s], capsize=2, ms=4, alpha=0.8,
+                        label=f"seed {s} (± bootstrap 95% over images)" if x == 0 else None)  # fmt: skip
+        if len(diffs) > 1:
+            iv = t_interval(diffs.values())
+            ax.errorbar(x + 0.25, iv.mean, yerr=iv.half, fmt="s", color="k", capsize=4,
+                        label="mean across seeds (± 95% t-interval)" if x == 0 else None)  # fmt: skip
+    ax.axhline(0, color="k", lw=1)
+    ax.set_xticks(range(len(rows)), [name for name, _ in rows], fontsize=8)
+    ax.set_ylabel("FD(DDM) − FD(monolith), same seed\n(below 0: the DDM is better)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    fig.suptitle("Fashion-MNIST: the DDM against the monolith of the same training seed", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def plot_samples(study: list[SeedRecord], path: Path) -> Path | None:
     """One row per (case, strategy): its samples row (labels 0..9) from the lowest seed that has one."""
     from PIL import Image
@@ -315,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     for table in (training_table, main_table, paired_table, compute_table):
         print(table(study), end="\n\n")
     print(f"wrote {plot_strategies(study, args.out_img / 'study_fd_by_strategy.png')}")
+    paired = plot_paired(study, args.out_img / "study_paired.png")
+    print(f"wrote {paired}" if paired else "no DDM row shares a seed with the monolith: no study_paired.png")
     samples = plot_samples(study, args.out_img / "study_samples.png")
     print(f"wrote {samples}" if samples else "no samples rows in the records: no study_samples.png")
     return 0

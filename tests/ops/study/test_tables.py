@@ -1,5 +1,5 @@
 """The study tables from records of several seeds: intervals across seeds, the n=1 path, the paired
-FD(DDM) - FD(monolith) table, "not run" for rows no seed has, and the two figures."""
+FD(DDM) - FD(monolith) table, "not run" for rows no seed has, the compute, and the figures."""
 
 from __future__ import annotations
 
@@ -115,13 +115,13 @@ def test_one_seed_says_n1_and_shows_the_bootstrap_interval(tmp_path):
     assert "nan" not in text.lower()
 
 
-def test_main_prints_the_tables_and_writes_both_figures(tmp_path, capsys):
+def test_main_prints_the_tables_and_writes_the_figures(tmp_path, capsys):
     study_of(tmp_path, seeds=(1, 2))
     argv = [str(tmp_path / "study"), "--steps", "1500", "--preset", "tiny", "--batch", "64"]
     assert main([*argv, "--out-img", str(tmp_path / "img")]) == 0
     out = capsys.readouterr().out
     assert "preset tiny, 1500 steps, monolith batch 64; seeds 1, 2." in out
     assert "| k-means K=4 | top1 | 2 |" in out and "| k-means K=4 | full | 1 (seed 1) |" in out
-    for name in ("study_fd_by_strategy.png", "study_samples.png"):
+    for name in ("study_fd_by_strategy.png", "study_paired.png", "study_samples.png"):
         assert Image.open(tmp_path / "img" / name).size[0] > 500
     assert "Note: the records' experts trained [2000] steps, not 1500." in out
