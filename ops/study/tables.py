@@ -3,11 +3,11 @@
     python -m ddm.ops.study.tables docs/study [--steps 2000 --preset tiny --batch 64] [--out-img docs/img]
 
 Reads docs/study/seed<S>/ (written by ddm.ops.study.records) and prints Markdown: the training table,
-the main table (means with 95% t-intervals across seeds), the paired table (FD(DDM) - FD(monolith)
-of the same seed) and the compute each seed took. Writes <out-img>/study_fd_by_strategy.png (FD and
-class accuracy against the routing strategy), <out-img>/study_paired.png (FD(DDM) - FD(monolith),
-each seed a point) and <out-img>/study_samples.png (one row of samples, labels 0..9, per case and
-strategy).
+the main table (means with 95% t-intervals across seeds), the paired tables (FD(DDM) - FD(monolith)
+of the same seed; FD(top-1) - FD(top-2 or full) of the same seed) and the compute each seed took.
+Writes <out-img>/study_fd_by_strategy.png (FD and class accuracy against the routing strategy),
+<out-img>/study_paired.png (FD(DDM) - FD(monolith), each seed a point) and
+<out-img>/study_samples.png (one row of samples, labels 0..9, per case and strategy).
 With one seed there is no interval across seeds: cells say "n=1" and the FD shows the bootstrap
 interval over images (fd_ci95) instead, labelled as such.
 """
@@ -193,6 +193,22 @@ def paired_table(study: list[SeedRecord]) -> str:
     return "\n".join(lines)
 
 
+def strategy_table(study: list[SeedRecord]) -> str:
+    """Top-1 against the case's other strategies, within a seed: the paper's question (top-1 best)
+    against Paris's (top-2 best). Rows of one seed share their models and sampling noise."""
+    lines = [
+        "| case | top-1 against | paired seeds | FD(top-1) − FD(other), same seed (mean ± 95% CI) "
+        "| seeds below zero |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for case, k, strategies in CASES[1:]:
+        top1 = by_seed(study, f"{case}_top1")
+        for other in strategies[1:]:
+            n, cell, below = paired_cell(top1, by_seed(study, f"{case}_{other}"))
+            lines.append(md_row([NAMES[case], strategy_name(k, other), n, cell, below]))
+    return "\n".join(lines)
+
+
 def _pyplot():
     import matplotlib
 
@@ -238,7 +254,7 @@ def plot_strategies(study: list[SeedRecord], path: Path) -> Path:
     axes[0].legend(fontsize=8)
     seeds = ", ".join(str(r.seed) for r in study)
     note = "95% t-interval across seeds; with one seed, FD's bootstrap 95% over images (accuracy: none)"
-    fig.suptitle(f"Fashion-MNIST, DDM vs monolith, seeds {seeds}; bars and band: {note}", fontsize=10)
+    fig.suptitle(f"Fashion-MNIST, DDM vs monolith, seeds {seeds}\nbars and band: {note}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -354,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     study = read_study(args.records)
     print(header(study, args.steps, args.preset, args.batch), end="\n\n")
-    for table in (training_table, main_table, paired_table, compute_table):
+    for table in (training_table, main_table, paired_table, strategy_table, compute_table):
         print(table(study), end="\n\n")
     print(f"wrote {plot_strategies(study, args.out_img / 'study_fd_by_strategy.png')}")
     paired = plot_paired(study, args.out_img / "study_paired.png")

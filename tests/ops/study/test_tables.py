@@ -9,7 +9,14 @@ import numpy as np
 from PIL import Image
 
 from ddm.ops.study.records import read_study
-from ddm.ops.study.tables import compute_table, main, main_table, paired_table, training_table
+from ddm.ops.study.tables import (
+    compute_table,
+    main,
+    main_table,
+    paired_table,
+    strategy_table,
+    training_table,
+)
 
 # FD per seed 0, 1, 2 (kmeans4 full only in seeds 0 and 1; kmeans4 topk2 in none)
 FD = {
@@ -96,6 +103,15 @@ def test_training_table_mean_and_sd_over_seeds(tmp_path):
     assert "| monolith | 0 | 60000 | 64 | 0.1100 ± 0.0100 | - | 3 |" in text
     assert "| k-means K=2 | 1 | 30001 | 32 | 0.2000 ± 0.0000 | 330 | 3 |" in text
     assert "| k-means K=4 | 3 | not run | | | | |" in text
+
+
+def test_strategy_table_pairs_top1_with_the_other_strategies_by_seed(tmp_path):
+    text = strategy_table(study_of(tmp_path))
+    # K=2 top1 - full per seed: -7, -3, -6 -> mean -5.333, sd 2.082, t(2) 4.303 -> +-5.2
+    assert "| k-means K=2 | full (= top2) | 3 | -5.3 ± 5.2 | 3 of 3 |" in text
+    # K=4: full only in seeds 0 and 1 (9, 7 -> 8 ± 12.706 * 1.414 / 1.414 = 12.7); top2 in none
+    assert "| k-means K=4 | full | 2 | +8.0 ± 12.7 | 0 of 2 |" in text
+    assert "| k-means K=4 | top2 | 0 | not run | - |" in text
 
 
 def test_compute_table_sums_each_seeds_wall_times(tmp_path):
