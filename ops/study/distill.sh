@@ -17,8 +17,10 @@ student="$out/seed$seed/student_kmeans4"
 export OMP_NUM_THREADS=1
 
 [ -f "$student/.done" ] || {
+  resume=() # an interrupted distillation continues from its last checkpoint
+  [ -f "$student/train_state.safetensors" ] && resume=(--resume)
   ddm distill --deployment "$teachers/deployment.toml" --framework torch --preset tiny --strategy top1 \
-    --steps "$steps" --batch 64 --seed "$seed" --out "$student" --no-progress
+    --steps "$steps" --batch 64 --seed "$seed" --out "$student" --no-progress "${resume[@]}"
   touch "$student/.done"
 }
 [ -f "$student/eval/metrics.json" ] || ddm eval --deployment "$student/deployment.toml" --total 1000 \

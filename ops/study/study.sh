@@ -19,11 +19,11 @@
 #   bash ops/study/study.sh [out=runs/study] [seeds="0 1 2"] [steps=2000] [n_eval=1000] [jobs=2] [scope=all]
 #
 # scope=headline is the study cut to its two questions, for a seed the session's compute cannot fit
-# whole (about 55% of a seed): the monolith, and k-means K=2 and K=4 at top-1 and top-2 (DDM against
+# whole (about two thirds of a seed's work): the monolith, and k-means K=2 and K=4 at top-1 and top-2 (DDM against
 # the monolith; the paper's top-1 against Paris's top-2); no random shards, no K=4 full. Its records
 # are written with --allow-missing, and the tables count such a seed only in the rows it has.
 #
-# The preset is `tiny` (c=16, 0.48M parameters): one seed is about an hour of the 2-core VM
+# The preset is `tiny` (c=16, 0.48M parameters): one seed is about 1-1.5 hours of the 2-core VM
 # (docs/RESULTS.md has the measured times); trainings and evals run single-threaded, `jobs` at a time.
 set -euo pipefail
 out=${1:-runs/study}

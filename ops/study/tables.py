@@ -164,7 +164,9 @@ def main_table(study: list[SeedRecord]) -> str:
 
 
 def paired_cell(rows: dict[int, dict], mono: dict[int, dict]) -> tuple[str, str, str]:
-    """(seeds, FD(DDM) - FD(monolith) with its interval, seeds below zero) over the seeds in both."""
+    """(seeds, FD(rows) - FD(other) with its interval, seeds below zero) over the seeds in both: the DDM
+    against the monolith, or top-1 against another strategy. With one seed, the bootstrap interval of
+    the two rows taken as independent (wide where they share their noise)."""
     diffs = paired_differences({s: m["fd"] for s, m in rows.items()}, {s: m["fd"] for s, m in mono.items()})
     if not diffs:
         return "0", "not run", "-"
@@ -278,18 +280,21 @@ def plot_paired(study: list[SeedRecord], path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(11, 4.2), dpi=120)
     seeds = sorted(mono)
     colors = {s: f"C{i}" for i, s in enumerate(seeds)}
+    labelled: set = set()  # one legend entry per seed, and one for the means
     for x, (_, r) in enumerate(rows):
         diffs = paired_differences({s: m["fd"] for s, m in r.items()}, {s: m["fd"] for s, m in mono.items()})
-        for j, (s, d) in enumerate(diffs.items()):
+        for s, d in diffs.items():
             se = [r[s].get("fd_se"), mono[s].get("fd_se")]
             half = 1.96 * math.hypot(*se) if None not in se else 0.0
-            xs = x - 0.15 + 0.1 * j
-            ax.errorbar(xs, d, yerr=half, fmt="o", color=colors[s], capsize=2, ms=4, alpha=0.8,
-                        label=f"seed {s} (± bootstrap 95% over images)" if x == 0 else None)  # fmt: skip
+            xs = x - 0.15 + 0.1 * seeds.index(s)  # a seed keeps its place in every row
+            label = f"seed {s} (± bootstrap 95% over images)" if s not in labelled else None
+            labelled.add(s)
+            ax.errorbar(xs, d, yerr=half, fmt="o", color=colors[s], capsize=2, ms=4, alpha=0.8, label=label)
         if len(diffs) > 1:
             iv = t_interval(diffs.values())
-            ax.errorbar(x + 0.25, iv.mean, yerr=iv.half, fmt="s", color="k", capsize=4,
-                        label="mean across seeds (± 95% t-interval)" if x == 0 else None)  # fmt: skip
+            label = "mean across seeds (± 95% t-interval)" if "mean" not in labelled else None
+            labelled.add("mean")
+            ax.errorbar(x + 0.25, iv.mean, yerr=iv.half, fmt="s", color="k", capsize=4, label=label)
     ax.axhline(0, color="k", lw=1)
     ax.set_xticks(range(len(rows)), [name for name, _ in rows], fontsize=8)
     ax.set_ylabel("FD(DDM) − FD(monolith), same seed\n(below 0: the DDM is better)")

@@ -118,7 +118,7 @@ def test_compute_table_sums_each_seeds_wall_times(tmp_path):
     text = compute_table(study_of(tmp_path, seeds=(0, 1)))
     # seed 1: two experts of 330 s, one router of 50 s, no eval wall_s in these records
     assert "| 1 | 0.18 | 0.01 | 0.00 | 0.20 |" in text
-    assert "| all | 0.35 | 0.03 | 0.00 | 0.38 |" in text  # 1200 s, 100 s of 3600
+    assert "| all | 0.35 | 0.03 | 0.00 | 0.38 |" in text  # 1260 s, 100 s of 3600
 
 
 def test_one_seed_says_n1_and_shows_the_bootstrap_interval(tmp_path):
