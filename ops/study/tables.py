@@ -220,6 +220,13 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def _panel(ax, study: list[SeedRecord], spread_of, ylabel: str) -> None:
     mono = by_seed(study, MONOLITH_ROW)
     if mono:
@@ -258,10 +265,7 @@ def plot_strategies(study: list[SeedRecord], path: Path) -> Path:
     note = "95% t-interval across seeds; with one seed, FD's bootstrap 95% over images (accuracy: none)"
     fig.suptitle(f"Fashion-MNIST, DDM vs monolith, seeds {seeds}\nbars and band: {note}", fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_paired(study: list[SeedRecord], path: Path) -> Path | None:
@@ -302,10 +306,7 @@ def plot_paired(study: list[SeedRecord], path: Path) -> Path | None:
     ax.legend(fontsize=8)
     fig.suptitle("Fashion-MNIST: the DDM against the monolith of the same training seed", fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_samples(study: list[SeedRecord], path: Path) -> Path | None:
@@ -328,10 +329,7 @@ def plot_samples(study: list[SeedRecord], path: Path) -> Path | None:
         ax.set_axis_off()
         ax.set_title(name, fontsize=7, loc="left", pad=2)
     fig.tight_layout(h_pad=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def compute_table(study: list[SeedRecord]) -> str:
