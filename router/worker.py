@@ -233,7 +233,11 @@ class RouterWorker:
 
     def _refuse(self, tag: int, props, body: bytes, reason: str) -> None:
         self._session.dead_letter(tag, props, body, reason, self.names.jobs)
-        self.metrics.jobs.labels("dead_lettered").inc()
+        self.count_refused(self.names.jobs)
+
+    def count_refused(self, queue: str) -> None:
+        if queue == self.names.jobs:  # (replies are auto-acked: a bad one is dropped, not refused)
+            self.metrics.jobs.labels("dead_lettered").inc()
 
     # ------------------------------------------------------------ ownership and Redis outages
 

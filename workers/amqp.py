@@ -32,6 +32,7 @@ from ddm.schema.topology import (
     expert_queue_arguments,
     jobs_queue_arguments,
 )
+from ddm.workers.property_guard import install as install_property_guard
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ def connect(
     across a broker restart); the error says where it tried. name labels the connection on the broker
     (e.g. the worker id).
     """
+    install_property_guard()  # a message with undecodable properties must not end the connection
     urls = tuple(split_urls(url) if isinstance(url, str) else url)
     delay, tried = 0.25, 0
     while True:

@@ -7,6 +7,10 @@ original properties plus our reason headers, to the same dead-letter exchange an
 confirm-mode channel, and acks the original only once the broker confirmed the copy (at-least-once,
 like the reject). If that publish is refused it falls back to the plain reject, which still
 dead-letters the message, without our reason.
+
+Any AMQP client can read what lands in ddm.dead: the original headers are copied only when they encode
+and decode again, else dropped (and said so); properties that never decoded (workers/property_guard.py)
+are kept as base64 bytes in one header, never as the table that broke the reader.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import pika.exceptions
 
 from ddm.schema.names import Names
 from ddm.schema.topology import REASON_HEADER, SOURCE_QUEUE_HEADER, WORKER_HEADER
+from ddm.workers.property_guard import GuardedBasicProperties, raw_header, undecodable
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +37,7 @@ def dead_letter(
     confirm_channel: a channel of the same connection in confirm mode (publish waits for the broker).
     """
     reason = reason[:MAX_REASON_CHARS]
-    headers = dict(props.headers or {})
+    headers = {**readable_headers(props.headers), **raw_header(props)}
     headers.update({REASON_HEADER: reason, SOURCE_QUEUE_HEADER: queue, WORKER_HEADER: worker_id})
     copy = pika.BasicProperties(
         content_type=props.content_type,
@@ -54,3 +59,22 @@ def dead_letter(
     else:
         channel.basic_ack(delivery_tag)
     log.warning("dead-lettered a message from %s: %s", queue, reason[:300])
+
+
+def readable_headers(headers: dict | None) -> dict:
+    """`headers` when they survive an encode and decode (what a reader of ddm.dead will do), else a
+    note that they were dropped."""
+    if not headers:
+        return {}
+    try:
+        encoded = pika.BasicProperties(headers=headers).encode()
+        back = GuardedBasicProperties()
+        back.decode(b"".join(encoded))
+    except Exception as exc:  # noqa: BLE001 - a value pika cannot encode
+        return {DROPPED_HEADER: f"{type(exc).__name__}: {exc}"[:300]}
+    if undecodable(back) is not None:
+        return {DROPPED_HEADER: undecodable(back)[:300]}
+    return dict(headers)
+
+
+DROPPED_HEADER = "x-ddm-headers-dropped"  # why the original headers are not in the dead letter

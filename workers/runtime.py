@@ -12,6 +12,7 @@ stop that works from a signal handler or another thread. A worker supplies a Han
     detach(session, lost) the connection ends: hand back what waits (clean) or forget it (lost);
                         returns how many deliveries were dropped, for the log
     beat_static()       the heartbeat's fixed fields (role, host, ...), asked once after start()
+    count_refused(queue) a delivery of `queue` the runtime dead-lettered itself (undecodable properties)
     stats               counters with fields(), and beat_extra() -> more dynamic heartbeat fields
 
 Hooks see every delivery and every pump: `before(event, queue)` and `after(event, queue, seconds)`,
@@ -40,6 +41,7 @@ from ddm.workers.amqp import CONNECTION_ERRORS, connect, declare_topology
 from ddm.workers.deadletter import dead_letter
 from ddm.workers.heartbeat import Heartbeat
 from ddm.workers.metrics import serve_metrics
+from ddm.workers.property_guard import undecodable
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,8 @@ class Handler(Protocol):
 
     def beat_static(self) -> dict[str, object]: ...
 
+    def count_refused(self, queue: str) -> None: ...
+
     def beat_extra(self) -> dict[str, object]: ...
 
 
@@ -109,13 +113,25 @@ class Session:
         )
 
     def consume(self, queue: str, callback: Callable, *, auto_ack: bool = False) -> str:
-        """basic_consume with the runtime's hooks around every delivery."""
+        """basic_consume with the runtime's hooks around every delivery. A delivery whose properties
+        did not decode (workers/property_guard.py) never reaches `callback`: it is dead-lettered with its
+        raw body and the reason (dropped with a log line when auto_ack already settled it)."""
         hooks = self.runtime.hooks
 
-        def on_delivery(*delivery):
-            run_hooked(hooks, "deliver", queue, callback, *delivery)
+        def guarded(ch, method, props, body):
+            why = undecodable(props)
+            if why is None:
+                callback(ch, method, props, body)
+            elif auto_ack:
+                log.warning("dropped a message from %s: %s", queue, why)
+            else:
+                self.dead_letter(method.delivery_tag, props, body, why, queue)
+                self.runtime.handler.count_refused(queue)
 
-        tag = self.channel.basic_consume(queue, on_delivery if hooks else callback, auto_ack=auto_ack)
+        def on_delivery(*delivery):
+            run_hooked(hooks, "deliver", queue, guarded, *delivery)
+
+        tag = self.channel.basic_consume(queue, on_delivery if hooks else guarded, auto_ack=auto_ack)
         self._tags.append(tag)
         return tag
 

@@ -299,6 +299,9 @@ class ExpertWorker:
     def _dead_letter(self, ch, delivery_tag: int, props, body: bytes, reason: str) -> None:
         """Refuse a message: to ddm.dead with the reason attached (see ddm.workers.deadletter)."""
         self._session.dead_letter(delivery_tag, props, body, reason, self.queue)
+        self.count_refused(self.queue)
+
+    def count_refused(self, queue: str) -> None:
         self.stats.dead_lettered += 1
         self.metrics.dead_lettered.inc()
 
