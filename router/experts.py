@@ -7,9 +7,14 @@ Fed by the glue (router/worker.py) from two sources:
     replied(round_trip_ms, compute_ms, worker, sent_at)   every reply
 
 Rules (docs/PROTOCOL.md section 6; for operators docs/DEPLOY.md section 12):
-- gone: no consumer on its queue, or consumers but every heartbeat of it expired (a host cut off whose
-  TCP connection the broker has not noticed yet). Consumers vanish the moment a worker's connection
-  closes, so a killed worker is known at the next observation.
+- absent: no consumer on its queue; or consumers, our requests waiting, every heartbeat expired, no
+  progress and no change in its queue's depth for SILENT_S (a host cut off whose TCP connection the
+  broker has not noticed yet). Heartbeats count only when the glue trusts them: not until Redis has
+  been back from an outage long enough for every worker to beat again. A live consumer with a draining
+  or growing queue is busy, never absent, whatever its heartbeat says.
+- gone: absent without a break for loss_grace_s (a broker failover, when consumers move to another
+  node, or a Redis outage shorter than that changes nothing). gone_since is when the absence began.
+  While absent but not gone, its requests wait in its queue and every plan still counts on it.
 - progressing: a reply came, the queue's depth went down or its workers' forward passes went up,
   within the last `stall_s`. A backlogged expert that drains is busy, not dead (its backlog may sit in
   the workers' prefetch buffers, where the depth does not see it: hence the forward passes).
@@ -54,9 +59,12 @@ class ExpertHealth:
     stall_s: float  # no progress for this long while requests wait: the expert is stuck
     hedge_floor_ms: float = 250.0
     hedge_max_fraction: float = 0.05
+    loss_grace_s: float = 10.0  # absent this long without a break: gone
     consumers: int = 1  # before the first observation: assume someone serves (as before this existed)
     depth: int = 0
     heartbeats: int | None = None  # live heartbeat records of its workers; None: none ever seen
+    depth_moved: float = float("-inf")  # when its queue's depth last changed
+    absent_since: float | None = None  # when it began to look absent (None: it does not)
     gone_since: float | None = None
     live_since: float = float("-inf")  # when it last came back (a request sent before waited it out)
     last_progress: float = 0.0
@@ -71,28 +79,54 @@ class ExpertHealth:
     # ------------------------------------------------------------ observations
 
     def observe(
-        self, now: float, consumers: int, depth: int, heartbeats: int | None, served: int | None
+        self,
+        now: float,
+        consumers: int,
+        depth: int,
+        heartbeats: int | None,
+        served: int | None,
+        *,
+        waiting: bool = True,
+        beats_trusted: bool = True,
     ) -> bool:
-        """Record one look at the queue and the heartbeats; True if the expert was just lost or just
-        came back (the scheduler re-plans or resumes what waited on it)."""
+        """Record one look at the queue and the heartbeats; True if the expert was just judged gone or
+        just came back (the scheduler re-plans or resumes what waited on it). waiting: requests of ours
+        wait for it; beats_trusted: False while Redis has not been back long enough for a beat."""
+        if depth != self.depth:
+            self.depth_moved = now  # growing or draining: someone feeds it or works through it
         if depth < self.depth or (served is not None and self.served is not None and served > self.served):
             self.last_progress = now  # someone is working through it
-        self.served = served
         self.consumers, self.depth = consumers, depth
-        if heartbeats:
-            self.heartbeats = heartbeats
-        elif self.heartbeats is not None:
-            self.heartbeats = 0  # it had heartbeats and they all expired
+        if beats_trusted:
+            self.served = served
+            if heartbeats:
+                self.heartbeats = heartbeats
+            elif self.heartbeats is not None:
+                self.heartbeats = 0  # it had heartbeats and they all expired
+        silent = (
+            beats_trusted
+            and waiting
+            and self.heartbeats == 0
+            and now - self.depth_moved >= SILENT_S
+            and not self.progressed_within(now, SILENT_S)
+        )
         was_live = self.gone_since is None
-        silent = self.heartbeats == 0 and not self.progressed_within(now, SILENT_S)
-        live = consumers > 0 and not silent
-        if live:
-            self.gone_since = None
+        if consumers > 0 and not silent:
+            self.absent_since = None
             if not was_live:
+                self.gone_since = None
                 self.last_progress = self.live_since = now  # a fresh replica: a fresh stall clock
-        elif was_live:
-            self.gone_since = now
-        return live != was_live
+        else:
+            self.absent_since = now if self.absent_since is None else self.absent_since
+            if was_live and now - self.absent_since >= self.loss_grace_s:
+                self.gone_since = self.absent_since
+        return self.live != was_live
+
+    def rejudge(self, now: float) -> None:
+        """Forget how long it has looked absent (after the router's own broker failover: consumers are
+        moving to other nodes too). A gone expert stays gone until an observation finds it back."""
+        self.absent_since = None if self.gone_since is None else self.absent_since
+        self.last_progress = max(self.last_progress, now)
 
     def replied(
         self, now: float, round_trip_ms: float, compute_ms: float, worker: str, sent_at: float, *, timed: bool
@@ -120,6 +154,11 @@ class ExpertHealth:
     @property
     def live(self) -> bool:
         return self.gone_since is None
+
+    @property
+    def absent(self) -> bool:
+        """Looks absent (no consumer, or silent), gone or not yet."""
+        return self.absent_since is not None
 
     def gone_for(self, now: float) -> float:
         return 0.0 if self.gone_since is None else now - self.gone_since

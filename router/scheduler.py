@@ -50,6 +50,7 @@ class Scheduler:
         rows_per_request: int = ROWS_PER_REQUEST,
         max_attempts: int = MAX_ATTEMPTS,
         grace_s: float = 30.0,
+        loss_grace_s: float = 10.0,
         hedge_floor_ms: float = 250.0,
         hedge_max_fraction: float = 0.05,
         describe: Callable[[int], str] = lambda k: f"expert {k}",
@@ -65,7 +66,12 @@ class Scheduler:
         self.pending: dict[str, Request] = {}
         self.experts = {
             k: ExpertHealth(
-                k, timeout_s * max_attempts, hedge_floor_ms, hedge_max_fraction, last_progress=clock()
+                k,
+                timeout_s * max_attempts,
+                hedge_floor_ms,
+                hedge_max_fraction,
+                loss_grace_s=loss_grace_s,
+                last_progress=clock(),
             )
             for k in range(policy.num_experts)
         }
@@ -115,18 +121,37 @@ class Scheduler:
     # ------------------------------------------------------------ experts
 
     def observe(
-        self, expert: int, consumers: int, depth: int, heartbeats: int | None, served: int | None
+        self,
+        expert: int,
+        consumers: int,
+        depth: int,
+        heartbeats: int | None,
+        served: int | None,
+        *,
+        beats_trusted: bool = True,
     ) -> None:
         """What the glue saw of one expert: its queue's consumers and ready depth, its workers' live
-        heartbeats and their total forward passes. An expert just lost sends every mixing job waiting on
-        it back to planning (it routes around it at the next flush). Requests sent to an expert while it
-        is gone wait in its queue; a returning replica serves them."""
+        heartbeats and their total forward passes (beats_trusted False: Redis was away until moments ago,
+        so expired heartbeats prove nothing). An expert just judged gone (router/experts.py: absent for
+        its loss grace) sends every mixing job waiting on it back to planning (it routes around it at the
+        next flush). Requests sent to an expert while it is absent wait in its queue; a returning replica
+        serves them."""
         health = self.experts[expert]
-        if health.observe(self.clock(), consumers, depth, heartbeats, served) and not health.live:
+        waiting = self._in_flight(expert) > 0
+        changed = health.observe(
+            self.clock(), consumers, depth, heartbeats, served, waiting=waiting, beats_trusted=beats_trusted
+        )
+        if changed and not health.live:
             for job in list(self.jobs.values()):
                 if job.plan is not None and routes_around(job.arrays.spec) and self._needs(job, expert):
                     self._replan(job)
             self._forget_unwanted()
+
+    def rejudge(self) -> None:
+        """After the router's own broker failover: every expert's absence clock starts again."""
+        now = self.clock()
+        for health in self.experts.values():
+            health.rejudge(now)
 
     def _forget_unwanted(self) -> None:
         """Stop counting requests no job waits for any more against their expert's window."""
@@ -309,9 +334,9 @@ class Scheduler:
     # ------------------------------------------------------------ timeouts, hedges, lost experts
 
     def sweep(self, out: Outbox) -> None:
-        """Per request in flight, in this order: a gone expert's requests wait in its queue for a replica
-        (the grace rule below bounds that); a late one is hedged to a replica that answers; past the
-        timeout a lost one (later requests were answered, or nothing moves and nothing is queued) is
+        """Per request in flight, in this order: an absent or gone expert's requests wait in its queue for
+        a replica (the loss and grace rules bound that); a late one is hedged to a replica that answers;
+        past the timeout a lost one (later requests were answered, or nothing moves and nothing is queued) is
         resent, a busy expert (its backlog drains) is waited for (with one resend per stall period, in
         case the request was lost behind the backlog), and one with no progress for max_attempts
         timeouts fails its jobs. Then jobs that wait on a gone expert past the grace fail."""
@@ -322,7 +347,7 @@ class Scheduler:
             if not waiting:  # every job in it finished, failed or was re-planned meanwhile
                 del self.pending[request_id]
                 continue
-            if not health.live:
+            if health.absent:  # its requests wait in its queue; the loss and grace rules bound that
                 continue
             replica = health.hedge_target(now, p.first_sent, exclude=p.hedged_to)
             if replica is not None:

@@ -89,6 +89,7 @@ class RouterWorker:
             self.policy,
             timeout_s=settings.request_timeout_s,
             grace_s=settings.expert_grace_s,
+            loss_grace_s=settings.expert_loss_grace_s,
             hedge_floor_ms=settings.hedge_floor_ms,
             hedge_max_fraction=settings.hedge_max_fraction,
             describe=lambda k: f"expert {k} (queue {self.names.expert_queue(k)})",
@@ -105,6 +106,8 @@ class RouterWorker:
         self._reply_queue = ""
         self._writes = []  # StepDone of steps finished but not yet in Redis
         self._observed_at = -1.0  # monotonic time of the last look at the experts
+        # heartbeats prove nothing until Redis has been back long enough for every worker to beat again
+        self._beats_trusted_at = -1.0
 
     # ------------------------------------------------------------ lifecycle (the runtime's)
 
@@ -141,6 +144,7 @@ class RouterWorker:
         # Our own exclusive reply queue: direct reply-to is unsuited to hundreds of replies a second.
         self._reply_queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
         self.scheduler.reset(uuid.uuid4().hex[:12])  # replies to an earlier connection match nothing
+        self.scheduler.rejudge()  # a failover moves the experts' consumers too: judge them afresh
         self._session = session
         session.consume(self._reply_queue, self._guarded(self._on_reply), auto_ack=True)
         session.consume(self.names.jobs, self._guarded(self._on_job))
@@ -275,6 +279,7 @@ class RouterWorker:
             except redis.RedisError:
                 return
             self.paused = False
+            self._beats_trusted_at = time.monotonic() + 2 * self.settings.heartbeat_s
             log.info("Redis answers again: %d held job(s) asked again", len(self.waiting))
         held, self.waiting = self.waiting, []
         for i, delivery in enumerate(held):
@@ -406,15 +411,23 @@ class RouterWorker:
         """Every OBSERVE_S: what the broker and the heartbeats say of each expert, to the scheduler."""
         self._observed_at = time.monotonic()
         looks = probe_experts(self._session.channel, self.store.r, self.names, self.deployment.num_experts)
+        trusted = self._observed_at >= self._beats_trusted_at
         for look in looks:
             k, health = look.expert, self.scheduler.experts[look.expert]
             was_live = health.live
-            self.scheduler.observe(k, look.consumers, look.depth, look.heartbeats, look.served)
+            self.scheduler.observe(
+                k, look.consumers, look.depth, look.heartbeats, look.served, beats_trusted=trusted
+            )
             self.metrics.expert_live.labels(str(k)).set(int(health.live))
             self.metrics.expert_window.labels(str(k)).set(health.window())
             if was_live != health.live:
                 if was_live:
-                    log.warning("expert %d has no live worker (queue %s)", k, self.names.expert_queue(k))
+                    log.warning(
+                        "expert %d has had no live worker for %g s (queue %s)",
+                        k,
+                        self.settings.expert_loss_grace_s,
+                        self.names.expert_queue(k),
+                    )
                 else:
                     log.info("expert %d is served again", k)
 

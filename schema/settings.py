@@ -40,6 +40,7 @@ ENV_VARS: dict[str, str] = {
     "trace_cache_dir": "DDM_TRACE_CACHE_DIR",
     "queue_type": "DDM_QUEUE_TYPE",
     "expert_grace_s": "DDM_EXPERT_GRACE_S",
+    "expert_loss_grace_s": "DDM_EXPERT_LOSS_GRACE_S",
     "hedge_floor_ms": "DDM_HEDGE_FLOOR_MS",
     "hedge_max_fraction": "DDM_HEDGE_MAX_FRACTION",
 }
@@ -81,6 +82,9 @@ HELP: dict[str, str] = {
     "Every process of a deployment must agree.",
     "expert_grace_s": "Router: how long a step whose oracle or top-1 expert has no live replica waits for "
     "one before its job fails (mixing strategies renormalise over the live experts instead).",
+    "expert_loss_grace_s": "Router: an expert counts as gone only after it has had no consumer (or, "
+    "with requests waiting, no heartbeat and no progress) for this long: a broker failover or a Redis "
+    "outage shorter than this changes no job.",
     "hedge_floor_ms": "Router: a request still unanswered after its expert's recent p99 latency, and at "
     "least this long, is sent once more to another replica.",
     "hedge_max_fraction": "Router: at most this fraction of requests is hedged (0 turns hedging off).",
@@ -152,6 +156,9 @@ class Settings:
     # router: how long a step whose oracle/top1 expert has no live replica waits for one before its job
     # fails (mixing strategies renormalise over the live experts instead; docs/DEPLOY.md)
     expert_grace_s: float = 30.0
+    # router: an expert is gone only after looking absent this long (no consumer, or silent while our
+    # requests wait); covers a broker failover and the first beats after a Redis outage (docs/DEPLOY.md)
+    expert_loss_grace_s: float = 10.0
     # router: a request still unanswered after its expert's recent p99 (and at least this) is sent once
     # more, to another replica; at most hedge_max_fraction of the requests (0 turns hedging off)
     hedge_floor_ms: float = 250.0
@@ -189,6 +196,7 @@ class Settings:
             raise _fail("trace_cache_dir", "a path (or off)", self.trace_cache_dir)
         check_queue_type(self.queue_type)
         self._check_number("expert_grace_s", float, 0.0, 86400.0)
+        self._check_number("expert_loss_grace_s", float, 0.0, 86400.0)
         self._check_number("hedge_floor_ms", float, 0.0, 3_600_000.0)
         self._check_number("hedge_max_fraction", float, 0.0, 1.0)
 

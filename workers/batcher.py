@@ -2,9 +2,10 @@
 
 `Batcher` holds decoded requests waiting for the model and decides when a batch is ready: after the
 first request it keeps collecting until the waiting ROWS reach max_batch or the oldest request has
-waited max_wait. `serve_batch` runs ONE `Expert.velocity` over the concatenated rows, splits the
-result per request and encodes each reply; if the batch as a whole fails it serves every request
-alone, so one bad request cannot take the others down with it.
+waited max_wait. `serve_batch` runs ONE `Expert.velocity` over the concatenated rows (an oversize
+request in slices, with a keep-alive between them), splits the result per request and encodes each
+reply; if the batch as a whole fails it serves every request alone, so one bad request cannot take the
+others down with it.
 """
 
 from __future__ import annotations
@@ -101,17 +102,27 @@ class Batcher:
         return items
 
 
-def _velocity(expert, items: list[Pending]) -> np.ndarray:
+def _velocity(expert, items: list[Pending], chunk_rows: int | None = None, between=None) -> np.ndarray:
+    """One Expert.velocity over every row of `items`; with chunk_rows, in slices of at most that many
+    rows with between() after each but the last (the worker keeps its connections alive there)."""
     reqs = [it.request for it in items]
     if len(reqs) == 1:
         r = reqs[0]
-        return expert.velocity(r.x, r.t, r.y, r.guidance)
-    return expert.velocity(
-        np.concatenate([r.x for r in reqs]),  # [R, 1, 32, 32], R = total rows
-        np.concatenate([r.t for r in reqs]),  # [R]
-        np.concatenate([r.y for r in reqs]),  # [R]
-        np.concatenate([r.guidance for r in reqs]),  # [R]
-    )
+        x, t, y, g = r.x, r.t, r.y, r.guidance
+    else:
+        x = np.concatenate([r.x for r in reqs])  # [R, 1, 32, 32], R = total rows
+        t = np.concatenate([r.t for r in reqs])  # [R]
+        y = np.concatenate([r.y for r in reqs])  # [R]
+        g = np.concatenate([r.guidance for r in reqs])  # [R]
+    if chunk_rows is None or len(x) <= chunk_rows:
+        return expert.velocity(x, t, y, g)
+    parts = []
+    for start in range(0, len(x), chunk_rows):
+        if parts and between is not None:
+            between()
+        end = start + chunk_rows
+        parts.append(expert.velocity(x[start:end], t[start:end], y[start:end], g[start:end]))
+    return np.concatenate(parts)
 
 
 def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows, precision) -> list[Outcome]:
@@ -129,17 +140,21 @@ def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows, precision) 
     return out
 
 
-def serve_batch(expert, items: list[Pending], expert_id: int, worker_id: str) -> BatchResult:
+def serve_batch(
+    expert, items: list[Pending], expert_id: int, worker_id: str, *, chunk_rows=None, between=None
+) -> BatchResult:
     """Run one forward pass over all rows of `items` and encode one reply per request.
 
-    Touches no broker state. If the batched call raises, each request is retried alone; a request that
-    still fails gets an Outcome with its error (to be dead-lettered).
+    Touches no broker state itself. If the batched call raises, each request is retried alone; a request
+    that still fails gets an Outcome with its error (to be dead-lettered). chunk_rows and between: an
+    oversize batch runs in slices with between() after each (the worker services its connection there,
+    so a long batch does not starve its heartbeats); between must not raise.
     """
     rows = sum(it.rows for it in items)
     precision = expert.meta.precision
     t0 = time.perf_counter()
     try:
-        v = _velocity(expert, items)
+        v = _velocity(expert, items, chunk_rows, between)
         ms = (time.perf_counter() - t0) * 1e3
         if v.shape[0] != rows:
             raise RuntimeError(expected(f"{rows} velocity rows from the expert", v.shape))
@@ -152,7 +167,7 @@ def serve_batch(expert, items: list[Pending], expert_id: int, worker_id: str) ->
     for it in items:  # the batch failed: isolate the request(s) responsible
         t1 = time.perf_counter()
         try:
-            v = _velocity(expert, [it])
+            v = _velocity(expert, [it], chunk_rows, between)
             ms = (time.perf_counter() - t1) * 1e3
             outcomes += _replies([it], v, expert_id, worker_id, ms, it.rows, precision)
         except Exception as exc:

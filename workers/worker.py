@@ -9,10 +9,13 @@ Why no compute thread: a router keeps one request in flight per expert replica, 
 there is no next batch to collect while one computes (with several, what arrives meanwhile simply forms
 the next batch), and the two thread hand-offs (to a compute thread and back through
 add_callback_threadsafe) cost 0.3-0.9 ms per request here, up to 60% of the per-step transport budget
-(docs/BENCHMARKS.md). The price: AMQP and Redis heartbeats wait while a forward pass runs. A batch
-takes milliseconds to a few seconds; one longer than the Redis heartbeat allowance
-(DDM_HEARTBEAT_TTL_S - DDM_HEARTBEAT_S) hides the worker from `ddm status` meanwhile and is logged, and
-one beyond the broker's 60 s would cost the connection and be redelivered: lower --max-batch.
+(docs/BENCHMARKS.md). The price: AMQP and Redis heartbeats wait while a forward pass runs. So a batch
+with more rows than the largest bucket (EAGER_SLICE_ROWS for an eager expert) runs in slices of that
+many rows, as Expert.velocity would split it anyway, and between slices, once KEEPALIVE_S has passed,
+the connection is serviced (process_data_events: AMQP heartbeats, the Redis heartbeat timer, new
+deliveries into the next batch). A busy worker keeps beating, so it is never taken for a gone one
+(issue 23); only a single slice longer than the heartbeat allowance (DDM_HEARTBEAT_TTL_S -
+DDM_HEARTBEAT_S) still hides it, and is logged: use smaller buckets.
 
 Delivery: a request is acked only after its reply was published, so a worker that dies mid-batch
 leaves its requests unacked and the broker redelivers them to another replica (velocity is a pure
@@ -38,6 +41,7 @@ from ddm.schema.names import check_expert_id, check_worker_id
 from ddm.schema.precision import check_precision
 from ddm.schema.settings import Settings, redact
 from ddm.schema.topology import CONTENT_TYPE
+from ddm.workers.amqp import CONNECTION_ERRORS
 from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_batch
 from ddm.workers.buckets import parse_bucket_flag
 from ddm.workers.expert import DEFAULT_BUCKETS
@@ -49,6 +53,8 @@ from ddm.workers.selftest import startup_check
 log = logging.getLogger(__name__)
 
 STATS_LOG_S = 10.0  # at most one stats line per this many seconds
+KEEPALIVE_S = 1.0  # between slices of an oversize batch, service the connection at most this often
+EAGER_SLICE_ROWS = 64  # slice size for an expert without buckets (the router's largest request)
 
 
 def default_worker_id(expert_id: int) -> str:
@@ -233,18 +239,27 @@ class ExpertWorker:
         if wait is None or wait > 0:
             return
         items = self._batcher.take()
+        keepalive = _KeepAlive(self._session.conn)
         try:
-            result = serve_batch(self.expert, items, self.expert_id, self.worker_id)
+            result = serve_batch(
+                self.expert,
+                items,
+                self.expert_id,
+                self.worker_id,
+                chunk_rows=max(self.expert.buckets or (EAGER_SLICE_ROWS,)),
+                between=keepalive,
+            )
         except Exception as exc:  # a bug, not a bad request: still answer every delivery
             log.exception("serving a batch of %d request(s) failed", len(items))
             result = BatchResult([Outcome(it, None, f"internal error: {exc!r}") for it in items], 0, 0.0)
+        keepalive.raise_if_lost()  # the runtime reconnects; the broker redelivers the batch
         allowance_s = self.settings.heartbeat_ttl_s - self.settings.heartbeat_s
-        if result.compute_ms > allowance_s * 1e3:
+        if keepalive.longest_s > allowance_s:
             log.warning(
-                "a batch of %d rows took %.1f s, longer than the heartbeat allows (%.1f s): this worker "
-                "looked gone meanwhile, and beyond 60 s the broker drops it; lower --max-batch",
+                "a %d-row batch went %.1f s without servicing its connection, longer than the heartbeat "
+                "allows (%.1f s): this worker looked silent meanwhile; use smaller --buckets",
                 result.rows,
-                result.compute_ms / 1e3,
+                keepalive.longest_s,
                 allowance_s,
             )
         self._reply(self._session.channel, result)
@@ -304,6 +319,34 @@ class ExpertWorker:
     def count_refused(self, queue: str) -> None:
         self.stats.dead_lettered += 1
         self.metrics.dead_lettered.inc()
+
+
+class _KeepAlive:
+    """Called between slices of an oversize batch: services the connection (heartbeats, timers, new
+    deliveries) once KEEPALIVE_S has passed. A lost connection is kept, not raised inside serve_batch
+    (which would take it for a failed forward pass), and raised after the batch by raise_if_lost()."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.started = self.last = time.monotonic()
+        self.longest_s = 0.0  # the longest stretch without servicing the connection
+        self.lost: BaseException | None = None
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self.lost is not None or now - self.last < KEEPALIVE_S:
+            return
+        self.longest_s = max(self.longest_s, now - self.last)
+        try:
+            self.conn.process_data_events(time_limit=0)
+        except CONNECTION_ERRORS as exc:
+            self.lost = exc
+        self.last = time.monotonic()
+
+    def raise_if_lost(self) -> None:
+        self.longest_s = max(self.longest_s, time.monotonic() - self.last)
+        if self.lost is not None:
+            raise self.lost
 
 
 def describe_stack(expert) -> str:

@@ -1,6 +1,7 @@
 """The scheduler's rules for experts on other hosts, with a fake clock: the in-flight window grows with
 the measured link, a busy expert is waited for, a lost request is resent, a late one is hedged to a
-replica that answers, a gone expert is routed around (mixing) or waited for within the grace (oracle)."""
+replica that answers, a gone expert is routed around (mixing) or waited for within the grace (oracle);
+an expert is gone only after looking absent for its loss grace, and a busy one never looks absent."""
 
 from __future__ import annotations
 
@@ -136,7 +137,7 @@ def test_a_late_request_is_hedged_once_to_a_replica_that_answers(clock):
 
 
 def test_a_lost_expert_under_full_is_routed_around_and_recorded(clock):
-    s = scheduler(clock, OVERLAP, "label-prior")
+    s = scheduler(clock, OVERLAP, "label-prior", loss_grace_s=0.0)
     j = job([4, 5], steps=3, strategy="full")
     out = begin(s, j)
     first = {x.expert: x for x in out.sends}
@@ -158,7 +159,7 @@ def test_a_lost_expert_under_full_is_routed_around_and_recorded(clock):
 
 
 def test_a_lost_expert_under_oracle_is_waited_for_then_fails_naming_it(clock):
-    s = scheduler(clock, grace_s=30.0, describe=lambda k: f"expert {k} (queue q.{k})")
+    s = scheduler(clock, grace_s=30.0, loss_grace_s=0.0, describe=lambda k: f"expert {k} (queue q.{k})")
     j, k = job([6], steps=3), job([7], steps=3, seed=1)
     begin(s, j, k)
     s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)
@@ -173,7 +174,7 @@ def test_a_lost_expert_under_oracle_is_waited_for_then_fails_naming_it(clock):
 
 
 def test_an_oracle_job_resumes_when_a_replica_comes_back_within_the_grace(clock):
-    s = scheduler(clock)
+    s = scheduler(clock, loss_grace_s=0.0)
     j = job([6], steps=2)
     out = begin(s, j)
     (send,) = out.sends
@@ -187,7 +188,7 @@ def test_an_oracle_job_resumes_when_a_replica_comes_back_within_the_grace(clock)
 
 
 def test_a_full_job_that_says_wait_is_not_routed_around_a_lost_expert(clock):
-    s = scheduler(clock, OVERLAP, "label-prior", grace_s=5.0)
+    s = scheduler(clock, OVERLAP, "label-prior", grace_s=5.0, loss_grace_s=0.0)
     j = job([4, 5], steps=3, strategy="full", on_expert_loss="wait")
     out = begin(s, j)
     first = {x.expert: x for x in out.sends}
@@ -202,7 +203,7 @@ def test_a_full_job_that_says_wait_is_not_routed_around_a_lost_expert(clock):
 
 
 def test_only_clean_round_trips_feed_the_estimates_and_silence_without_heartbeats_is_gone():
-    h = ExpertHealth(1, stall_s=50.0)
+    h = ExpertHealth(1, stall_s=50.0, loss_grace_s=0.0)
     for i in range(30):
         h.replied(float(i), round_trip_ms=20.0, compute_ms=5.0, worker="w", sent_at=float(i), timed=True)
     h.replied(31.0, round_trip_ms=30_000.0, compute_ms=5.0, worker="w", sent_at=1.0, timed=False)
@@ -218,3 +219,64 @@ def test_only_clean_round_trips_feed_the_estimates_and_silence_without_heartbeat
     assert h.observe(38.5, consumers=1, depth=0, heartbeats=None, served=None) is True and h.live, (
         "a worker that writes no heartbeat but answers is live"
     )
+
+
+def test_an_absence_shorter_than_the_loss_grace_changes_no_plan(clock):
+    """A broker failover: the consumers vanish for a moment and come back. The full job keeps both
+    experts (no re-plan, no degraded step)."""
+    s = scheduler(clock, OVERLAP, "label-prior", loss_grace_s=10.0)
+    j = job([4, 5], steps=2, strategy="full")
+    out = begin(s, j)
+    first = {x.expert: x for x in out.sends}
+    s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)
+    clock.now += 9.5
+    s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)
+    assert s.experts[1].live and s.experts[1].absent, "absent, not gone: within the loss grace"
+    clock.now += 0.4
+    s.observe(1, consumers=1, depth=1, heartbeats=None, served=None)
+    out = Outbox()
+    s.sweep(out)
+    s.on_reply(answer(first[0]), out)
+    s.on_reply(answer(first[1]), out)
+    (done,) = out.steps
+    assert done.frame.experts == (0, 1) and done.frame.missing == () and done.degraded == {}
+
+
+def test_an_absence_past_the_loss_grace_is_gone_from_when_it_began(clock):
+    s = scheduler(clock, OVERLAP, "label-prior", loss_grace_s=10.0)
+    begin(s, job([4, 5], steps=2, strategy="full"))
+    s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)
+    began = clock.now
+    clock.now += 10.0
+    s.observe(1, consumers=0, depth=1, heartbeats=None, served=None)
+    assert not s.experts[1].live and s.experts[1].gone_since == began
+
+
+def test_a_busy_expert_whose_heartbeats_expired_is_never_gone():
+    """Batches longer than the heartbeat TTL: the heartbeats expire, no reply comes for a long time,
+    but a consumer is there and its queue grows or drains: busy, never absent (looked at every 0.5 s)."""
+    h = ExpertHealth(0, stall_s=100.0, loss_grace_s=0.0, last_progress=0.0)
+    assert h.observe(0.0, consumers=1, depth=3, heartbeats=1, served=5) is False
+    for i in range(1, 120):
+        depth = 3 + (i // 8) % 3  # moves every 4 s: routers send, the worker takes a batch
+        h.observe(0.5 * i, consumers=1, depth=depth, heartbeats=None, served=None)
+        assert h.live and not h.absent, f"at {0.5 * i} s, depth {depth}"
+
+
+def test_expired_heartbeats_prove_nothing_until_redis_is_back_long_enough():
+    """After a Redis outage every heartbeat has expired; until the workers could beat again they do
+    not count, even with requests waiting and no progress."""
+    h = ExpertHealth(0, stall_s=100.0, loss_grace_s=0.0, last_progress=0.0)
+    h.observe(0.0, consumers=1, depth=0, heartbeats=1, served=5)
+    assert h.observe(60.0, consumers=1, depth=0, heartbeats=None, served=None, beats_trusted=False) is False
+    assert h.live and not h.absent
+    assert h.observe(61.0, consumers=1, depth=0, heartbeats=None, served=None) is True and not h.live, (
+        "trusted again, still expired, silent, requests waiting: a host cut off"
+    )
+
+
+def test_silence_counts_only_while_requests_wait():
+    h = ExpertHealth(0, stall_s=100.0, loss_grace_s=0.0, last_progress=0.0)
+    h.observe(0.0, consumers=1, depth=0, heartbeats=1, served=5)
+    assert h.observe(60.0, consumers=1, depth=0, heartbeats=None, served=None, waiting=False) is False
+    assert h.live and not h.absent, "an idle expert whose heartbeats expired is not judged by them"

@@ -65,14 +65,14 @@ class Pipeline:
         self.log_dir = log_dir
         self.prefix = new_prefix()
         self.names = Names(self.prefix)
-        self.env = service_env(
-            self.prefix,
-            DDM_REQUEST_TIMEOUT_S=str(timeout_s),
-            DDM_HEARTBEAT_S="0.5",
-            DDM_HEARTBEAT_TTL_S="5",
-            DDM_MAX_WAIT_MS=str(max_wait_ms),
-            **(env or {}),
-        )
+        defaults = {
+            "DDM_REQUEST_TIMEOUT_S": str(timeout_s),
+            "DDM_HEARTBEAT_S": "0.5",
+            "DDM_HEARTBEAT_TTL_S": "5",
+            "DDM_MAX_WAIT_MS": str(max_wait_ms),
+            "DDM_EXPERT_LOSS_GRACE_S": "2",  # a killed expert is known in seconds (failover tests raise it)
+        }
+        self.env = service_env(self.prefix, **(defaults | (env or {})))
         self.settings = Settings.from_env(self.env)
         self.procs: dict[str, subprocess.Popen] = {}
         self.redis = redis.Redis.from_url(self.settings.redis_url)
