@@ -12,8 +12,10 @@ Everything here installs with the base package (no torch, JAX or Flask); pillow 
 from ddm.ops.images import pil_images, png_bytes
 from ddm.router.client import (
     Client,
+    DegradedResultWarning,
     ExpertUnavailableError,
     JobCancelledError,
+    JobDegradedError,
     JobFailedError,
     JobNotFoundError,
     JobTimeoutError,
@@ -26,7 +28,9 @@ from ddm.schema.messages import Frame, JobSpec, JobStatus
 __all__ = [
     "Client",
     "DDMError",
+    "DegradedResultWarning",
     "ExpertUnavailableError",
+    "JobDegradedError",
     "Frame",
     "JobCancelledError",
     "JobFailedError",

@@ -23,13 +23,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
 from ddm.router.client_errors import (
+    DegradedResultWarning,
     ExpertUnavailableError,
     JobCancelledError,
+    JobDegradedError,
     JobFailedError,
     JobNotFoundError,
     JobTimeoutError,
@@ -38,12 +41,21 @@ from ddm.router.client_errors import (
 from ddm.router.following import JobFollowing, read_stream
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, expected
-from ddm.schema.jobs import JobHash, cancel_fields, cancelled_fields, decode_result, queued_fields
+from ddm.schema.jobs import (
+    JobHash,
+    cancel_fields,
+    cancelled_fields,
+    decode_result,
+    degraded_text,
+    queued_fields,
+)
 from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import check_job_id
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis, unavailable
+
+ON_DEGRADED = ("warn", "raise", "ignore")  # Client.result(on_degraded=...)
 
 
 def _redis_errors(fn):
@@ -302,12 +314,17 @@ class Client(JobFollowing):
         return self.status(job_id)
 
     @_redis_errors
-    def result(self, job_id: str, timeout: float | None = None) -> np.ndarray:
+    def result(self, job_id: str, timeout: float | None = None, *, on_degraded: str = "warn") -> np.ndarray:
         """Wait for the job and return its final latents float32 [n, 1, 32, 32] (about [-1, 1]).
 
+        on_degraded: what a degraded result does (some steps ran without an expert that had no live
+        worker, a job with on_expert_loss="degrade"): "warn" (a DegradedResultWarning naming the experts
+        and steps), "raise" (JobDegradedError, the images in its `images`) or "ignore".
         Raises JobFailedError (with the router's error text), JobCancelledError, JobTimeoutError or
         JobNotFoundError.
         """
+        if on_degraded not in ON_DEGRADED:
+            raise SchemaError(expected(f"on_degraded in {list(ON_DEGRADED)}", on_degraded))
         st = self.wait(job_id, timeout)
         if st.status is JobStatus.FAILED:
             raise JobFailedError(job_id, st.error or "")
@@ -319,7 +336,16 @@ class Client(JobFollowing):
                 f"job {job_id} is done but {self.names.result(job_id)} is gone (expired after "
                 f"job_ttl_s={self.settings.job_ttl_s}?)"
             )
-        return decode_result(job_id, data, st.n, max_bytes=self.settings.max_message_bytes)
+        images = decode_result(job_id, data, st.n, max_bytes=self.settings.max_message_bytes)
+        if st.degraded and on_degraded == "raise":
+            raise JobDegradedError(job_id, st.degraded, images)
+        if st.degraded and on_degraded == "warn":
+            warnings.warn(
+                f"job {job_id} was degraded: {degraded_text(st.degraded)}",
+                DegradedResultWarning,
+                stacklevel=2,
+            )
+        return images
 
     def generate(
         self,
@@ -333,13 +359,15 @@ class Client(JobFollowing):
         on_expert_loss: str | None = None,
         queue_anyway: bool = False,
         timeout: float | None = None,
+        on_degraded: str = "warn",
     ) -> np.ndarray:
         """Submit, wait and return the images in one call: float32 [len(labels) * n, 1, 32, 32].
 
         labels: one label or a list (NULL_CLASS, 10: an unconditional image); the list is repeated n
         times (n images per label, as `ddm submit --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance
-        and on_expert_loss None take the serving deployment's defaults. Raises what submit and result
-        raise (JobFailedError, JobTimeoutError, ExpertUnavailableError unless queue_anyway, ...).
+        and on_expert_loss None take the serving deployment's defaults; on_degraded as in result(). Raises
+        what submit and result raise (JobFailedError, JobTimeoutError, ExpertUnavailableError unless
+        queue_anyway, JobDegradedError with on_degraded="raise", ...).
         """
         base = [labels] if isinstance(labels, int | np.integer) else list(labels)
         if not isinstance(n, int | np.integer) or n < 1:
@@ -352,11 +380,15 @@ class Client(JobFollowing):
             seed=seed,
             on_expert_loss=on_expert_loss,
         )
-        return self.result(self.submit(spec, queue_anyway=queue_anyway), timeout=timeout)
+        return self.result(
+            self.submit(spec, queue_anyway=queue_anyway), timeout=timeout, on_degraded=on_degraded
+        )
 
 
 __all__ = [
     "Client",
+    "DegradedResultWarning",
+    "JobDegradedError",
     "ExpertUnavailableError",
     "JobCancelledError",
     "JobFailedError",

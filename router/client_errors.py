@@ -37,3 +37,20 @@ class NoDeploymentError(ServiceUnavailableError):
 
 class ExpertUnavailableError(ServiceUnavailableError):
     """A job needs an expert with no live worker: refused at submit unless queued anyway."""
+
+
+class DegradedResultWarning(UserWarning):
+    """A job's result was computed without some expert at some steps (it had no live worker and the job
+    let mixing route around it): a different model than the one asked for, at those steps."""
+
+
+class JobDegradedError(DDMError, RuntimeError):
+    """Client.result(on_degraded="raise") of a degraded job; `images` holds the result all the same."""
+
+    def __init__(self, job_id: str, degraded: dict[int, tuple[int, ...]], images=None):
+        from ddm.schema.jobs import degraded_text
+
+        super().__init__(f"job {job_id} was degraded: {degraded_text(degraded)}")
+        self.job_id = job_id
+        self.degraded = degraded
+        self.images = images

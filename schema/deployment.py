@@ -5,8 +5,9 @@
     strategy = "top1"            # optional: the strategy jobs get by default (else oracle where the
                                  # labels name the expert, else top1)
     class_names = ["0", ...]     # optional: 10 names shown for labels 0..9 (default: the digits)
-    on_expert_loss = "degrade"   # optional: what jobs do by default when an expert has no live
-                                 # worker: degrade (mixing strategies route around it) or wait
+    on_expert_loss = "wait"      # optional: what jobs do by default when an expert has no live
+                                 # worker: wait (the default: then fail naming it) or degrade
+                                 # (mixing strategies route around it, the steps marked degraded)
 
     [[experts]]
     id = 0                       # ids are 0..K-1: the cluster ids of the partition
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.flow import NUM_CLASSES
-from ddm.schema.messages import EXPERT_LOSS_POLICIES, MAX_GUIDANCE
+from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY, EXPERT_LOSS_POLICIES, MAX_GUIDANCE
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
 from ddm.schema.strategy import Strategy
 
@@ -86,7 +87,7 @@ class Deployment:
     guidance: float = 1.0
     strategy: str | None = None  # None: the router's rule (schema.strategy.default_strategy)
     class_names: tuple[str, ...] = tuple(str(c) for c in range(NUM_CLASSES))
-    on_expert_loss: str = "degrade"  # JobSpec.on_expert_loss a job gets when it names none
+    on_expert_loss: str = DEFAULT_EXPERT_LOSS_POLICY  # JobSpec.on_expert_loss a job gets when it names none
 
     @property
     def num_experts(self) -> int:
@@ -137,7 +138,7 @@ class Deployment:
             raise ConfigError(
                 f"{path}: {expected(f'class_names, {NUM_CLASSES} non-empty strings', class_names)}"
             )
-        on_expert_loss = data.get("on_expert_loss", "degrade")
+        on_expert_loss = data.get("on_expert_loss", DEFAULT_EXPERT_LOSS_POLICY)
         if on_expert_loss not in EXPERT_LOSS_POLICIES:
             raise ConfigError(
                 f"{path}: {expected(f'on_expert_loss in {list(EXPERT_LOSS_POLICIES)}', on_expert_loss)}"

@@ -20,7 +20,13 @@ from typing import Any
 
 from .errors import SchemaError, expected
 from .flow import NULL_CLASS, NUM_CLASSES
-from .messages import EXPERT_LOSS_POLICIES, MAX_GUIDANCE, PROTOCOL_VERSION, JobSpec
+from .messages import (
+    DEFAULT_EXPERT_LOSS_POLICY,
+    EXPERT_LOSS_POLICIES,
+    MAX_GUIDANCE,
+    PROTOCOL_VERSION,
+    JobSpec,
+)
 from .names import check_worker_id
 from .strategy import Strategy
 
@@ -108,7 +114,7 @@ class DeploymentDescriptor:
     class_names: tuple[str, ...]  # one per label 0..9
     router_id: str
     published_at: float
-    default_on_expert_loss: str = "degrade"  # JobSpec.on_expert_loss a job gets when it names none
+    default_on_expert_loss: str = DEFAULT_EXPERT_LOSS_POLICY  # what a job that names none gets
     protocol_version: int = PROTOCOL_VERSION
 
     def __post_init__(self) -> None:

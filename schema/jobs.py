@@ -174,6 +174,12 @@ def encode_degraded(degraded: dict[int, list[int]]) -> str:
     return ";".join(f"{k}:{_ranges(sorted(set(degraded[k])))}" for k in sorted(degraded) if degraded[k])
 
 
+def degraded_text(degraded: dict[int, tuple[int, ...]]) -> str:
+    """'expert 1 left out at steps 7-150 (no live worker)': which steps ran without which expert."""
+    parts = [p.replace(":", " left out at steps ", 1) for p in encode_degraded(degraded).split(";")]
+    return "; ".join(f"expert {p}" for p in parts) + " (no live worker)"
+
+
 def _ranges(steps: list[int]) -> str:
     spans = [[steps[0], steps[0]]]
     for step in steps[1:]:

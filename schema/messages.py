@@ -165,6 +165,10 @@ class _Message:
 
 
 EXPERT_LOSS_POLICIES = ("degrade", "wait")  # JobSpec.on_expert_loss
+# What a job that names no policy gets, unless its deployment says otherwise: wait, so a result is
+# always the model that was asked for, or an error naming the expert that was missing; degrading (a
+# mixture renormalised over the live experts) is a choice a job or a deployment makes knowingly.
+DEFAULT_EXPERT_LOSS_POLICY = "wait"
 
 
 @dataclasses.dataclass(frozen=True)

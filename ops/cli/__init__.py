@@ -50,7 +50,8 @@ typical first run (MNIST offline, two experts on two frameworks):
   ddm sample --deployment runs/deployment.toml --all-labels --out grid.png
 Run `ddm COMMAND --help` for the flags of each command. `ddm doctor` checks a set-up.
 exit codes: 0 success; 1 a runtime failure (a job failed, was cancelled or not found, a service is
-down, a doctor check failed); 2 a usage error (bad flags, or input that does not fit).
+down, a doctor check failed); 2 a usage error (bad flags, or input that does not fit); 3 `submit --wait`
+gave a degraded result the job did not ask for (steps without an expert that had no live worker).
 """
 
 

@@ -5,6 +5,8 @@
    did not answer; a check of `ddm doctor` failed
 2  a usage error: flags argparse refuses, or input that does not fit (SchemaError, ConfigError: a
    job the serving deployment refuses, a malformed deployment file, setting or path)
+3  a degraded result: `ddm submit --wait` of a job some of whose steps ran without an expert that had
+   no live worker, when the job did not ask for that itself (--on-expert-loss degrade)
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ddm.schema.errors import ConfigError, DDMError, SchemaError
 OK = 0
 FAILURE = 1
 USAGE = 2
+DEGRADED = 3
 
 
 def exit_code(exc: DDMError) -> int:

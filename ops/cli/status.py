@@ -7,7 +7,7 @@ import argparse
 import time
 
 from ddm.schema.descriptor import labels_summary
-from ddm.schema.jobs import JobHash
+from ddm.schema.jobs import JobHash, degraded_text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,14 +36,6 @@ def _routing(job: JobHash) -> str:
     asked = [spec.strategy if spec and spec.strategy else "the deployment's default"]
     asked.append(f"guidance {spec.guidance:g}" if spec and spec.guidance is not None else "default guidance")
     return ", ".join(asked) + " (not resolved yet)"
-
-
-def degraded_text(degraded: dict[int, tuple[int, ...]]) -> str:
-    """'expert 1 left out at steps 7-150 (no live worker)': which steps ran without which expert."""
-    from ddm.schema.jobs import encode_degraded
-
-    parts = [p.replace(":", " left out at steps ", 1) for p in encode_degraded(degraded).split(";")]
-    return "; ".join(f"expert {p}" for p in parts) + " (no live worker)"
 
 
 def format_status(job: JobHash, now: float | None = None) -> str:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ddm.ops.cli.job_flags import add_job_arguments, job_labels
+from ddm.schema.messages import EXPERT_LOSS_POLICIES
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -24,10 +25,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--on-expert-loss",
-        choices=("degrade", "wait"),
+        choices=EXPERT_LOSS_POLICIES,
         default=None,
-        help="when an expert the routing chose has no live worker: degrade (full and topk:K route "
-        "around it, the steps marked degraded) or wait (up to the router's grace, then fail); "
+        help="when an expert the routing chose has no live worker: wait (up to the router's grace, then "
+        "fail) or degrade (full and topk:K route around it, the steps marked degraded; --wait then "
+        "exits 0 and warns, where an unasked-for degraded result exits 3); "
         "default: the serving deployment's",
     )
     parser.add_argument(
@@ -87,7 +89,7 @@ def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:
             bar.update(frame.step - bar.n)
             bar.set_postfix_str(f"t={frame.t:.2f} experts={sorted(used)}", refresh=False)
     left = None if args.timeout is None else max(0.0, args.timeout - (time.monotonic() - t0))
-    x = client.result(spec.job_id, timeout=left)
+    x = client.result(spec.job_id, timeout=left, on_degraded="ignore")  # said below, with its exit code
     st = client.status(spec.job_id)
     saved = []
     if args.out:
@@ -111,4 +113,23 @@ def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:
         + (f" -> {', '.join(saved)}" if saved else ""),
         file=sys.stderr,
     )
-    return 0
+    return _degraded_exit(spec, st)
+
+
+def _degraded_exit(spec, st) -> int:
+    """0, or DEGRADED (saying why on stderr) when steps ran without an expert and the job did not ask
+    for that itself: the images are not the model that was asked for."""
+    from ddm.ops.cli.exit_codes import DEGRADED, OK
+    from ddm.schema.jobs import degraded_text
+
+    if not st.degraded:
+        return OK
+    print(f"warning: job {spec.job_id} was degraded: {degraded_text(st.degraded)}", file=sys.stderr)
+    if spec.on_expert_loss == "degrade":
+        return OK  # asked for with --on-expert-loss degrade
+    print(
+        f"exit {DEGRADED}: the serving deployment degrades by default; pass --on-expert-loss wait to fail "
+        "instead, or --on-expert-loss degrade to accept it",
+        file=sys.stderr,
+    )
+    return DEGRADED

@@ -69,11 +69,13 @@ def connections_on(broker: BrokerCluster, node: str) -> list[str]:
     return sorted(names)
 
 
-def test_killing_the_leaders_node_loses_no_job(cluster, label_split_deployment, tmp_path, monkeypatch):
+def test_killing_the_leaders_node_loses_no_job(cluster, shared_labels_deployment, tmp_path, monkeypatch):
     # The test's own client declares the topology too; it reads DDM_QUEUE_TYPE like every process.
     monkeypatch.setenv("DDM_QUEUE_TYPE", "quorum")
     started = time.monotonic()
-    with Pipeline(label_split_deployment, tmp_path, env=cluster.service_env()) as pipe:
+    # the default loss grace (10 s): consumers moving to a surviving node is a failover, not a loss
+    env = cluster.service_env() | {"DDM_EXPERT_LOSS_GRACE_S": "10"}
+    with Pipeline(shared_labels_deployment, tmp_path, env=env) as pipe:
         # a quorum queue's leader is the node its first declarer is connected to: all on node 1
         conn = connect(cluster.nodes[0].url)
         declare_topology(conn.channel(), pipe.names, range(2), queue_type="quorum")
@@ -92,7 +94,14 @@ def test_killing_the_leaders_node_loses_no_job(cluster, label_split_deployment, 
             pipe.start_router(router)
         pipe.wait_ready("e0", "e1", "router-1", "router-2")
         client = pipe.client()
-        specs = [JobSpec.new([i % 10, (i + 3) % 10], steps=24, seed=i) for i in range(16)]
+        # mixing jobs that would route around an expert judged gone (and say so): they must not
+        strategies = ("full", "topk:2", "top1", "full")
+        specs = [
+            JobSpec.new(
+                [i % 10, (i + 3) % 10], steps=24, seed=i, strategy=strategies[i % 4], on_expert_loss="degrade"
+            )
+            for i in range(16)
+        ]
         for spec in specs:
             client.submit(spec)
         wait_for_step(client, specs[0].job_id, 3)
@@ -116,7 +125,8 @@ def test_killing_the_leaders_node_loses_no_job(cluster, label_split_deployment, 
         )
         assert len(results) == len(specs)
         assert victim not in moved.values() and set(moved) == ours
-        for spec, want in zip(specs, local_references(label_split_deployment, specs), strict=True):
+        for spec, want in zip(specs, local_references(shared_labels_deployment, specs), strict=True):
+            assert not client.status(spec.job_id).degraded, spec
             assert np.abs(results[spec.job_id] - want).max() <= 1e-4, spec
         for name, proc in pipe.procs.items():
             assert proc.poll() is None, f"{name} died instead of moving to a surviving node"

@@ -53,7 +53,7 @@ def test_full_routes_around_a_killed_expert_and_records_the_steps(shared_labels_
         pipe.up({"a0": 0, "b0": 1})
         wait_consuming(pipe, 1)  # a heartbeat comes before the consumer: the router must see b0 live
         client = pipe.client()
-        spec = JobSpec.new([3, 5, 6], steps=150, strategy="full", seed=4)
+        spec = JobSpec.new([3, 5, 6], steps=150, strategy="full", seed=4, on_expert_loss="degrade")
         client.submit(spec)
         wait_for_step(client, spec.job_id, 5)
         pipe.kill9("b0")

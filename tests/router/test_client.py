@@ -130,6 +130,22 @@ def test_trim_index_drops_only_old_entries_whose_job_expired(client):
     assert store.trim_index() == 0
 
 
+def test_trim_index_reaches_expired_entries_behind_a_full_page_of_live_ones(client):
+    """Before, each call read the same 200 oldest over-age entries: live ones there (queued for long)
+    hid every expired entry behind them forever."""
+    ttl = client.settings.job_ttl_s
+    old = time.time() - ttl - 600
+    live = {f"live{i}": old + i for i in range(5)}
+    client.redis.zadd(client.names.jobs_index, live | {f"gone{i}": old + 10 + i for i in range(3)})
+    for job_id in live:
+        put_job(client, job_id, "queued", steps=4)
+    store = JobStore(client.redis, client.names, ttl)
+    dropped = [store.trim_index(batch=2) for _ in range(5)]
+    assert sum(dropped) == 3, dropped
+    listed = {job_id.decode() for job_id in client.redis.zrange(client.names.jobs_index, 0, -1)}
+    assert listed == set(live)
+
+
 def test_submit_twice_is_refused(client):
     spec = JobSpec.new([1], steps=3)
     client.submit(spec, check=False)

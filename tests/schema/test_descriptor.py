@@ -73,7 +73,7 @@ def test_resolve_fills_only_what_the_job_left_unset():
     d = descriptor()
     spec = JobSpec("j", (3,))
     assert (d.resolve(spec).strategy, d.resolve(spec).guidance) == ("oracle", 1.5)
-    assert d.resolve(spec).on_expert_loss == "degrade"
+    assert d.resolve(spec).on_expert_loss == "wait", "the default: no silent change of model"
     chosen = JobSpec("j", (3,), strategy="full", guidance=1.0, on_expert_loss="wait")
     assert d.resolve(chosen) == chosen
 
@@ -82,14 +82,13 @@ def test_the_experts_a_job_needs_follow_its_strategy_and_expert_loss_policy():
     d = descriptor()
     assert d.experts_needed(JobSpec("j", (3, 4))) == ((0,), True), "oracle: the experts of its labels"
     assert d.experts_needed(JobSpec("j", (3,), strategy="top1")) == ((0, 1), True), "any may be picked"
-    assert d.experts_needed(JobSpec("j", (3,), strategy="full")) == ((0, 1), False), "any one live will do"
+    degrades = JobSpec("j", (3,), strategy="full", on_expert_loss="degrade")
+    assert d.experts_needed(degrades) == ((0, 1), False), "any one live will do"
     waits = JobSpec("j", (3,), strategy="full", on_expert_loss="wait")
     assert d.experts_needed(waits) == ((0, 1), True), "a job that waits needs every one"
-    assert d.experts_needed(JobSpec("j", (3,), strategy="full")) == d.experts_needed(
-        JobSpec("j", (3,), strategy="full", on_expert_loss="degrade")
-    )
-    wait_by_default = descriptor(default_on_expert_loss="wait")
-    assert wait_by_default.experts_needed(JobSpec("j", (3,), strategy="full")) == ((0, 1), True)
+    assert d.experts_needed(JobSpec("j", (3,), strategy="full")) == d.experts_needed(waits), "the default"
+    degrade_by_default = descriptor(default_on_expert_loss="degrade")
+    assert degrade_by_default.experts_needed(JobSpec("j", (3,), strategy="full")) == ((0, 1), False)
 
 
 @pytest.mark.parametrize(
