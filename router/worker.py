@@ -39,7 +39,7 @@ from ddm.router.outbox import Outbox, Send
 from ddm.router.scheduler import Scheduler
 from ddm.router.store import JobStore
 from ddm.schema.deployment import Deployment, resolve_deployment
-from ddm.schema.errors import SchemaError
+from ddm.schema.errors import SchemaError, expected
 from ddm.schema.messages import JobSpec, JobStatus, VelocityReply, VelocityRequest
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE
@@ -199,6 +199,8 @@ class RouterWorker:
 
     def _on_job(self, ch, method, props, body: bytes) -> None:
         try:
+            if props.content_type not in (None, CONTENT_TYPE):  # as the experts check their requests
+                raise SchemaError(expected(f"content_type {CONTENT_TYPE!r}", props.content_type))
             spec = JobSpec.decode(body)
         except SchemaError as exc:
             self._refuse(method.delivery_tag, props, body, f"undecodable job: {exc}")
