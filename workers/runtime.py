@@ -102,6 +102,7 @@ class Session:
         self._confirm = conn.channel()
         self._confirm.confirm_delivery()
         self._tags: list[str] = []
+        self._refusals: list[tuple] = []  # dead letters to send at the next pump (dead_letter)
 
     @property
     def open(self) -> bool:
@@ -159,18 +160,28 @@ class Session:
 
     def dead_letter(self, delivery_tag: int, props, body: bytes, reason: str, queue: str) -> None:
         """Refuse a delivery: to ddm.dead with the reason and the original properties, confirmed, then
-        settled (ddm.workers.deadletter)."""
-        dead_letter(
-            self.channel,
-            self._confirm,
-            self.names,
-            delivery_tag,
-            props,
-            body,
-            reason=reason,
-            queue=queue,
-            worker_id=self.runtime.worker_id,
-        )
+        settled (ddm.workers.deadletter) at the next pump, not here. Why: a delivery callback that waits
+        for a broker confirm lets pika queue the next delivery meanwhile, and pika dispatches a channel's
+        deliveries until none is left before it runs a timer: under a flood of bad messages the worker's
+        timers (heartbeat, descriptor, sweeps) starved for seconds. Deferred, a callback returns at once
+        and the prefetch window bounds what waits."""
+        self._refusals.append((delivery_tag, props, body, reason, queue))
+
+    def flush_dead_letters(self) -> None:
+        """Carry out the refusals made since the last pump (the runtime calls this before every pump)."""
+        refusals, self._refusals = self._refusals, []
+        for delivery_tag, props, body, reason, queue in refusals:
+            dead_letter(
+                self.channel,
+                self._confirm,
+                self.names,
+                delivery_tag,
+                props,
+                body,
+                reason=reason,
+                queue=queue,
+                worker_id=self.runtime.worker_id,
+            )
 
 
 class ConsumerRuntime:
@@ -294,9 +305,12 @@ class ConsumerRuntime:
             conn.process_data_events(time_limit=min(MAX_WAIT_S, max(0.0, self.handler.wait_s())))
             session.check_consumers()
         self._pump()  # what the last events made due: answer it before handing the rest back
+        session.flush_dead_letters()  # and the refusals that pump made
         self._end(lost=False)
 
     def _pump(self) -> None:
+        if self.session is not None:
+            self.session.flush_dead_letters()
         run_hooked(self.hooks, "pump", None, self.handler.pump)
 
     def _end(self, *, lost: bool) -> int:
