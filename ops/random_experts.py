@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddm.schema.checkpoint_meta import write_meta
+from ddm.schema.deployment import Deployment
 
 
 def make_random_expert(folder: Path, framework: str, classes, preset: str = "tiny", seed: int = 0) -> Path:
@@ -48,23 +49,10 @@ def make_random_expert(folder: Path, framework: str, classes, preset: str = "tin
     return folder
 
 
-def write_deployment(
-    folder: Path, experts: list[tuple[str, str]], router: str = "oracle", *, top_level: str = ""
-) -> Path:
-    """experts: [(checkpoint folder relative to `folder`, device)] -> folder/deployment.toml.
-    top_level: more top-level TOML lines (e.g. 'guidance = 1.5')."""
-    lines = ['name = "test"', *top_level.splitlines()]
-    for i, (ckpt, device) in enumerate(experts):
-        lines += ["[[experts]]", f"id = {i}", f'checkpoint = "{ckpt}"', f'device = "{device}"']
-    lines += ["[router]", f'kind = "{router}"']
-    path = folder / "deployment.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def write_label_split(folder: Path, preset: str, device: str = "cpu") -> Path:
     """The shipped demo's shape with random weights: expert 0 (digits 0-4) in PyTorch, expert 1 (5-9)
     in JAX/Flax, oracle routing. Returns the deployment.toml path."""
     make_random_expert(folder / "expert0_torch", "torch", range(0, 5), preset=preset, seed=0)
     make_random_expert(folder / "expert1_jax", "jax", range(5, 10), preset=preset, seed=1)
-    return write_deployment(folder, [("expert0_torch", device), ("expert1_jax", device)], router="oracle")
+    experts = [("expert0_torch", device), ("expert1_jax", device)]
+    return Deployment.build(folder / "deployment.toml", experts, "oracle", name="test").write()

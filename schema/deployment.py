@@ -23,11 +23,14 @@
     kind = "oracle"              # oracle | label-prior | learned
     checkpoint = "router"        # learned only
 
-Read by `ddm sample --local`, the workers, `ddm up`, eval and bench.
+Read by `ddm sample --local`, the workers, `ddm up`, eval and bench. Written by one writer,
+Deployment.to_toml() / write() (every producer: `ddm deployment write` for shell scripts).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +100,62 @@ class Deployment:
         if not 0 <= expert_id < len(self.experts):
             raise ConfigError(expected(f"an expert id in [0, {len(self.experts)}) of {self.path}", expert_id))
         return self.experts[expert_id]
+
+    @classmethod
+    def build(
+        cls,
+        path: str | Path,
+        checkpoints: list,
+        router: str = "oracle",
+        router_checkpoint: str | Path | None = None,
+        **fields,
+    ) -> Deployment:
+        """A deployment to write at `path`: checkpoints are folders (absolute, or relative to path's
+        folder), or (folder, device) or (folder, device, precision) tuples, experts 0..K-1 in order;
+        `fields`: name, guidance, strategy, class_names, on_expert_loss. Checked as from_dict checks
+        a file."""
+        path = Path(path)
+        experts = []
+        for i, entry in enumerate(checkpoints):
+            folder, device, *precision = (entry, "auto") if isinstance(entry, str | Path) else entry
+            table = {"id": i, "checkpoint": str(folder), "device": device}
+            experts.append(table | ({"precision": precision[0]} if precision else {}))
+        router_table = {"kind": router}
+        if router_checkpoint is not None:
+            router_table["checkpoint"] = str(router_checkpoint)
+        data = {"name": path.parent.name or "deployment", **fields}
+        data |= {"experts": experts, "router": router_table}
+        if isinstance(data.get("class_names"), tuple):
+            data["class_names"] = list(data["class_names"])
+        return cls.from_dict(data, path)
+
+    def to_toml(self, comment: str = "") -> str:
+        """The file's text, checkpoints relative to its folder; `comment` lines go first as # lines.
+        Deployment.load(path) of what write() wrote gives this deployment back."""
+        base = self.path.parent
+
+        def rel(p: Path) -> str:
+            return os.path.relpath(p, base)
+
+        lines = [f"# {line}".rstrip() for line in comment.splitlines()]
+        lines += [f"name = {json.dumps(self.name)}", f"guidance = {self.guidance!r}"]
+        if self.strategy is not None:
+            lines.append(f"strategy = {json.dumps(self.strategy)}")
+        lines.append(f"class_names = {json.dumps(list(self.class_names), ensure_ascii=False)}")
+        lines.append(f"on_expert_loss = {json.dumps(self.on_expert_loss)}")
+        for e in self.experts:
+            lines += ["", "[[experts]]", f"id = {e.id}", f"checkpoint = {json.dumps(rel(e.checkpoint))}"]
+            lines += [f"device = {json.dumps(e.device)}", f"precision = {json.dumps(e.precision)}"]
+        lines += ["", "[router]", f"kind = {json.dumps(self.router.kind)}"]
+        if self.router.checkpoint is not None:
+            lines.append(f"checkpoint = {json.dumps(rel(self.router.checkpoint))}")
+        return "\n".join(lines) + "\n"
+
+    def write(self, comment: str = "") -> Path:
+        """Write to_toml() to self.path (its folder created); returns the path."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(self.to_toml(comment))
+        return self.path
 
     @classmethod
     def load(cls, path: str | Path) -> Deployment:

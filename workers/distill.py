@@ -18,7 +18,6 @@ adds a `distilled_from` record; `write_student_deployment` makes it a one-expert
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 
 from ddm.schema.checkpoint_meta import META_FILE, utc_now
 from ddm.schema.checkpoint_meta import read_meta as read_any_meta
+from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.strategy import Strategy
@@ -234,23 +234,16 @@ def write_student_deployment(student: Path, teacher_deployment) -> Path | None:
     if sorted(meta.get("classes", [])) != list(range(NUM_CLASSES)):
         return None
     d = teacher_deployment
-    lines = [
-        f"# The student of `ddm distill` alone; distilled from {d.path}",
-        f"name = {json.dumps(f'{d.name}-student')}",
-        f"guidance = {d.guidance!r}",
-        f"class_names = {json.dumps(list(d.class_names))}",
-        f"on_expert_loss = {json.dumps(d.on_expert_loss)}",
-        "",
-        "[[experts]]",
-        "id = 0",
-        'checkpoint = "."',
-        'device = "auto"',
-        "",
-        "[router]",
-        'kind = "oracle"',
-    ]
-    path = Path(student) / STUDENT_DEPLOYMENT
-    path.write_text("\n".join(lines) + "\n")
+    student_deployment = Deployment.build(
+        Path(student) / STUDENT_DEPLOYMENT,
+        ["."],
+        "oracle",
+        name=f"{d.name}-student",
+        guidance=d.guidance,
+        class_names=list(d.class_names),
+        on_expert_loss=d.on_expert_loss,
+    )
+    path = student_deployment.write(comment=f"The student of `ddm distill` alone; distilled from {d.path}")
     return path
 
 

@@ -50,33 +50,12 @@ for pair in expert0_torch:model.safetensors expert1_torch:model.safetensors expe
 done
 cp "$runs/partition.json" "$out/partition.json"
 cp "$runs/partition.png" "$out/partition.png"
-cat > "$out/deployment.toml" <<'TOML'
-# The second shipped deployment: Fashion-MNIST split by k-means (K=4) on pixel features, so clusters mix
-# classes and the learned router must read x_t; clusters 0-1 served by PyTorch experts, 2-3 by JAX/Flax.
-name = "fashion-mnist-kmeans4"
-strategy = "top1"
-class_names = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
-
-[[experts]]
-id = 0
-checkpoint = "expert0_torch"
-
-[[experts]]
-id = 1
-checkpoint = "expert1_torch"
-
-[[experts]]
-id = 2
-checkpoint = "expert2_jax"
-
-[[experts]]
-id = 3
-checkpoint = "expert3_jax"
-
-[router]
-kind = "learned"
-checkpoint = "router"
-TOML
+ddm deployment write "$out/deployment.toml" --name fashion-mnist-kmeans4 --strategy top1 \
+  --class-names "T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot" \
+  --expert expert0_torch --expert expert1_torch --expert expert2_jax --expert expert3_jax \
+  --router learned:router \
+  --comment "The second shipped deployment: Fashion-MNIST split by k-means (K=4) on pixel features, so clusters mix
+classes and the learned router must read x_t; clusters 0-1 served by PyTorch experts, 2-3 by JAX/Flax."
 
 # evaluation against the test split with the shipped classifier, one strategy per run
 evaluate() { # strategy

@@ -24,27 +24,11 @@ for pair in "expert0_torch:model.safetensors" "expert1_jax:model.msgpack" "route
   done
 done
 cp "$runs/partition.json" "$out/partition.json"
-cat > "$out/deployment.toml" <<'TOML'
-# The shipped demo: digits 0-4 from a PyTorch expert, 5-9 from a JAX/Flax expert, a learned router.
-name = "mnist-label-split"
-# Classifier-free guidance by default (the experts saw 10% null labels): class accuracy rises from
-# 0.95 to 0.99+ for twice the forward passes; docs/RESULTS.md has both. Jobs may still ask for 1.
-guidance = 1.5
-
-[[experts]]
-id = 0
-checkpoint = "expert0_torch"
-device = "auto"
-
-[[experts]]
-id = 1
-checkpoint = "expert1_jax"
-device = "auto"
-
-[router]
-kind = "learned"
-checkpoint = "router"
-TOML
+ddm deployment write "$out/deployment.toml" --name mnist-label-split --guidance 1.5 \
+  --expert expert0_torch --expert expert1_jax --router learned:router \
+  --comment "The shipped demo: digits 0-4 from a PyTorch expert, 5-9 from a JAX/Flax expert, a learned router.
+Classifier-free guidance by default (the experts saw 10% null labels): class accuracy rises from
+0.95 to 0.99+ for twice the forward passes; docs/RESULTS.md has both. Jobs may still ask for 1."
 
 metrics=()
 for strategy in oracle top1; do  # at the deployment's guidance

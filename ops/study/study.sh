@@ -80,15 +80,10 @@ evaluate() { # seed case strategy classifier
 }
 export -f train_one train_router evaluate
 deployment() { # seed case n_experts router_kind
-  local toml="$out/seed$1/$2/deployment.toml"
-  {
-    echo "name = \"$2 seed $1\""
-    for ((e = 0; e < $3; e++)); do
-      printf '\n[[experts]]\nid = %d\ncheckpoint = "expert%d"\ndevice = "cpu"\n' "$e" "$e"
-    done
-    printf '\n[router]\nkind = "%s"\n' "$4"
-    if [ "$4" = learned ]; then echo 'checkpoint = "router"'; fi
-  } > "$toml"
+  local experts=() router="$4"
+  for ((e = 0; e < $3; e++)); do experts+=(--expert "expert$e:cpu"); done
+  if [ "$4" = learned ]; then router="learned:router"; fi
+  ddm deployment write "$out/seed$1/$2/deployment.toml" --name "$2 seed $1" "${experts[@]}" --router "$router" >/dev/null
 }
 
 for seed in $seeds; do

@@ -10,7 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from ddm.ops.random_experts import make_random_expert, write_deployment
+from ddm.ops.random_experts import make_random_expert
+from ddm.schema.deployment import Deployment
 from ddm.schema.errors import SchemaError
 from ddm.schema.messages import JobSpec
 from tests.support.harness import DDM_CLI, Pipeline, local_reference
@@ -23,8 +24,9 @@ def guided_deployment(tmp_path_factory):
     root = tmp_path_factory.mktemp("guided")
     make_random_expert(root / "e0", "torch", range(0, 5), seed=0)
     make_random_expert(root / "e1", "jax", range(5, 10), seed=1)
-    top_level = 'guidance = 8.0\nstrategy = "top1"'
-    return write_deployment(root, [("e0", "cpu"), ("e1", "cpu")], router="label-prior", top_level=top_level)
+    experts = [("e0", "cpu"), ("e1", "cpu")]
+    path = root / "deployment.toml"
+    return Deployment.build(path, experts, "label-prior", guidance=8.0, strategy="top1").write()
 
 
 @pytest.fixture(scope="module")

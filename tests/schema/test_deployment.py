@@ -76,3 +76,27 @@ def test_guidance_defaults_to_none_and_is_checked(tmp_path):
         path.write_text(f"guidance = {bad}\n" + GOOD)
         with pytest.raises(ConfigError, match=r"guidance, a number in \[0, 20\]"):
             Deployment.load(path)
+
+
+def test_the_one_writer_round_trips_every_field(tmp_path):
+    """Deployment.build + write is every producer's writer (ops, tests, distill, `ddm deployment write`)."""
+    built = Deployment.build(
+        tmp_path / "d" / "deployment.toml",
+        ["e0", ("e1", "cpu"), ("sub/e2", "cuda", "bf16")],
+        "learned",
+        "router",
+        name='a "quoted" name',
+        guidance=1.5,
+        strategy="topk:2",
+        class_names=[f"class {c}" for c in range(10)],
+        on_expert_loss="degrade",
+    )
+    path = built.write(comment="first line\nsecond line")
+    assert path.read_text().startswith("# first line\n# second line\n")
+    assert Deployment.load(path) == built
+    assert [e.checkpoint for e in built.experts] == [tmp_path / "d" / f for f in ("e0", "e1", "sub/e2")]
+
+
+def test_the_writer_refuses_what_the_reader_refuses(tmp_path):
+    with pytest.raises(ConfigError, match="checkpoint exactly when kind = learned"):
+        Deployment.build(tmp_path / "d.toml", ["e0"], "learned")

@@ -5,7 +5,6 @@ into Redis through the router's own writer (router/store.py) and the schema's re
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +13,7 @@ import numpy as np
 import redis
 
 from ddm.schema.checkpoint_meta import write_meta
+from ddm.schema.deployment import Deployment
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.messages import Frame, JobSpec
 from ddm.schema.settings import Settings
@@ -58,14 +58,10 @@ def write_deployment(
 ) -> Path:
     """root/deployment.toml serving `checkpoints` (folders relative to root) on the CPU as experts
     0..K-1; a learned router reads root/router. top_level: more settings (guidance=1.5, strategy=...)."""
-    lines = [f"{key} = {json.dumps(value)}" for key, value in {"name": name, **top_level}.items()]
-    for i, checkpoint in enumerate(checkpoints):
-        lines += ["[[experts]]", f"id = {i}", f"checkpoint = {json.dumps(checkpoint)}", 'device = "cpu"']
-    lines += ["[router]", f"kind = {json.dumps(router)}"]
-    lines += ['checkpoint = "router"'] if router == "learned" else []
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "deployment.toml").write_text("\n".join(lines) + "\n")
-    return root / "deployment.toml"
+    experts = [(checkpoint, "cpu") for checkpoint in checkpoints]
+    router_checkpoint = "router" if router == "learned" else None
+    path = root / "deployment.toml"
+    return Deployment.build(path, experts, router, router_checkpoint, name=name, **top_level).write()
 
 
 def write_fake_deployment(

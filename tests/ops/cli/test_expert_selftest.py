@@ -15,6 +15,7 @@ import pytest
 
 from ddm.ops.cli import main
 from ddm.ops.random_experts import make_random_expert
+from ddm.schema.deployment import Deployment
 from ddm.workers import load_expert
 from ddm.workers import selftest as selftest_module
 from ddm.workers.torch_expert.checkpoint import load_weights, save_weights
@@ -23,12 +24,8 @@ BUCKETS = (1, 2, 4)
 
 
 def write_deployment(root: Path, device: str, precision: str | None = None) -> Path:
-    lines = ['name = "selftest"', "[[experts]]", "id = 0", 'checkpoint = "good"', f'device = "{device}"']
-    lines += [f'precision = "{precision}"'] if precision else []
-    lines += ["[router]", 'kind = "oracle"']
-    path = root / f"{device}-{precision}.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    expert = ("good", device, precision) if precision else ("good", device)
+    return Deployment.build(root / f"{device}-{precision}.toml", [expert], name="selftest").write()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,62 @@
+"""`ddm deployment write OUT.toml --expert FOLDER[:DEVICE] ... [--router KIND[:FOLDER]] ...`: write a
+deployment file with the one writer (schema/deployment.py Deployment.write), for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ddm.schema.deployment import ROUTER_KINDS
+from ddm.schema.messages import EXPERT_LOSS_POLICIES
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Write a deployment file: experts 0..K-1 in the order given, folders relative to the file's "
+        "folder. The file is checked as `ddm up` reads it, and printed back with --json."
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    write = sub.add_parser("write", help="write OUT.toml")
+    write.add_argument("out", help="the deployment file to write (its folder is created)")
+    write.add_argument(
+        "--expert",
+        action="append",
+        required=True,
+        metavar="FOLDER[:DEVICE]",
+        help="one per expert, in id order",
+    )
+    write.add_argument(
+        "--router",
+        default="oracle",
+        metavar="KIND[:FOLDER]",
+        help=f"KIND in {list(ROUTER_KINDS)}; learned:FOLDER",
+    )
+    write.add_argument("--name", default=None, help="default: the file's folder name")
+    write.add_argument("--guidance", type=float, default=None)
+    write.add_argument("--strategy", default=None)
+    write.add_argument("--class-names", default=None, help="comma-separated, one per class")
+    write.add_argument("--on-expert-loss", choices=EXPERT_LOSS_POLICIES, default=None)
+    write.add_argument("--comment", default="", help="lines put first in the file as # comments")
+    write.add_argument("--json", action="store_true", help="print what was written as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddm.schema.deployment import Deployment
+
+    experts = [tuple(e.split(":", 1)) if ":" in e else e for e in args.expert]
+    kind, _, router_folder = args.router.partition(":")
+    fields = {
+        "name": args.name,
+        "guidance": args.guidance,
+        "strategy": args.strategy,
+        "class_names": args.class_names.split(",") if args.class_names else None,
+        "on_expert_loss": args.on_expert_loss,
+    }
+    given = {key: value for key, value in fields.items() if value is not None}
+    deployment = Deployment.build(args.out, experts, kind, router_folder or None, **given)
+    path = deployment.write(comment=args.comment.replace("\\n", "\n"))
+    if args.json:
+        print(json.dumps({"path": str(path), "experts": len(deployment.experts), "router": kind}))
+    else:
+        print(path)
+    return 0
