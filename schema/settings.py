@@ -18,81 +18,24 @@ _REGION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _PASSWORD_RE = re.compile(r"(//[^:/@]*:)[^@/]*@")
 QUEUE_TYPES = ("classic", "quorum")  # DDM_QUEUE_TYPE: the work queues' type (schema/topology.py)
 
-# field -> environment variable
-ENV_VARS: dict[str, str] = {
-    "amqp_url": "DDM_AMQP_URL",
-    "redis_url": "DDM_REDIS_URL",
-    "prefix": "DDM_PREFIX",
-    "request_timeout_s": "DDM_REQUEST_TIMEOUT_S",
-    "max_batch": "DDM_MAX_BATCH",
-    "max_wait_ms": "DDM_MAX_WAIT_MS",
-    "job_ttl_s": "DDM_JOB_TTL_S",
-    "heartbeat_s": "DDM_HEARTBEAT_S",
-    "heartbeat_ttl_s": "DDM_HEARTBEAT_TTL_S",
-    "region": "DDM_REGION",
-    "data_dir": "DDM_DATA_DIR",
-    "max_message_bytes": "DDM_MAX_MESSAGE_BYTES",
-    "deployment": "DDM_DEPLOYMENT",
-    "metrics_port": "DDM_METRICS_PORT",
-    "log_level": "DDM_LOG_LEVEL",
-    "log_format": "DDM_LOG_FORMAT",
-    "jax_cache_dir": "DDM_JAX_CACHE_DIR",
-    "trace_cache_dir": "DDM_TRACE_CACHE_DIR",
-    "queue_type": "DDM_QUEUE_TYPE",
-    "expert_grace_s": "DDM_EXPERT_GRACE_S",
-    "expert_loss_grace_s": "DDM_EXPERT_LOSS_GRACE_S",
-    "hedge_floor_ms": "DDM_HEDGE_FLOOR_MS",
-    "hedge_max_fraction": "DDM_HEDGE_MAX_FRACTION",
-}
-
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")  # json: one object per line, for log collectors (ddm/ops/logs.py)
 
-# field -> what it means to the person who sets it. docs/CONFIG.md is generated from this table, the
-# defaults and ENV_VARS (`python -m ddm.ops.config_doc > docs/CONFIG.md`); a test keeps them equal.
-HELP: dict[str, str] = {
-    "amqp_url": "RabbitMQ URL; several nodes of one cluster separated by commas (a comma in a password "
-    "is written %2C). amqps:// for TLS, with `ssl_options` in the query (docs/DEPLOY.md).",
-    "redis_url": "Redis URL: redis://, rediss:// (TLS), unix://, or redis+sentinel://[[user]:password@]"
-    "host[:port][,host[:port]...]/service-name[/db] for Redis Sentinel.",
-    "prefix": "Put before every queue name and Redis key, so several deployments (or tests) share one "
-    "broker and one Redis.",
-    "request_timeout_s": "Router: how long it waits for an expert's reply before resending the request.",
-    "max_batch": "Expert worker: most request rows merged into one forward pass (`--max-batch`).",
-    "max_wait_ms": "Expert worker: longest wait to fill a batch after the first request (0: serve at once).",
-    "job_ttl_s": "A job's Redis keys (hash, trajectory, state, result) expire this long after it ends "
-    "(done, failed or cancelled).",
-    "heartbeat_s": "Workers: seconds between two heartbeats in Redis.",
-    "heartbeat_ttl_s": "A worker whose heartbeat is older than this is gone (must exceed DDM_HEARTBEAT_S).",
-    "region": "Shown with the worker in its heartbeat (`ddm workers`, the UI's cluster panel).",
-    "data_dir": "Datasets folder (`ddm data`, `partition`, `train`, `eval`).",
-    "max_message_bytes": "Largest message any process decodes; bigger ones are refused (dead-lettered).",
-    "deployment": "Deployment TOML used when a command gets no --deployment (empty: the shipped one).",
-    "metrics_port": "Workers: serve Prometheus /metrics and /healthz on this TCP port (0: off).",
-    "log_level": "Long-running processes (workers, `ddm up`, the web UI): DEBUG, INFO, WARNING or ERROR.",
-    "log_format": "Their log lines: text, or json (one object per line: time, level, logger, process, "
-    "message).",
-    "jax_cache_dir": "JAX's persistent compile cache: a restarted JAX expert loads its compiled batch "
-    "buckets instead of compiling them again (off: no cache).",
-    "trace_cache_dir": "PyTorch expert on neuron or cpu-traced: the traced model of every batch bucket, "
-    "saved and keyed by weights digest, bucket, toolchain versions and compiler arguments, so a restart "
-    "compiles nothing (off: no cache). Writable only by the worker: its files are loaded as code.",
-    "queue_type": "The work queues' type: classic (one broker node) or quorum (a cluster of 3+ nodes). "
-    "Every process of a deployment must agree.",
-    "expert_grace_s": "Router: how long a step whose oracle or top-1 expert has no live replica waits for "
-    "one before its job fails (mixing strategies renormalise over the live experts instead).",
-    "expert_loss_grace_s": "Router: an expert counts as gone only after it has had no consumer (or, "
-    "with requests waiting, no heartbeat and no progress) for this long: a broker failover or a Redis "
-    "outage shorter than this changes no job.",
-    "hedge_floor_ms": "Router: a request still unanswered after its expert's recent p99 latency, and at "
-    "least this long, is sent once more to another replica.",
-    "hedge_max_fraction": "Router: at most this fraction of requests is hedged (0 turns hedging off).",
-}
+
+def setting(default, help: str, *, within: tuple[float, float] | None = None):
+    """One row of the settings table: a field's default, what it means to whoever sets it (docs/CONFIG.md)
+    and, for numbers, the range it must lie in. Its variable is env_var(field name)."""
+    return dataclasses.field(default=default, metadata={"help": help, "within": within})
+
+
+def env_var(field: str) -> str:
+    """The environment variable of a Settings field: DDM_ and its name in capitals."""
+    return f"DDM_{field.upper()}"
 
 
 def _fail(field: str, what: str, got: object) -> ConfigError:
-    return ConfigError(f"{ENV_VARS[field]}: {expected(what, got)}")
+    return ConfigError(f"{env_var(field)}: {expected(what, got)}")
 
 
 def redact(url: str) -> str:
@@ -115,66 +58,149 @@ def check_queue_type(value: object) -> str:
     """A DDM_QUEUE_TYPE value, or a ConfigError that names the variable and the choices."""
     if value not in QUEUE_TYPES:
         what = "'classic' (one broker node) or 'quorum' (a cluster of 3 or more nodes)"
-        raise ConfigError(f"{ENV_VARS['queue_type']}: {expected(what, value)}")
+        raise ConfigError(f"{env_var('queue_type')}: {expected(what, value)}")
     return value
 
 
 def queue_type_from_env(environ: Mapping[str, str] | None = None) -> str:
     """DDM_QUEUE_TYPE alone (default 'classic'), for code that declares queues without a Settings."""
     env = os.environ if environ is None else environ
-    return check_queue_type(env.get(ENV_VARS["queue_type"], Settings.queue_type))
+    return check_queue_type(env.get(env_var("queue_type"), Settings.queue_type))
 
 
 @dataclass(frozen=True)
 class Settings:
     """Everything a service reads from its environment. Build with Settings.from_env()."""
 
-    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    prefix: str = ""
-    request_timeout_s: float = 10.0  # router waits this long for an expert's reply
-    max_batch: int = 32  # expert worker: most requests merged into one forward pass
+    amqp_url: str = setting(
+        "amqp://guest:guest@127.0.0.1:5672/%2F",
+        "RabbitMQ URL; several nodes of one cluster separated by commas (a comma in a password is written "
+        "%2C). amqps:// for TLS, with `ssl_options` in the query (docs/DEPLOY.md).",
+    )
+    redis_url: str = setting(
+        "redis://127.0.0.1:6379/0",
+        "Redis URL: redis://, rediss:// (TLS), unix://, or "
+        "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service-name[/db] for Redis "
+        "Sentinel.",
+    )
+    prefix: str = setting(
+        "",
+        "Put before every queue name and Redis key, so several deployments (or tests) share one broker "
+        "and one Redis.",
+    )
+    request_timeout_s: float = setting(
+        10.0,
+        "Router: how long it waits for an expert's reply before resending the request.",
+        within=(0.001, 3600.0),
+    )
+    max_batch: int = setting(
+        32,
+        "Expert worker: most request rows merged into one forward pass (`--max-batch`).",
+        within=(1, 4096),
+    )
     # expert worker: longest wait to fill a batch. 0: a router already sends each expert one request
     # with every row due, and requests that arrive during a forward pass still batch into the next one;
     # waiting would only add latency at low load.
-    max_wait_ms: float = 0.0
-    job_ttl_s: int = 86400  # Redis keys of a job expire after this
-    heartbeat_s: float = 2.0
-    heartbeat_ttl_s: int = 10  # a worker whose heartbeat is older is considered gone
-    region: str = "local"
-    data_dir: str = "data"
-    max_message_bytes: int = DEFAULT_MAX_BYTES
-    deployment: str = ""  # deployment TOML used when a command gets no --deployment ("" = the shipped one)
-    metrics_port: int = 0  # workers: serve /metrics and /healthz on this TCP port (0 = off)
-    log_level: str = "INFO"
-    log_format: str = "text"
-    jax_cache_dir: str = "~/.cache/ddm/jax"
-    trace_cache_dir: str = "~/.cache/ddm/traced"
-    # the work queues' type: classic on one broker node; quorum on a cluster (replicated, survives the
-    # loss of a minority of nodes). Every process of a deployment must agree (docs/DEPLOY.md).
-    queue_type: str = "classic"
-    # router: how long a step whose oracle/top1 expert has no live replica waits for one before its job
-    # fails (mixing strategies renormalise over the live experts instead; docs/DEPLOY.md)
-    expert_grace_s: float = 30.0
-    # router: an expert is gone only after looking absent this long (no consumer, or silent while our
-    # requests wait); covers a broker failover and the first beats after a Redis outage (docs/DEPLOY.md)
-    expert_loss_grace_s: float = 10.0
-    # router: a request still unanswered after its expert's recent p99 (and at least this) is sent once
-    # more, to another replica; at most hedge_max_fraction of the requests (0 turns hedging off)
-    hedge_floor_ms: float = 250.0
-    hedge_max_fraction: float = 0.05
+    max_wait_ms: float = setting(
+        0.0,
+        "Expert worker: longest wait to fill a batch after the first request (0: serve at once).",
+        within=(0.0, 10000.0),
+    )
+    job_ttl_s: int = setting(
+        86400,
+        "A job's Redis keys (hash, trajectory, state, result) expire this long after it ends (done, "
+        "failed or cancelled).",
+        within=(1, 365 * 86400),
+    )
+    heartbeat_s: float = setting(
+        2.0,
+        "Workers: seconds between two heartbeats in Redis.",
+        within=(0.01, 3600.0),
+    )
+    heartbeat_ttl_s: int = setting(
+        10,
+        "A worker whose heartbeat is older than this is gone (must exceed DDM_HEARTBEAT_S).",
+        within=(1, 86400),
+    )
+    region: str = setting(
+        "local",
+        "Shown with the worker in its heartbeat (`ddm workers`, the UI's cluster panel).",
+    )
+    data_dir: str = setting(
+        "data",
+        "Datasets folder (`ddm data`, `partition`, `train`, `eval`).",
+    )
+    max_message_bytes: int = setting(
+        DEFAULT_MAX_BYTES,
+        "Largest message any process decodes; bigger ones are refused (dead-lettered).",
+        within=(1024, 1 << 30),
+    )
+    deployment: str = setting(
+        "",
+        "Deployment TOML used when a command gets no --deployment (empty: the shipped one).",
+    )
+    metrics_port: int = setting(
+        0,
+        "Workers: serve Prometheus /metrics and /healthz on this TCP port (0: off).",
+        within=(0, 65535),
+    )
+    log_level: str = setting(
+        "INFO",
+        "Long-running processes (workers, `ddm up`, the web UI): DEBUG, INFO, WARNING or ERROR.",
+    )
+    log_format: str = setting(
+        "text",
+        "Their log lines: text, or json (one object per line: time, level, logger, process, message).",
+    )
+    jax_cache_dir: str = setting(
+        "~/.cache/ddm/jax",
+        "JAX's persistent compile cache: a restarted JAX expert loads its compiled batch buckets instead "
+        "of compiling them again (off: no cache).",
+    )
+    trace_cache_dir: str = setting(
+        "~/.cache/ddm/traced",
+        "PyTorch expert on neuron or cpu-traced: the traced model of every batch bucket, saved and keyed "
+        "by weights digest, bucket, toolchain versions and compiler arguments, so a restart compiles "
+        "nothing (off: no cache). Writable only by the worker: its files are loaded as code.",
+    )
+    queue_type: str = setting(
+        "classic",
+        "The work queues' type: classic (one broker node) or quorum (a cluster of 3+ nodes). Every "
+        "process of a deployment must agree.",
+    )
+    expert_grace_s: float = setting(
+        30.0,
+        "Router: how long a step whose oracle or top-1 expert has no live replica waits for one before "
+        "its job fails (mixing strategies renormalise over the live experts instead).",
+        within=(0.0, 86400.0),
+    )
+    expert_loss_grace_s: float = setting(
+        10.0,
+        "Router: an expert counts as gone only after it has had no consumer (or, with requests waiting, "
+        "no heartbeat and no progress) for this long: a broker failover or a Redis outage shorter than "
+        "this changes no job.",
+        within=(0.0, 86400.0),
+    )
+    hedge_floor_ms: float = setting(
+        250.0,
+        "Router: a request still unanswered after its expert's recent p99 latency, and at least this "
+        "long, is sent once more to another replica.",
+        within=(0.0, 3600000.0),
+    )
+    hedge_max_fraction: float = setting(
+        0.05,
+        "Router: at most this fraction of requests is hedged (0 turns hedging off).",
+        within=(0.0, 1.0),
+    )
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.metadata.get("within") is not None:
+                self._check_number(f.name, int if f.type == "int" else float, *f.metadata["within"])
         self._check_amqp_urls()
         self._check_url("redis_url", ("redis://", "rediss://", "unix://", "redis+sentinel://"))
         if not isinstance(self.prefix, str) or not PREFIX_RE.fullmatch(self.prefix):
             raise _fail("prefix", "0..64 chars [A-Za-z0-9_.:-]", self.prefix)
-        self._check_number("request_timeout_s", float, 1e-3, 3600.0)
-        self._check_number("max_batch", int, 1, 4096)
-        self._check_number("max_wait_ms", float, 0.0, 10_000.0)
-        self._check_number("job_ttl_s", int, 1, 365 * 86400)
-        self._check_number("heartbeat_s", float, 1e-2, 3600.0)
-        self._check_number("heartbeat_ttl_s", int, 1, 86400)
         if self.heartbeat_ttl_s <= self.heartbeat_s:
             # otherwise a live worker's key expires between two beats
             raise _fail(
@@ -184,10 +210,8 @@ class Settings:
             raise _fail("region", "1..64 chars [A-Za-z0-9_.-]", self.region)
         if not isinstance(self.data_dir, str) or not self.data_dir or "\x00" in self.data_dir:
             raise _fail("data_dir", "a non-empty path", self.data_dir)
-        self._check_number("max_message_bytes", int, 1024, 1 << 30)
         if not isinstance(self.deployment, str) or "\x00" in self.deployment:
             raise _fail("deployment", "a path (or empty for the shipped deployment)", self.deployment)
-        self._check_number("metrics_port", int, 0, 65535)
         self._check_choice("log_level", LOG_LEVELS, upper=True)
         self._check_choice("log_format", LOG_FORMATS)
         if not isinstance(self.jax_cache_dir, str) or "\x00" in self.jax_cache_dir:
@@ -195,10 +219,6 @@ class Settings:
         if not isinstance(self.trace_cache_dir, str) or "\x00" in self.trace_cache_dir:
             raise _fail("trace_cache_dir", "a path (or off)", self.trace_cache_dir)
         check_queue_type(self.queue_type)
-        self._check_number("expert_grace_s", float, 0.0, 86400.0)
-        self._check_number("expert_loss_grace_s", float, 0.0, 86400.0)
-        self._check_number("hedge_floor_ms", float, 0.0, 3_600_000.0)
-        self._check_number("hedge_max_fraction", float, 0.0, 1.0)
 
     def _check_amqp_urls(self) -> None:
         """One URL, or several nodes of one cluster separated by commas, each checked alone."""
@@ -247,7 +267,7 @@ class Settings:
         env = os.environ if environ is None else environ
         kwargs: dict[str, object] = {}
         for f in dataclasses.fields(cls):
-            var = ENV_VARS[f.name]
+            var = env_var(f.name)
             if var not in env:
                 continue
             raw = env[var]
@@ -274,3 +294,9 @@ class Settings:
     def names(self) -> Names:
         """Queue names and Redis keys under this deployment's prefix."""
         return Names(self.prefix)
+
+
+# Derived from the one table above (field -> its variable, field -> its help): docs/CONFIG.md is generated
+# from them and the defaults (`python -m ddm.ops.config_doc > docs/CONFIG.md`); a test keeps it equal.
+ENV_VARS: dict[str, str] = {f.name: env_var(f.name) for f in dataclasses.fields(Settings)}
+HELP: dict[str, str] = {f.name: f.metadata["help"] for f in dataclasses.fields(Settings)}

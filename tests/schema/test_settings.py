@@ -43,6 +43,7 @@ def test_from_dict_environment():
         "DDM_JAX_CACHE_DIR": "/var/cache/ddm/jax",
         "DDM_TRACE_CACHE_DIR": "/var/cache/ddm/traced",
         "DDM_EXPERT_GRACE_S": "12",
+        "DDM_EXPERT_LOSS_GRACE_S": "4.5",
         "DDM_HEDGE_FLOOR_MS": "80",
         "DDM_HEDGE_MAX_FRACTION": "0.1",
         "UNRELATED": "ignored",
@@ -57,6 +58,7 @@ def test_from_dict_environment():
     assert (s.log_level, s.log_format, s.jax_cache_dir) == ("DEBUG", "json", "/var/cache/ddm/jax")
     assert s.trace_cache_dir == "/var/cache/ddm/traced"
     assert (s.expert_grace_s, s.hedge_floor_ms, s.hedge_max_fraction) == (12.0, 80.0, 0.1)
+    assert s.expert_loss_grace_s == 4.5
     assert type(s.max_wait_ms) is float and type(s.max_batch) is int
     assert s.names.jobs == "ci-7.ddm.jobs"
     assert set(ENV_VARS.values()) == set(env) - {"UNRELATED"}  # every field has its variable
