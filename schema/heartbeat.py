@@ -9,8 +9,9 @@ Experts add expert_id, framework, device, precision (fp32 | tf32 | bf16), queue,
 buckets ("1,2,4" or "any");
 routers add deployment and jobs_running. Every other field is a counter (a number): experts write
 requests, batches, rows, mean_batch_size, mean_compute_ms, dead_lettered; routers jobs_done,
-jobs_failed, steps, resends, hedges, reconnects. The one writer is workers/heartbeat.py (Heartbeat), used by
-the consumer runtime both workers run on; readers (the web UI, `ddm up`, tests) decode through here.
+jobs_failed, steps, resends, hedges; both reconnects. The one writer is workers/heartbeat.py
+(Heartbeat), used by the consumer runtime both workers run on; readers (the web UI, `ddm up`, tests)
+decode through here.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from .errors import SchemaError, expected
 from .names import check_expert_id, check_worker_id
 
 ROLES = ("expert", "router")
-EXPERT_COUNTERS = ("requests", "batches", "rows", "mean_batch_size", "mean_compute_ms", "dead_lettered")
+# The counters each role writes: the one list. The stats objects that count them (workers/heartbeat.py
+# WorkerStats, RouterStats) write exactly these, by name; reconnects is counted by the consumer runtime.
+EXPERT_COUNTERS = (
+    "requests", "batches", "rows", "mean_batch_size", "mean_compute_ms", "dead_lettered", "reconnects"
+)  # fmt: skip
 ROUTER_COUNTERS = ("jobs_done", "jobs_failed", "steps", "resends", "hedges", "reconnects")
-INT_FIELDS = ("pid", "expert_id", "max_batch", "jobs_running")
-FLOAT_FIELDS = ("started_at", "updated_at", "max_wait_ms")
-TEXT_FIELDS = ("host", "region", "framework", "device", "precision", "queue", "deployment")
 MAX_TEXT = 200
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
 _NUMBER_RE = re.compile(r"[-+0-9.eE]{1,40}|nan|inf|-inf")  # what a counter looks like (checked after)
@@ -174,6 +176,16 @@ class WorkerHeartbeat:
         if self.buckets is not None:
             out["buckets"] = list(self.buckets)
         return out | dict(self.counters)
+
+
+def _fields_typed(*types: str) -> tuple[str, ...]:
+    """The record's fields annotated with one of `types` (how they decode follows from the type)."""
+    return tuple(f.name for f in fields(WorkerHeartbeat) if f.type in types)
+
+
+INT_FIELDS = _fields_typed("int | None")
+FLOAT_FIELDS = _fields_typed("float", "float | None")
+TEXT_FIELDS = _fields_typed("str | None")
 
 
 def _is_number(value: object) -> bool:

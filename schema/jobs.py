@@ -16,6 +16,7 @@ while queued.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -38,19 +39,6 @@ LATENT_BYTES = int(np.prod(IMAGE_SHAPE)) * 4  # one float32 latent [1, 32, 32]
 
 CANCEL_FIELD = "cancel_requested_at"  # set by Client.cancel; the router stops the job when it sees it
 
-# Job hash fields by how they decode; an empty string means "not set yet" (None).
-INT_FIELDS = ("step", "steps", "n", "resumed_from", "attempts")
-FLOAT_FIELDS = (
-    "guidance",
-    "created_at",
-    "started_at",
-    "updated_at",
-    "finished_at",
-    "mean_step_ms",
-    CANCEL_FIELD,
-)
-TEXT_FIELDS = ("strategy", "router", "error", "digest", "degraded", "on_expert_loss")
-FIELDS = ("status", "spec", *INT_FIELDS, *FLOAT_FIELDS, *TEXT_FIELDS)
 ATTEMPTS = "attempts"  # HINCRBY by the router at every start
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
 
@@ -136,6 +124,12 @@ class JobHash:
         return cls(job_id=job_id, **kwargs)
 
 
+# The hash's fields, by how they decode (from JobHash's annotations; an empty string means "not set yet").
+FIELDS = tuple(f.name for f in dataclasses.fields(JobHash) if f.name != "job_id")
+INT_FIELDS = tuple(f.name for f in dataclasses.fields(JobHash) if f.type in ("int", "int | None"))
+FLOAT_FIELDS = tuple(f.name for f in dataclasses.fields(JobHash) if f.type == "float | None")
+
+
 def _decode_field(key: str, text: str) -> Any:
     if key == "status":
         if text not in {s.value for s in JobStatus}:
@@ -163,7 +157,7 @@ def _decode_field(key: str, text: str) -> Any:
         return str(Strategy.parse(text))
     if key == "degraded":
         return decode_degraded(text)
-    return text
+    return text  # the str | None fields
 
 
 _DEGRADED_RE = re.compile(r"[0-9]{1,4}:[0-9]{1,6}(-[0-9]{1,6})?(,[0-9]{1,6}(-[0-9]{1,6})?)*")

@@ -17,7 +17,7 @@ from typing import Protocol
 import redis
 
 from ddm.schema.errors import SchemaError
-from ddm.schema.heartbeat import WorkerHeartbeat
+from ddm.schema.heartbeat import EXPERT_COUNTERS, ROUTER_COUNTERS, WorkerHeartbeat
 from ddm.schema.names import Names
 from ddm.workers.redis_conn import redis_client
 
@@ -26,13 +26,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class WorkerStats:
-    """Counters since the worker started. Only the connection thread updates them."""
+    """An expert worker's counters since it started. Only the connection thread updates them; fields()
+    writes schema/heartbeat.py EXPERT_COUNTERS by name."""
 
     requests: int = 0  # requests answered
     batches: int = 0  # forward passes (Expert.velocity calls for a batch)
     rows: int = 0  # request rows served in those passes
     compute_ms: float = 0.0  # total time in Expert.velocity
     dead_lettered: int = 0  # messages refused (poison) or that failed to compute
+    reconnects: int = 0  # broker connections lost and made again (counted by the consumer runtime)
 
     def record_batch(self, rows: int, requests: int, compute_ms: float) -> None:
         self.batches += 1
@@ -42,11 +44,11 @@ class WorkerStats:
 
     @property
     def mean_batch_size(self) -> float:
-        return self.rows / self.batches if self.batches else 0.0
+        return round(self.rows / self.batches, 3) if self.batches else 0.0
 
     @property
     def mean_compute_ms(self) -> float:
-        return self.compute_ms / self.batches if self.batches else 0.0
+        return round(self.compute_ms / self.batches, 3) if self.batches else 0.0
 
     def summary(self) -> str:
         return (
@@ -55,33 +57,29 @@ class WorkerStats:
         )
 
     def fields(self) -> dict[str, int | float]:
-        return {
-            "requests": self.requests,
-            "batches": self.batches,
-            "rows": self.rows,
-            "mean_batch_size": round(self.mean_batch_size, 3),
-            "mean_compute_ms": round(self.mean_compute_ms, 3),
-            "dead_lettered": self.dead_lettered,
-        }
+        return {name: getattr(self, name) for name in EXPERT_COUNTERS}
 
 
 @dataclass
 class RouterStats:
-    """The router worker's counters since it started (schema/heartbeat.py ROUTER_COUNTERS)."""
+    """The router worker's counters since it started; fields() writes ROUTER_COUNTERS by name."""
 
     jobs_done: int = 0
     jobs_failed: int = 0
     steps: int = 0
     resends: int = 0
     hedges: int = 0
+    reconnects: int = 0  # counted by the consumer runtime
 
     def fields(self) -> dict[str, int]:
-        return {"jobs_done": self.jobs_done, "jobs_failed": self.jobs_failed, "steps": self.steps,
-                "resends": self.resends, "hedges": self.hedges}  # fmt: skip
+        return {name: getattr(self, name) for name in ROUTER_COUNTERS}
 
 
 class Counters(Protocol):
-    """What a worker hands to each beat: its counters (WorkerStats for experts, the router's stats)."""
+    """What a worker hands to each beat: its counters (WorkerStats for experts, the router's stats).
+    The runtime counts reconnects into it."""
+
+    reconnects: int
 
     def fields(self) -> dict[str, int | float]: ...
 

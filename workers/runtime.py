@@ -271,6 +271,7 @@ class ConsumerRuntime:
                     raise
                 dropped = self._end(lost=True)
                 self.metrics.reconnects.inc()
+                self.handler.stats.reconnects += 1
                 log.warning(
                     "%s lost the broker (%r); reconnecting. %d delivery(ies) dropped, the broker "
                     "redelivers them",

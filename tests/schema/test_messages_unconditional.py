@@ -85,9 +85,11 @@ def test_a_job_that_names_no_strategy_gets_top1_where_the_default_is_the_oracle(
 def test_the_experts_an_unconditional_job_needs():
     d = descriptor()
     assert d.experts_needed(JobSpec("j", (NULL_CLASS,))) == ((0, 1), True), "top1: any may be picked"
-    assert d.experts_needed(JobSpec("j", (NULL_CLASS,), strategy="full")) == ((0, 1), False)
+    degrades = JobSpec("j", (NULL_CLASS,), strategy="full", on_expert_loss="degrade")
+    assert d.experts_needed(degrades) == ((0, 1), False), "any one live will do"
     assert d.unserved(JobSpec("j", (NULL_CLASS,)), {0}) == [1]
-    assert d.unserved(JobSpec("j", (NULL_CLASS,), strategy="full"), {0}) == []
+    assert d.unserved(degrades, {0}) == []
+    assert d.unserved(JobSpec("j", (NULL_CLASS,), strategy="full"), {0}) == [1], "waits by default"
 
 
 def test_labels_are_named_by_the_class_names_and_the_null_label_as_unconditional():
