@@ -28,7 +28,7 @@ from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.jobs import JobHash, spec_digest
 from ddm.schema.messages import JobSpec
-from ddm.schema.strategy import Strategy
+from ddm.schema.resolved import ResolvedJob
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,7 +111,7 @@ class Intake:
             job.degraded = {k: list(steps) for k, steps in stored.degraded.items()}
         return Run(job)
 
-    def _resolve(self, spec: JobSpec, stored: JobHash | None) -> JobSpec:
+    def _resolve(self, spec: JobSpec, stored: JobHash | None) -> ResolvedJob:
         """The spec with this deployment's defaults, checked against it; a resumed job keeps the values
         its first router recorded."""
         if stored is not None and stored.strategy is not None and stored.guidance is not None:
@@ -119,8 +119,8 @@ class Intake:
                 spec, strategy=stored.strategy, guidance=stored.guidance, on_expert_loss=stored.on_expert_loss
             )
         resolved = self.descriptor.resolve(spec)
-        self.descriptor.check(resolved)
-        self.policy.check_strategy(Strategy.parse(resolved.strategy))
+        self.descriptor.check(resolved.spec)
+        self.policy.check_strategy(resolved.strategy)
         return resolved
 
 

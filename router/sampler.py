@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddm.router.policies import RoutingPolicy, without_gone
-from ddm.schema.errors import SchemaError, expected
 from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS, euler_step, time_grid
 from ddm.schema.messages import JobSpec
+from ddm.schema.resolved import ResolvedJob
 from ddm.schema.strategy import Strategy
 
 # velocity(x f32 [b,1,32,32], t f32 [b], y i64 [b], guidance f32 [b]) -> v f32 [b,1,32,32]
@@ -29,30 +29,34 @@ def initial_noise(spec: JobSpec) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class JobArrays:
-    """What a job's steps need besides x, built once from a resolved spec: the typed strategy, the time
-    grid, the label and guidance rows. Both drivers (sample_local, the router worker) step with it."""
+    """What a job's steps need besides x, built once from a resolved job: the time grid, the label and
+    guidance rows. Both drivers (sample_local, the router worker) step with it."""
 
-    spec: JobSpec
-    strategy: Strategy
+    job: ResolvedJob
     grid: np.ndarray  # float64 [steps + 1], t of each step
     labels: np.ndarray  # int64 [n], NULL_CLASS for an unconditional image
     guidance: np.ndarray  # float32 [n], 1 on unconditional rows
 
     @classmethod
-    def of(cls, spec: JobSpec) -> JobArrays:
-        """Arrays of a spec whose strategy and guidance are set (DeploymentDescriptor.resolve)."""
-        if spec.strategy is None or spec.guidance is None:
-            raise SchemaError(expected("a resolved spec (strategy and guidance set)", spec))
+    def of(cls, job: ResolvedJob) -> JobArrays:
+        spec = job.spec
         labels = np.asarray(spec.labels, dtype=np.int64)  # NULL_CLASS: an unconditional image
         return cls(
-            spec=spec,
-            strategy=Strategy.parse(spec.strategy),
+            job=job,
             grid=time_grid(spec.steps),
             labels=labels,
             # an unconditional row's guided velocity is v_null + g * (v_null - v_null) = v_null: guidance
             # 1 there says so, and spares the expert the extra null-class row it would add for g != 1
-            guidance=np.where(labels == NULL_CLASS, 1.0, spec.guidance).astype(np.float32),
+            guidance=np.where(labels == NULL_CLASS, 1.0, job.guidance).astype(np.float32),
         )
+
+    @property
+    def spec(self) -> JobSpec:
+        return self.job.spec
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.job.strategy
 
     def t(self, step: int) -> float:
         """t before step `step` (0-based)."""
@@ -141,14 +145,15 @@ def combine(plan: StepPlan, velocities: Mapping[int, np.ndarray], n: int) -> np.
 def sample_local(
     experts: Mapping[int, VelocityFn],
     policy: RoutingPolicy,
-    spec: JobSpec,
+    resolved: ResolvedJob,
     on_step: Callable[[int, float, np.ndarray, StepPlan], None] | None = None,
 ) -> np.ndarray:
     """Sample a resolved job in-process. Returns x at t = 1, float32 [n,1,32,32].
 
     on_step(step, t, x, plan) is called after each Euler step with the new x (step counts from 1).
     """
-    job = JobArrays.of(spec)
+    job = JobArrays.of(resolved)
+    spec = resolved.spec
     x = initial_noise(spec)
     for i in range(spec.steps):
         plan = plan_step(policy, job.strategy, x, job.t(i), job.labels)

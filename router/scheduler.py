@@ -31,7 +31,6 @@ from ddm.router.jobrun import JobRun, Part, Request
 from ddm.router.outbox import Outbox, Send, StepDone
 from ddm.router.policies import RoutingPolicy
 from ddm.router.sampler import plan_steps
-from ddm.schema.descriptor import routes_around
 from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.messages import Frame, VelocityReply, VelocityRequest
 from ddm.schema.precision import DEFAULT_PRECISION
@@ -143,7 +142,7 @@ class Scheduler:
         )
         if changed and not health.live:
             for job in list(self.jobs.values()):
-                if job.plan is not None and routes_around(job.arrays.spec) and self._needs(job, expert):
+                if job.plan is not None and job.arrays.job.routes_around and self._needs(job, expert):
                     self._replan(job)
             self._forget_unwanted()
 
@@ -184,7 +183,7 @@ class Scheduler:
         self._due.clear()
         by_strategy: dict = {}  # (strategy, whether it routes around a gone expert) -> jobs
         for job in due:
-            by_strategy.setdefault((job.arrays.strategy, routes_around(job.arrays.spec)), []).append(job)
+            by_strategy.setdefault((job.arrays.strategy, job.arrays.job.routes_around), []).append(job)
         planned: list[JobRun] = []
         gone = self._gone()
         for (strategy, around), jobs in by_strategy.items():

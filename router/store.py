@@ -36,6 +36,7 @@ from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.jobs import JobHash, ResumeState
 from ddm.schema.messages import Frame, JobSpec
 from ddm.schema.names import Names
+from ddm.schema.resolved import ResolvedJob
 
 # Lua, so that checking a lease and writing under it is one atomic step on the server.
 _ACQUIRE = """
@@ -157,17 +158,22 @@ class JobStore:
         self.r.set(self.names.deployment, descriptor.encode(), ex=max(1, int(ttl_s)))
 
     def start(
-        self, job_id: str, router_id: str, resumed_from: int, spec: JobSpec, submitted: JobSpec | None = None
+        self,
+        job_id: str,
+        router_id: str,
+        resumed_from: int,
+        job: ResolvedJob,
+        submitted: JobSpec | None = None,
     ) -> None:
-        """Mark the job running on `router_id` from step `resumed_from`. `spec` is the RESOLVED spec
-        (DeploymentDescriptor.resolve): its strategy and guidance are recorded. The submitted spec and its
-        digest, as the client wrote them, are kept (written here from `submitted` only when missing)."""
+        """Mark the job running on `router_id` from step `resumed_from`, recording what it resolved to.
+        The submitted spec and its digest, as the client wrote them, are kept (written here from
+        `submitted` only when missing)."""
         now = time.time()
         key = self.names.job(job_id)
         pipe = self.r.pipeline()
-        for field, value in jobs.first_start_fields(submitted or spec, now).items():
+        for field, value in jobs.first_start_fields(submitted or job.spec, now).items():
             pipe.hsetnx(key, field, value)
-        pipe.hset(key, mapping=jobs.running_fields(spec, router_id, resumed_from, now))
+        pipe.hset(key, mapping=jobs.running_fields(job, router_id, resumed_from, now))
         pipe.hincrby(key, jobs.ATTEMPTS, 1)
         pipe.zadd(self.names.jobs_index, {job_id: now}, nx=True)
         pipe.execute()

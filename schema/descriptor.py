@@ -28,6 +28,7 @@ from .messages import (
     JobSpec,
 )
 from .names import check_worker_id
+from .resolved import ResolvedJob
 from .strategy import Strategy
 
 DIGITS = tuple(str(c) for c in range(NUM_CLASSES))  # class names when a deployment names none
@@ -167,8 +168,8 @@ class DeploymentDescriptor:
 
     def _check_oracle(self, spec: JobSpec, where: str) -> None:
         strategy = self.resolve(spec).strategy
-        if spec.unconditional and Strategy.parse(strategy).kind == "oracle":
-            raise SchemaError(f"{where}: {oracle_null_error(strategy, spec.unconditional)}")
+        if spec.unconditional and strategy.kind == "oracle":
+            raise SchemaError(f"{where}: {oracle_null_error(str(strategy), spec.unconditional)}")
         if spec.unconditional and self.router_kind != "learned" and len(self.experts) > 1:
             # a table router's null row is a fixed choice: every unconditional image would go to one
             # expert whatever x_t shows, which is not what "unconditional" promises
@@ -184,12 +185,11 @@ class DeploymentDescriptor:
         with no live worker (docs/ARCHITECTURE.md), so any one live expert will do; one that waits needs
         every one. Unconditional images change nothing for the router strategies: they read x_t."""
         resolved = self.resolve(spec)
-        strategy = Strategy.parse(resolved.strategy)
-        if strategy.kind == "oracle":
-            self._check_oracle(resolved, f"deployment {self.name!r} (served by {self.router_id})")
+        if resolved.strategy.kind == "oracle":
+            self._check_oracle(spec, f"deployment {self.name!r} (served by {self.router_id})")
             wanted = set(spec.labels)
             return tuple(e.id for e in self.experts if wanted & set(e.labels)), True
-        return tuple(e.id for e in self.experts), not routes_around(resolved)
+        return tuple(e.id for e in self.experts), not resolved.routes_around
 
     def unserved(self, spec: JobSpec, live: set[int]) -> list[int]:
         """The experts this job needs that are not in `live` (none at all, when any one will do)."""
@@ -206,14 +206,16 @@ class DeploymentDescriptor:
             return UNCONDITIONAL_DEFAULT_STRATEGY
         return default
 
-    def resolve(self, spec: JobSpec) -> JobSpec:
+    def resolve(self, spec: JobSpec) -> ResolvedJob:
         """`spec` with an unset strategy, guidance or on_expert_loss filled in from this deployment's
-        defaults (default_strategy_for: the strategy)."""
-        return dataclasses.replace(
-            spec,
-            strategy=self.default_strategy_for(spec) if spec.strategy is None else spec.strategy,
-            guidance=self.default_guidance if spec.guidance is None else spec.guidance,
-            on_expert_loss=spec.on_expert_loss or self.default_on_expert_loss,
+        defaults (default_strategy_for: the strategy), typed: what runs."""
+        return ResolvedJob.of(
+            dataclasses.replace(
+                spec,
+                strategy=self.default_strategy_for(spec) if spec.strategy is None else spec.strategy,
+                guidance=self.default_guidance if spec.guidance is None else spec.guidance,
+                on_expert_loss=spec.on_expert_loss or self.default_on_expert_loss,
+            )
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -239,12 +241,6 @@ class DeploymentDescriptor:
         d["experts"] = tuple(ExpertInfo.from_dict(e) for e in d["experts"])
         d["strategies"], d["class_names"] = tuple(d["strategies"]), tuple(d["class_names"])
         return cls(**d)
-
-
-def routes_around(spec: JobSpec) -> bool:
-    """Whether a resolved job routes around an expert with no live worker (a mixing strategy, and
-    on_expert_loss 'degrade') instead of waiting for it."""
-    return Strategy.parse(spec.strategy).mixes and spec.on_expert_loss != "wait"
 
 
 def _exact_keys(what: str, d: object, cls: type, optional: tuple[str, ...] = ()) -> dict:

@@ -31,6 +31,7 @@ from .errors import SchemaError, expected
 from .flow import IMAGE_SHAPE
 from .messages import MAX_GUIDANCE, Frame, JobSpec, JobStatus
 from .names import check_job_id
+from .resolved import ResolvedJob
 from .strategy import Strategy
 
 FRAME_FIELD = b"frame"  # the one field of a trajectory entry
@@ -235,14 +236,9 @@ def first_start_fields(spec: JobSpec, now: float) -> dict[str, str]:
     return {"spec": spec.to_json(), "digest": spec_digest(spec), "created_at": t, "started_at": t}
 
 
-def running_fields(spec: JobSpec, router_id: str, resumed_from: int, now: float) -> dict[str, str]:
-    """What the router writes when it (re)starts a job: `spec` must be resolved (strategy and guidance
-    set, DeploymentDescriptor.resolve), and those are the values recorded."""
-    if spec.strategy is None or spec.guidance is None:
-        raise SchemaError(
-            f"job {spec.job_id}: "
-            + expected("a resolved spec (strategy and guidance set)", (spec.strategy, spec.guidance))
-        )
+def running_fields(job: ResolvedJob, router_id: str, resumed_from: int, now: float) -> dict[str, str]:
+    """What the router writes when it (re)starts a job: the values it resolved are recorded."""
+    spec = job.spec
     return {
         "status": JobStatus.RUNNING.value,
         "router": router_id,
@@ -250,9 +246,9 @@ def running_fields(spec: JobSpec, router_id: str, resumed_from: int, now: float)
         "updated_at": stamp(now),
         "steps": str(spec.steps),
         "n": str(spec.n),
-        "strategy": str(Strategy.parse(spec.strategy)),
-        "guidance": repr(float(spec.guidance)),
-        "on_expert_loss": spec.on_expert_loss or "",
+        "strategy": str(job.strategy),
+        "guidance": repr(job.guidance),
+        "on_expert_loss": job.on_expert_loss,
     }
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from ddm.ops.bench.http_wire import NPZ_READ_LOCK, connect, encode_arrays
 from ddm.router.sampler import sample_local
+from ddm.schema.resolved import ResolvedJob
 
 
 def post_velocity(conn: http.client.HTTPConnection, x, t, y, g) -> np.ndarray:
@@ -76,7 +77,8 @@ def sample_http(
     velocity = {k: HttpVelocity(conns[url]) for k, url in urls.items()}
     marks = [time.perf_counter()]
     try:
-        x = sample_local(velocity, policy, spec, on_step=lambda *_: marks.append(time.perf_counter()))
+        job = ResolvedJob.of(spec)
+        x = sample_local(velocity, policy, job, on_step=lambda *_: marks.append(time.perf_counter()))
     finally:
         if session is None:
             for conn in conns.values():

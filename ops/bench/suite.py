@@ -51,9 +51,10 @@ class LimitSampler:
 
     def measure(self, batch: int, steps: int | None = None) -> dict:
         from ddm.router.sampler import sample_local
+        from ddm.schema.resolved import ResolvedJob
 
         started = time.perf_counter()
-        sample_local(self.velocity, self.policy, batch_spec(batch, self.cfg, steps))
+        sample_local(self.velocity, self.policy, ResolvedJob.of(batch_spec(batch, self.cfg, steps)))
         wall = time.perf_counter() - started
         return {"batch": batch, "images_per_s": batch / wall, "wall_s": wall}
 

@@ -56,7 +56,8 @@ def main(args: argparse.Namespace) -> int:
     # Exactly as the router does: check against the deployment's descriptor, fill in its defaults.
     descriptor = describe(deployment, policy, "local")
     descriptor.check(spec)
-    spec = descriptor.resolve(spec)
+    job = descriptor.resolve(spec)
+    spec = job.spec
     t0 = time.perf_counter()
     experts = load_experts(deployment, device=args.device)
     load_s = time.perf_counter() - t0
@@ -70,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         bar.update(1)
 
     t0 = time.perf_counter()
-    x = sample_local(fns, policy, spec, on_step=on_step)
+    x = sample_local(fns, policy, job, on_step=on_step)
     bar.close()
     sample_s = time.perf_counter() - t0
     save_grid(x, args.out, cols=cols)

@@ -24,6 +24,7 @@ from ddm.router.sampler import sample_local
 from ddm.schema.checkpoint_meta import file_sha256, write_json_atomic
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import MAX_SAMPLES, JobSpec
+from ddm.schema.resolved import ResolvedJob
 from ddm.schema.strategy import Strategy
 
 
@@ -111,7 +112,7 @@ def generate(
     for c, start in enumerate(tqdm(range(0, n, MAX_SAMPLES), desc=f"eval {strategy}")):
         part = labels[start : start + MAX_SAMPLES].tolist()
         spec = JobSpec.new(part, steps=steps, strategy=strategy, guidance=guidance, seed=seed + c)
-        chunks.append(sample_local(experts, policy, spec))
+        chunks.append(sample_local(experts, policy, ResolvedJob.of(spec)))
     wall = time.perf_counter() - t0
     cost = {
         "seconds_per_image": wall / n,

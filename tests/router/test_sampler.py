@@ -7,6 +7,7 @@ import numpy as np
 from ddm.router.policies import build_policy
 from ddm.router.sampler import combine, initial_noise, plan_step, sample_local
 from ddm.schema.messages import JobSpec
+from ddm.schema.resolved import ResolvedJob
 from ddm.schema.strategy import Strategy
 
 SPLIT = np.array([[5] * 5 + [0] * 5, [0] * 5 + [7] * 5])
@@ -41,7 +42,9 @@ def test_plan_routes_rows_and_combine_mixes_them():
 def test_oracle_sampling_integrates_each_expert_exactly():
     # expert 0 moves every pixel at +1 per unit time, expert 1 at -2: after t = 0 -> 1, x1 = x0 + v.
     spec = JobSpec.new([0, 7, 3], steps=10, strategy="oracle", guidance=1.0, seed=1)
-    x = sample_local({0: constant(1.0), 1: constant(-2.0)}, build_policy("oracle", SPLIT), spec)
+    x = sample_local(
+        {0: constant(1.0), 1: constant(-2.0)}, build_policy("oracle", SPLIT), ResolvedJob.of(spec)
+    )
     x0 = initial_noise(spec)
     np.testing.assert_allclose(x[0], x0[0] + 1.0, atol=1e-5)
     np.testing.assert_allclose(x[1], x0[1] - 2.0, atol=1e-5)
@@ -54,7 +57,7 @@ def test_full_ensemble_mixes_by_label_prior_and_reports_each_step():
     x = sample_local(
         {0: constant(1.0), 1: constant(3.0)},
         build_policy("label-prior", OVERLAP),
-        spec,
+        ResolvedJob.of(spec),
         on_step=lambda step, t, x, plan: seen.append((step, t, plan.experts)),
     )
     np.testing.assert_allclose(x, initial_noise(spec) + 2.0, atol=1e-5)  # 0.5 * 1 + 0.5 * 3
@@ -68,6 +71,6 @@ def test_sampling_is_a_function_of_the_spec():
         return -x * (1 + y[:, None, None, None]) * t[:, None, None, None]
 
     spec = JobSpec.new([0, 5, 9], steps=7, strategy="topk:2", guidance=1.0, seed=3)
-    a = sample_local({0: field, 1: field}, policy, spec)
-    b = sample_local({0: field, 1: field}, policy, spec)
+    a = sample_local({0: field, 1: field}, policy, ResolvedJob.of(spec))
+    b = sample_local({0: field, 1: field}, policy, ResolvedJob.of(spec))
     np.testing.assert_array_equal(a, b)

@@ -36,7 +36,7 @@ def test_a_job_through_the_scheduler_equals_the_local_sampler(clock):
     s = scheduler(clock, OVERLAP, "label-prior")
     j = job([0, 4, 9], steps=6, strategy="full")
     total = run_to_end(s, [j])
-    want = sample_local(EXPERTS, s.policy, j.arrays.spec)
+    want = sample_local(EXPERTS, s.policy, j.arrays.job)
     np.testing.assert_array_equal(j.x, want)
     assert [d.frame.step for d in total.steps] == [1, 2, 3, 4, 5, 6]
     assert total.done == [j] and not s.jobs

@@ -17,6 +17,7 @@ from ddm.router.worker import RouterWorker
 from ddm.schema.errors import SchemaError
 from ddm.schema.flow import NULL_CLASS
 from ddm.schema.messages import JobSpec, JobStatus
+from ddm.schema.resolved import ResolvedJob
 from ddm.schema.strategy import Strategy
 
 SPLIT = np.array([[5, 5, 5, 5, 5, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 9, 9, 9, 9, 9]])  # label counts [K, 10]
@@ -53,7 +54,7 @@ def test_a_router_that_reads_x_t_routes_null_rows_by_x_t():
 
 def test_null_rows_get_guidance_1_and_the_local_sampler_refuses_oracle():
     spec = JobSpec("j", (3, NULL_CLASS, 8), steps=2, strategy="full", guidance=2.5)
-    arrays = JobArrays.of(spec)
+    arrays = JobArrays.of(ResolvedJob.of(spec))
     np.testing.assert_array_equal(arrays.guidance, np.array([2.5, 1.0, 2.5], np.float32))
     np.testing.assert_array_equal(arrays.labels, [3, NULL_CLASS, 8])
 
@@ -64,11 +65,12 @@ def test_null_rows_get_guidance_1_and_the_local_sampler_refuses_oracle():
         seen.append((y.tolist(), g.tolist()))
         return np.zeros_like(x)
 
-    sample_local({0: expert, 1: expert}, policy, spec)  # the oracle kind's table routes null by top1/full
+    # the oracle kind's table routes null by top1/full
+    sample_local({0: expert, 1: expert}, policy, ResolvedJob.of(spec))
     assert all(g == [1.0] for y, g in seen if y == [NULL_CLASS]) and seen
     oracle = JobSpec("j", (3, NULL_CLASS), steps=2, strategy="oracle", guidance=1.0)
     with pytest.raises(SchemaError, match="strategy 'oracle' routes each image by its label"):
-        sample_local({0: expert, 1: expert}, policy, oracle)
+        sample_local({0: expert, 1: expert}, policy, ResolvedJob.of(oracle))
 
 
 SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "mnist" / "deployment.toml"

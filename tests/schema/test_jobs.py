@@ -10,6 +10,7 @@ from ddm.schema.codec import packb
 from ddm.schema.errors import SchemaError
 from ddm.schema.jobs import JobHash, ResumeState
 from ddm.schema.messages import Frame, JobSpec, JobStatus
+from ddm.schema.resolved import ResolvedJob
 
 
 def as_redis(fields: dict) -> dict[bytes, bytes]:
@@ -23,7 +24,7 @@ def test_the_writers_fields_decode_to_the_job_hash():
     assert (h.status, h.spec, h.step, h.steps, h.n, h.created_at) == (JobStatus.QUEUED, spec, 0, 20, 2, 100.0)
     assert h.strategy is None and h.guidance is None and h.attempts == 0 and h.router is None
 
-    resolved = JobSpec("j1", (3, 8), steps=20, strategy="topk:1", guidance=1.5, seed=4)
+    resolved = ResolvedJob.of(JobSpec("j1", (3, 8), steps=20, strategy="topk:1", guidance=1.5, seed=4))
     stored = jobs.queued_fields(spec, 100.0) | jobs.running_fields(resolved, "r-1", 5, 101.0)
     stored |= jobs.step_fields(7, 12.3456, 102.0) | {"attempts": "2", "started_at": jobs.stamp(101.0)}
     h = JobHash.decode("j1", as_redis(stored))
@@ -43,9 +44,9 @@ def test_the_writers_fields_decode_to_the_job_hash():
     assert JobHash.decode("j1", as_redis(stored | jobs.done_fields(104.0))).status is JobStatus.DONE
 
 
-def test_the_router_records_only_a_resolved_spec():
+def test_only_a_spec_that_names_its_strategy_and_guidance_is_resolved():
     with pytest.raises(SchemaError, match="resolved spec"):
-        jobs.running_fields(JobSpec("j1", (3,)), "r-1", 0, 1.0)
+        ResolvedJob.of(JobSpec("j1", (3,)))
 
 
 @pytest.mark.parametrize(

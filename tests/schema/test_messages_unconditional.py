@@ -76,9 +76,9 @@ def test_a_job_that_names_no_strategy_gets_top1_where_the_default_is_the_oracle(
     d = descriptor()
     mixed = JobSpec("j", (2, NULL_CLASS))
     d.check(mixed)
-    assert d.resolve(mixed).strategy == "top1" and d.default_strategy_for(mixed) == "top1"
-    assert d.resolve(JobSpec("j", (2,))).strategy == "oracle", "labelled jobs keep the default"
-    assert descriptor(default_strategy="full").resolve(mixed).strategy == "full"
+    assert d.resolve(mixed).spec.strategy == "top1" and d.default_strategy_for(mixed) == "top1"
+    assert d.resolve(JobSpec("j", (2,))).spec.strategy == "oracle", "labelled jobs keep the default"
+    assert descriptor(default_strategy="full").resolve(mixed).spec.strategy == "full"
     assert d.resolve(mixed).guidance == 1.5  # recorded as asked; the sampler gives null rows 1
 
 

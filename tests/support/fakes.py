@@ -16,6 +16,7 @@ from ddm.schema.checkpoint_meta import write_meta
 from ddm.schema.deployment import Deployment
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.messages import Frame, JobSpec
+from ddm.schema.resolved import ResolvedJob
 from ddm.schema.settings import Settings
 
 from .services import AMQP_URL, REDIS_URL
@@ -142,7 +143,7 @@ class FakeCluster:
     def start_job(self, labels=(1, 7), steps: int = 6) -> JobSpec:
         """A running job, its spec resolved as the router resolves it (oracle, guidance 1)."""
         spec = JobSpec.new(list(labels), steps=steps, strategy="oracle", guidance=1.0)
-        self.store.start(spec.job_id, "w-router", 0, spec)
+        self.store.start(spec.job_id, "w-router", 0, ResolvedJob.of(spec))
         return spec
 
     def frame(self, spec: JobSpec, step: int) -> Frame:

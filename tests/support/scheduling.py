@@ -10,6 +10,7 @@ from ddm.router.policies import build_policy
 from ddm.router.sampler import JobArrays, initial_noise
 from ddm.router.scheduler import Scheduler
 from ddm.schema.messages import JobSpec, VelocityReply, VelocityRequest
+from ddm.schema.resolved import ResolvedJob
 
 LABEL_SPLIT = np.array([[5] * 5 + [0] * 5, [0] * 5 + [5] * 5])  # expert 0: labels 0-4, expert 1: 5-9
 OVERLAP = np.array([[5] * 7 + [0] * 3, [0] * 3 + [5] * 7])  # labels 3-6 in both
@@ -46,7 +47,7 @@ def job(labels, steps=4, strategy="oracle", seed=0, on_expert_loss="degrade") ->
     spec = JobSpec.new(
         labels, steps=steps, strategy=strategy, guidance=1.0, seed=seed, on_expert_loss=on_expert_loss
     )
-    return JobRun(JobArrays.of(spec), tag=spec.job_id, x=initial_noise(spec), step=0)
+    return JobRun(JobArrays.of(ResolvedJob.of(spec)), tag=spec.job_id, x=initial_noise(spec), step=0)
 
 
 def scheduler(clock, counts=LABEL_SPLIT, kind="oracle", **kwargs) -> Scheduler:

@@ -175,9 +175,9 @@ def test_student_is_an_expert_checkpoint_that_serves_alone(framework, teachers, 
     alone = Deployment.load(path)
     assert [e.checkpoint for e in alone.experts] == [tmp_path.resolve()]
     policy = load_policy(alone)
-    spec = describe(alone, policy, "test").resolve(JobSpec.new([1, 7], steps=2, seed=1))
-    assert spec.strategy == "oracle" and spec.guidance == teachers[0].guidance
-    x = sample_local({0: student.velocity}, policy, spec)
+    job = describe(alone, policy, "test").resolve(JobSpec.new([1, 7], steps=2, seed=1))
+    assert str(job.strategy) == "oracle" and job.guidance == teachers[0].guidance
+    x = sample_local({0: student.velocity}, policy, job)
     assert x.shape == (2, 1, 32, 32) and np.all(np.isfinite(x))
 
 

@@ -15,6 +15,7 @@ from ddm.router.deployment_loader import load_experts, load_policy
 from ddm.router.sampler import sample_local
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import JobSpec
+from ddm.schema.resolved import ResolvedJob
 
 STEPS = 4  # tiny: the experts are random, only the plumbing is under test
 
@@ -70,7 +71,7 @@ def assert_still_serving(url: str) -> None:
 def test_sample_http_equals_sample_local(deployment, servers):
     _, experts, policy = deployment
     spec = JobSpec.new([3, 7], steps=STEPS, strategy="oracle", guidance=1.0, seed=11)
-    expected = sample_local({k: e.velocity for k, e in experts.items()}, policy, spec)
+    expected = sample_local({k: e.velocity for k, e in experts.items()}, policy, ResolvedJob.of(spec))
     x, step_seconds = sample_http(policy, servers, spec)
     assert x.dtype == np.float32 and x.shape == (2, 1, 32, 32)
     assert np.abs(x - expected).max() <= 1e-6

@@ -1,0 +1,48 @@
+"""A job with everything its deployment decides filled in and typed: what a router (or the local
+sampler) runs. Being resolved is a type, not a run-time check: DeploymentDescriptor.resolve makes one
+from a submitted JobSpec with the deployment's defaults; ResolvedJob.of takes a spec that already names
+them all (tests, benchmarks, evaluation)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .errors import SchemaError, expected
+from .messages import DEFAULT_EXPERT_LOSS_POLICY, JobSpec
+from .strategy import Strategy
+
+
+@dataclass(frozen=True)
+class ResolvedJob:
+    """spec: the JobSpec with strategy (canonical), guidance and on_expert_loss set, what the job hash
+    records; strategy: parsed once, here."""
+
+    spec: JobSpec
+    strategy: Strategy
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> ResolvedJob:
+        """A spec that names its strategy and guidance (on_expert_loss unset: 'wait', the default)."""
+        if spec.strategy is None or spec.guidance is None:
+            raise SchemaError(
+                f"job {spec.job_id}: "
+                + expected("a resolved spec (strategy and guidance set)", (spec.strategy, spec.guidance))
+            )
+        if spec.on_expert_loss is None:
+            spec = dataclasses.replace(spec, on_expert_loss=DEFAULT_EXPERT_LOSS_POLICY)
+        return cls(spec, Strategy.parse(spec.strategy))
+
+    @property
+    def guidance(self) -> float:
+        return float(self.spec.guidance)
+
+    @property
+    def on_expert_loss(self) -> str:
+        return self.spec.on_expert_loss
+
+    @property
+    def routes_around(self) -> bool:
+        """Whether it routes around an expert with no live worker (a mixing strategy, and
+        on_expert_loss 'degrade') instead of waiting for it."""
+        return self.strategy.mixes and self.on_expert_loss == "degrade"
