@@ -32,6 +32,10 @@ def port_problem(host: str, port: int) -> str | None:
         return expected("--ui-port in 1..65535", port)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # as the UI's own server binds (Werkzeug and gunicorn set it): connections of a UI stopped a
+        # moment ago linger in TIME-WAIT, which only a socket without SO_REUSEADDR is refused over; a
+        # port some process listens on is still refused with it
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

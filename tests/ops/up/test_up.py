@@ -200,3 +200,25 @@ def test_up_refuses_a_busy_ui_port(tmp_path, monkeypatch, capsys):
         assert main(argv) == 1
     err = capsys.readouterr().err
     assert f"web UI: cannot listen on 127.0.0.1:{port}" in err and "--ui-port PORT or --no-ui" in err
+
+
+def test_a_port_left_in_time_wait_by_a_stopped_ui_is_free():
+    """Stopping `ddm up` and starting it again within a minute: the old UI's connections linger in
+    TIME-WAIT, nothing listens. Before, the pre-check bound without SO_REUSEADDR and refused the port."""
+    import socket
+
+    from ddm.ops.up.ui import port_problem
+
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the UI's server does
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server side closes first: it is the side left in TIME-WAIT
+        client.recv(1)
+        client.close()
+    states = subprocess.run(["ss", "-tan", f"sport = :{port}"], capture_output=True, text=True).stdout
+    assert "TIME-WAIT" in states, states
+    assert port_problem("127.0.0.1", port) is None
