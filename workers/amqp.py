@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import socket
 import time
 from collections.abc import Iterable, Sequence
 
@@ -49,6 +50,23 @@ CONNECTION_ERRORS = (
     ConnectionError,
     OSError,
 )
+
+
+# The broker refused the user, the password or the vhost (403 ACCESS_REFUSED / NOT_ALLOWED).
+LOGIN_REFUSED = (
+    pika.exceptions.ProbableAuthenticationError,
+    pika.exceptions.ProbableAccessDeniedError,
+    pika.exceptions.AuthenticationError,
+)
+
+
+def login_refused_message(url: str, exc: BaseException) -> str:
+    params = pika.URLParameters(url)
+    return (
+        f"RabbitMQ at {redact(url)} refused the login of user {params.credentials.username!r} to vhost "
+        f"{params.virtual_host!r} ({type(exc).__name__}): check the user, password and vhost in "
+        f"DDM_AMQP_URL (`rabbitmqctl list_users`, `rabbitmqctl list_permissions -p {params.virtual_host}`)"
+    )
 
 
 def connection_parameters(url: str, heartbeat: int = 30, name: str | None = None) -> pika.URLParameters:
@@ -92,6 +110,13 @@ def connect(
             one = urls[i % len(urls)]
             try:
                 conn = pika.BlockingConnection(connection_parameters(one, name=name))
+            except LOGIN_REFUSED as exc:  # no retry helps: the settings are wrong
+                raise ConfigError(login_refused_message(one, exc)) from None
+            except socket.gaierror as exc:
+                failures.append(
+                    (redact(one), f"unknown host {pika.URLParameters(one).host!r}: {exc.strerror}")
+                )
+                continue
             except pika.exceptions.AMQPConnectionError as exc:
                 failures.append((redact(one), repr(exc)))
                 continue

@@ -44,8 +44,10 @@ HOW_TO_START = (
 
 def unavailable(url: str, exc: BaseException, tried: int = 1) -> ServiceUnavailableError:
     """The error every Redis caller raises when the server does not answer."""
+    # redis-py's repr says only "network:ConnectionError"; its text names the cause (an unknown host...)
     return ServiceUnavailableError(
-        f"no Redis answered at {redact(url)} after {tried} attempt(s) ({exc!r}). {HOW_TO_START}"
+        f"no Redis answered at {redact(url)} after {tried} attempt(s) ({type(exc).__name__}: {exc}). "
+        f"{HOW_TO_START}"
     )
 
 

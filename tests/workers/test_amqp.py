@@ -158,3 +158,14 @@ def test_the_runtime_stops_on_a_mismatch_instead_of_reconnecting(settings):
     with pytest.raises(QueueMismatchError, match="set DDM_QUEUE_TYPE=classic"):
         runtime.run()
     assert runtime.metrics.reconnects._value.get() == 0
+
+
+def test_a_refused_login_says_so_instead_of_asking_to_start_a_broker():
+    with pytest.raises(ConfigError, match=r"refused the login of user 'guest' to vhost '/'") as caught:
+        connect("amqp://guest:not-the-password@127.0.0.1:5672/%2F")
+    assert "not-the-password" not in str(caught.value) and "Start one" not in str(caught.value)
+
+
+def test_an_unknown_host_is_named_not_a_traceback():
+    with pytest.raises(ServiceUnavailableError, match=r"unknown host 'nosuchhost.invalid'"):
+        connect("amqp://guest:guest@nosuchhost.invalid:5672/%2F")

@@ -284,3 +284,10 @@ def test_compose_redis_keeps_every_acknowledged_job_record_through_kill_9(tmp_pa
 def test_without_persistence_a_kill_9_loses_every_job_record(tmp_path):
     written, found = survivors(tmp_path, ["--appendonly", "no"])
     assert (written, found) == (200, 0)  # what docs/DEPLOY.md says a Redis without persistence costs
+
+
+def test_an_unknown_redis_host_says_why_in_words():
+    from ddm.workers.redis_conn import connect_redis
+
+    with pytest.raises(ServiceUnavailableError, match=r"nosuchhost.invalid.*Name or service not known"):
+        connect_redis("redis://nosuchhost.invalid:6379/0")
