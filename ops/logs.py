@@ -14,8 +14,17 @@ import time
 
 from ddm.schema.settings import Settings
 
-# Libraries that log every socket step or platform probe at INFO: quieter, whatever the level.
-QUIET = {"pika": logging.WARNING, "jax._src.xla_bridge": logging.WARNING, "werkzeug": logging.WARNING}
+# Libraries that log every socket step or platform probe at INFO: quieter, unless DDM_LOG_LEVEL=DEBUG.
+# pika's connection attempts log each failure at ERROR with a traceback; our callers report every one
+# in their own words (ddm.workers.amqp.connect), so those loggers say nothing below CRITICAL.
+QUIET = {
+    "pika": logging.WARNING,
+    "pika.adapters.utils.connection_workflow": logging.CRITICAL,
+    "pika.adapters.utils.io_services_utils": logging.CRITICAL,
+    "pika.adapters.blocking_connection": logging.CRITICAL,
+    "jax._src.xla_bridge": logging.WARNING,
+    "werkzeug": logging.WARNING,
+}
 
 
 class JsonFormatter(logging.Formatter):
@@ -59,7 +68,9 @@ def configure_logging(
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level)
     for name, level in QUIET.items():
-        logging.getLogger(name).setLevel(max(level, root.level))
+        logging.getLogger(name).setLevel(
+            root.level if root.level <= logging.DEBUG else max(level, root.level)
+        )
     for name in take_over:
         logger = logging.getLogger(name)
         logger.handlers.clear()

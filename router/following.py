@@ -31,6 +31,8 @@ class _Outage:
         now = time.monotonic()
         self.since = now if self.since is None else self.since
         if now - self.since > REDIS_OUTAGE_S or (self.deadline is not None and now >= self.deadline):
+            if isinstance(exc, ServiceUnavailableError):
+                raise exc from None  # already says what did not answer: not inside itself again
             raise unavailable(self.url, exc) from None
         time.sleep(self.delay)
         self.delay = min(2.0, self.delay * 2)

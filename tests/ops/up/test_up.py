@@ -222,3 +222,26 @@ def test_a_port_left_in_time_wait_by_a_stopped_ui_is_free():
     states = subprocess.run(["ss", "-tan", f"sport = :{port}"], capture_output=True, text=True).stdout
     assert "TIME-WAIT" in states, states
     assert port_problem("127.0.0.1", port) is None
+
+
+@pytest.mark.parametrize("service", ["rabbitmq", "redis"])
+def test_a_service_that_is_down_gets_one_message_and_no_traceback(tmp_path, service):
+    """Before, pika logged its connection workflow's failure at ERROR with a traceback before `ddm up`'s
+    own message; and `ddm result` put Redis's message inside itself."""
+    from tests.support.services import free_port
+
+    env = {**os.environ, "DDM_PREFIX": f"t{uuid.uuid4().hex[:10]}.", "DDM_AMQP_URL": AMQP_URL}
+    env["DDM_REDIS_URL"] = REDIS_URL
+    if service == "rabbitmq":
+        env["DDM_AMQP_URL"] = f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F"
+        argv = ["up", "--no-ui", "--deployment", str(write_fake_deployment(tmp_path / "dep"))]
+    else:
+        env["DDM_REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+        argv = ["result", "0123456789abcdef0123456789abcdef"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ddm.ops.cli", *argv], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and " ERROR " not in done.stderr, done.stderr
+    name = "RabbitMQ" if service == "rabbitmq" else "Redis"
+    assert done.stderr.count(f"no {name} answered") == 1, done.stderr
