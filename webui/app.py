@@ -27,13 +27,16 @@ from flask import Flask
 from flask_socketio import SocketIO
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from ddm.router.client import Client
 from ddm.schema.settings import Settings
+from ddm.webui import backlog
 from ddm.webui.cluster import ClusterMonitor
 from ddm.webui.config import UIConfig
 from ddm.webui.jobs import JobService, RateLimiter
 from ddm.webui.payloads import job_payload
+from ddm.webui.redis_pool import UIClient, ui_redis
+from ddm.webui.sio_guard import PollingGuard, install_websocket_guard, quiet_engineio_errors
 from ddm.webui.tail import TailHub
+from ddm.webui.watch_gate import WatchGate
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
@@ -47,11 +50,28 @@ class UIState:
         self.socketio = socketio
         self.config = config
         self.settings = config.settings
-        self.client = Client(settings=self.settings)  # reads only; JobService has its own for submits
+        # one bounded, blocking Redis pool for everything this UI does (redis_pool.py)
+        self.redis = ui_redis(self.settings, config.redis_max_connections, config.redis_wait_s)
+        self.client = UIClient(self.settings, self.redis)  # reads only; JobService has its own for submits
         self.monitor = ClusterMonitor(self.client, gone_keep_s=config.gone_keep_s)
         self.limiter = RateLimiter(config.jobs_per_minute)
-        self.jobs = JobService(self.settings, self.monitor, self.limiter, token=config.token)
-        self.hub = TailHub(socketio, self.client)
+        self.jobs = JobService(
+            self.settings,
+            self.monitor,
+            self.limiter,
+            token=config.token,
+            make_client=lambda: UIClient(self.settings, self.redis),
+        )
+        gate = WatchGate(
+            per_minute=config.watches_per_minute, per_address=config.viewers_per_address, token=config.token
+        )
+        self.hub = TailHub(
+            socketio,
+            self.client,
+            gate,
+            backlog_bytes=config.viewer_backlog_kb * 1024,
+            stall_s=config.viewer_stall_s,
+        )
         self.clients = 0  # connected Socket.IO clients
         self._lock = threading.Lock()
         self._overview_started = False
@@ -100,6 +120,7 @@ class UIState:
         self.monitor.close()
         self.jobs.close()
         self.client.close()
+        self.redis.connection_pool.disconnect()
 
 
 def create_app(
@@ -121,14 +142,18 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     app.config["TEMPLATES_AUTO_RELOAD"] = False
     app.json.sort_keys = False
+    engineio_log, socketio_log = quiet_engineio_errors()  # a malformed packet: one line (sio_guard.py)
     socketio = SocketIO(
         app,
         async_mode="threading",
         message_queue=message_queue,
         max_http_buffer_size=MAX_REQUEST_BYTES,
-        logger=False,
-        engineio_logger=False,
+        logger=socketio_log,
+        engineio_logger=engineio_log,
     )
+    backlog.install(socketio)  # each connection's queue counts its bytes (backlog.py)
+    install_websocket_guard(socketio)
+    app.wsgi_app = PollingGuard(app.wsgi_app, MAX_REQUEST_BYTES)  # in front of Socket.IO's middleware
     if config.trusted_proxies:
         # Outside Socket.IO's middleware, so websocket connections see the client's address too. The
         # rate limit is per request.remote_addr: behind a proxy that is the proxy's, shared by everyone.

@@ -17,6 +17,7 @@ from ddm.schema.settings import Settings
 
 _INT_RE = re.compile(r"[0-9]{1,9}")
 _BIND_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}")
+REDIS_SPARE_CONNECTIONS = 8  # Redis connections beyond DDM_UI_THREADS: the UI's own background tasks
 
 # field -> environment variable (the fields not listed here are not read from the environment)
 UI_ENV_VARS: dict[str, str] = {
@@ -26,19 +27,9 @@ UI_ENV_VARS: dict[str, str] = {
     "token": "DDM_UI_TOKEN",
     "bind": "DDM_UI_BIND",
     "threads": "DDM_UI_THREADS",
-}
-
-UI_HELP: dict[str, str] = {
-    "jobs_per_minute": "Job submissions allowed per client address per minute.",
-    "recent_jobs": "How many recent jobs the page lists.",
-    "trusted_proxies": "How many reverse proxies in front of the UI to trust for X-Forwarded-For and "
-    "X-Forwarded-Proto (werkzeug's ProxyFix), so the rate limit applies per client, not per proxy. 0: "
-    "the headers are ignored (set it only behind a proxy that overwrites them, or clients could pick "
-    "their own address).",
-    "token": "When set, submitting a job needs this token (`Authorization: Bearer TOKEN`, or the page's "
-    "token field); watching needs none. Empty: anyone who reaches the UI may submit.",
-    "bind": "gunicorn: host:port to listen on (0.0.0.0:8000 in a container).",
-    "threads": "gunicorn: threads of its one process = browsers served at once + a few for plain requests.",
+    "watches_per_minute": "DDM_UI_WATCHES_PER_MINUTE",
+    "viewers_per_address": "DDM_UI_VIEWERS_PER_ADDRESS",
+    "viewer_backlog_kb": "DDM_UI_VIEWER_BACKLOG_KB",
 }
 
 
@@ -60,6 +51,11 @@ class UIConfig:
     token: str = field(default="", repr=False)  # a secret: never in a repr or a log line
     bind: str = "127.0.0.1:8000"
     threads: int = 100
+    watches_per_minute: int = 30
+    viewers_per_address: int = 16
+    viewer_backlog_kb: int = 2048
+    viewer_stall_s: float = 30.0  # a viewer whose backlog does not drain for this long is disconnected
+    redis_wait_s: float = 5.0  # how long a request waits for a free Redis connection before "unavailable"
     overview_interval_s: float = 2.0  # cluster + recent jobs pushed to every page this often
     gone_keep_s: float = 900.0  # a worker whose heartbeat expired is shown as gone this long
 
@@ -77,6 +73,18 @@ class UIConfig:
             raise ConfigError(f"DDM_UI_BIND: {expected('host:port, e.g. 0.0.0.0:8000', self.bind)}")
         if not 1 <= self.threads <= 10_000:
             raise ConfigError(expected("threads in 1..10000", self.threads))
+        if not 1 <= self.watches_per_minute <= 10_000:
+            raise ConfigError(expected("watches_per_minute in 1..10000", self.watches_per_minute))
+        if not 1 <= self.viewers_per_address <= 10_000:
+            raise ConfigError(expected("viewers_per_address in 1..10000", self.viewers_per_address))
+        if not 64 <= self.viewer_backlog_kb <= 1_048_576:
+            raise ConfigError(expected("viewer_backlog_kb in 64..1048576", self.viewer_backlog_kb))
+
+    @property
+    def redis_max_connections(self) -> int:
+        """The UI's Redis pool: one connection per serving thread, plus the frame reader, the replayer,
+        the overview push and a little slack (Socket.IO event handlers run on threads of their own)."""
+        return self.threads + REDIS_SPARE_CONNECTIONS
 
     @classmethod
     def from_env(
@@ -96,4 +104,31 @@ class UIConfig:
             token=env.get(var["token"], cls.token),
             bind=env.get(var["bind"], cls.bind),
             threads=_env_int(env, var["threads"], cls.threads, 1, 10_000),
+            watches_per_minute=_env_int(env, var["watches_per_minute"], cls.watches_per_minute, 1, 10_000),
+            viewers_per_address=_env_int(env, var["viewers_per_address"], cls.viewers_per_address, 1, 10_000),
+            viewer_backlog_kb=_env_int(env, var["viewer_backlog_kb"], cls.viewer_backlog_kb, 64, 1_048_576),
         )
+
+
+UI_HELP: dict[str, str] = {
+    "jobs_per_minute": "Job submissions allowed per client address per minute.",
+    "recent_jobs": "How many recent jobs the page lists.",
+    "trusted_proxies": "How many reverse proxies in front of the UI to trust for X-Forwarded-For and "
+    "X-Forwarded-Proto (werkzeug's ProxyFix), so the rate limit applies per client, not per proxy. 0: "
+    "the headers are ignored (set it only behind a proxy that overwrites them, or clients could pick "
+    "their own address).",
+    "token": "When set, submitting, cancelling and watching a job need this token (`Authorization: Bearer "
+    "TOKEN`, the page's token field, or the watch event's `token`). Empty: anyone who reaches the UI may "
+    "submit and watch.",
+    "bind": "gunicorn: host:port to listen on (0.0.0.0:8000 in a container).",
+    "threads": "gunicorn: threads of its one process = browsers served at once + a few for plain requests. "
+    "The UI's Redis pool holds at most this many connections plus a few for its own tasks; a request "
+    f"that finds them all busy waits for one (up to {UIConfig.redis_wait_s:g} s) instead of failing.",
+    "watches_per_minute": "Watch requests one browser connection (Socket.IO socket) may make per minute; "
+    "each replays the job's steps so far. Over it: refused, kind `too_many_watches`.",
+    "viewers_per_address": "Connections from one client address that may watch jobs at once. Over it: "
+    "refused, kind `too_many_watches`.",
+    "viewer_backlog_kb": "Frames a connection has not yet taken, in KiB, beyond which it gets no more "
+    "until it drains (a slow browser catches up through the replay); one that does not drain within "
+    f"{UIConfig.viewer_stall_s:g} s is disconnected and its backlog freed.",
+}

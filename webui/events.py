@@ -4,8 +4,10 @@ browser -> server (each answers through the acknowledgement callback):
     "submit" {form fields, see jobs.parse_form} -> {"ok": true, "job_id", "spec"}
              (plus "token" when DDM_UI_TOKEN is set)
     "watch"  {"job_id"}                         -> {"ok": true, "job"}, then "job" and "frame" events
+             (plus "token" when DDM_UI_TOKEN is set; limits: watch_gate.py)
     "unwatch"                                   -> {"ok": true}
-    a refusal answers {"ok": false, "kind", "error"} (kinds: see jobs.KIND_STATUS, plus not_found)
+    a refusal answers {"ok": false, "kind", "error"} (kinds: see jobs.KIND_STATUS, plus not_found;
+    too_many_watches and rate_limited carry "retry_after_s" when waiting helps)
 
 server -> browser:
     "overview" {"cluster", "jobs"}   on connect, then every few seconds
@@ -43,7 +45,7 @@ def register_events(socketio: SocketIO, state) -> None:
 
     @socketio.on("disconnect")
     def on_disconnect(reason=None):
-        state.hub.unwatch(request.sid)
+        state.hub.leave(request.sid)  # nothing of the socket is kept
         state.client_disconnected()
 
     @socketio.on("submit")
@@ -60,9 +62,12 @@ def register_events(socketio: SocketIO, state) -> None:
 
     @socketio.on("watch")
     def on_watch(data=None):
+        data, token = split_token(data)
         job_id = data.get("job_id") if isinstance(data, dict) else data
         try:
-            job = state.hub.watch(request.sid, job_id)
+            job = state.hub.watch(request.sid, job_id, request.remote_addr or "?", token)
+        except SubmitError as exc:
+            return exc.to_dict()
         except SchemaError as exc:
             return _fail("bad_input", str(exc))
         except JobNotFoundError:

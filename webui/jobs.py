@@ -4,8 +4,11 @@ client address, then Client.submit.
 
 Errors are SubmitError with a `kind` the page shows as a heading and an HTTP status for the API:
 bad_input (400), unauthorized (401: DDM_UI_TOKEN is set and the token is missing or wrong),
-rate_limited (429), no_deployment (503: no router publishes a descriptor), no_worker (503),
-unavailable (503).
+rate_limited (429), too_many_watches (429, watching: watch_gate.py), no_deployment (503: no router
+publishes a descriptor), no_worker (503), unavailable (503).
+
+Only what is queued, or refused for its token, counts against an address's submit budget: a request
+refused as bad input or for want of a worker gives its place back.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ KIND_STATUS = {
     "bad_input": 400,
     "unauthorized": 401,
     "rate_limited": 429,
+    "too_many_watches": 429,
     "no_deployment": 503,
     "no_worker": 503,
     "unavailable": 503,
@@ -123,6 +127,17 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- form -> JobSpec
+
+
+def check_token(expected_token: str, token: str | None, action: str) -> None:
+    """SubmitError(unauthorized) unless `token` is the server's (when it has one, DDM_UI_TOKEN)."""
+    if expected_token and not hmac.compare_digest((token or "").encode(), expected_token.encode()):
+        what = "a wrong token" if token else "no token"
+        raise SubmitError(
+            "unauthorized",
+            f"this server needs an access token to {action}, and the request carried {what}: "
+            "enter the token you were given in the form (API: `Authorization: Bearer TOKEN`)",
+        )
 
 
 def split_token(data: object) -> tuple[object, str | None]:
@@ -235,6 +250,21 @@ class RateLimiter:
             q.append(now)
             return None
 
+    def refund(self, key: str) -> None:
+        """Give back the newest event of `key` (a request refused after it was counted)."""
+        with self._lock:
+            q = self._events.get(key)
+            if q:
+                q.pop()
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._events.pop(key, None)
+
+    def keys(self) -> int:
+        with self._lock:
+            return len(self._events)
+
 
 # ---------------------------------------------------------------- submit
 
@@ -242,12 +272,14 @@ class RateLimiter:
 class JobService:
     """Validation and submission for the routes and the socket events (one per app)."""
 
-    def __init__(self, settings, monitor, limiter: RateLimiter, token: str = ""):
-        """token: DDM_UI_TOKEN; when set, a submit must carry it (empty: anyone may submit)."""
+    def __init__(self, settings, monitor, limiter: RateLimiter, token: str = "", make_client=None):
+        """token: DDM_UI_TOKEN; when set, a submit must carry it (empty: anyone may submit).
+        make_client: () -> a ddm.router.client.Client (default: one on `settings`)."""
         self.settings = settings
         self.monitor = monitor
         self.limiter = limiter
         self._token = token
+        self._make_client = make_client
         self._client = None
         self._lock = threading.Lock()  # Client.submit is not thread-safe (one pika connection)
 
@@ -256,13 +288,15 @@ class JobService:
         if self._client is None:
             from ddm.router.client import Client
 
-            self._client = Client(settings=self.settings)
+            self._client = self._make_client() if self._make_client else Client(settings=self.settings)
         return self._client
 
     def submit(self, data: object, remote: str, token: str | None = None) -> JobSpec:
         """Validate and queue a job from form `data` sent by client address `remote` with `token`.
-        Every attempt counts against the address's rate limit, a wrong token too (no fast guessing)."""
-        wait = self.limiter.hit(remote or "?")
+        A queued job and a wrong token count against the address's rate limit (no fast guessing); a
+        request refused for any other reason gives its place back."""
+        key = remote or "?"
+        wait = self.limiter.hit(key)  # counted first, so two requests at once cannot both take the last place
         if wait is not None:
             raise SubmitError(
                 "rate_limited",
@@ -271,6 +305,13 @@ class JobService:
                 retry_after_s=wait,
             )
         self._authorize(token)
+        try:
+            return self._submit(data)
+        except SubmitError:
+            self.limiter.refund(key)
+            raise
+
+    def _submit(self, data: object) -> JobSpec:
         spec = parse_form(data)
         self.check(spec, self.monitor.deployment())
         with self._lock:
@@ -290,13 +331,7 @@ class JobService:
         return spec
 
     def _authorize(self, token: str | None) -> None:
-        if self._token and not hmac.compare_digest((token or "").encode(), self._token.encode()):
-            what = "a wrong token" if token else "no token"
-            raise SubmitError(
-                "unauthorized",
-                f"this server needs an access token to submit jobs, and the request carried {what}: "
-                "enter the token you were given in the form (API: `Authorization: Bearer TOKEN`)",
-            )
+        check_token(self._token, token, "submit jobs")
 
     def cancel(self, job_id: str, token: str | None = None):
         """Ask the router to stop a job (Client.cancel); the token a submit needs, cancelling needs too."""

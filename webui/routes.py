@@ -25,6 +25,7 @@ from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.schema.flow import NULL_CLASS
 from ddm.schema.jobs import decode_result
 from ddm.schema.names import check_job_id
+from ddm.webui.body import BodyError, json_body
 from ddm.webui.jobs import MAX_IMAGES, SubmitError
 from ddm.webui.payloads import grid_cols, job_payload
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
@@ -108,7 +109,7 @@ def _register_page(app: Flask, state) -> None:
             state.client.redis.ping()
         except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
             return jsonify({"ok": False, "error": f"Redis: {exc}"}), 503
-        return jsonify({"ok": True, **state.hub.stats(), "clients": state.clients})
+        return jsonify({"ok": True, **state.hub.stats(), **state.hub.counters(), "clients": state.clients})
 
 
 def _register_jobs(app: Flask, state) -> None:
@@ -122,11 +123,9 @@ def _register_jobs(app: Flask, state) -> None:
     @app.post("/api/jobs")
     def submit():
         try:
-            data = request.get_json(silent=True)
-        except RecursionError:  # json's parser recurses per level: [[[...]]] 30,000 deep exhausts it
-            return _error("bad_input", "expected a JSON object, got JSON nested too deeply to parse", 400)
-        if data is None:
-            return _error("bad_input", "expected a JSON object (Content-Type: application/json)", 400)
+            data = json_body(request)
+        except BodyError as exc:
+            return _error("bad_input", exc.message, exc.status)
         try:
             spec = state.jobs.submit(data, request.remote_addr or "?", _bearer_token())
         except SubmitError as exc:

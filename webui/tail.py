@@ -1,228 +1,306 @@
-"""Redis -> browsers: one tailer per watched job, shared by all its viewers, emitting to a room per job.
+"""Redis -> browsers: one tailer per watched job, shared by all its viewers, all read by ONE reader thread.
 
-    hub.watch(sid, job_id)   # replays the steps the room has already seen to sid, then sid joins the room
-    hub.unwatch(sid)         # the last viewer leaving stops the job's tailer
+    hub.watch(sid, job_id, address, token)   # admit, send the job's status; the Replayer catches sid up
+    hub.leave(sid)                           # disconnect: unwatch and forget the socket entirely
 
-A tailer thread follows the job's trajectory stream with XREAD BLOCK and emits each new step once to
-the room `job:<id>`. Ordering without duplicates, for a viewer that joins at any time: the tailer emits
-under its lock and remembers the last stream id it emitted; a joining viewer, under the same lock,
-gets everything up to that id replayed (XRANGE) and only then enters the room, so what it receives is
-exactly steps 1..k from the replay followed by k+1.. live. A router that resumes a job may rewrite the
-step it resumed at; steps not above the last one sent are skipped, as Client.frames does.
+The reader follows every watched job's trajectory stream with a single XREAD BLOCK over all of them (one
+thread and one Redis connection, however many jobs are watched) and emits each new step once to the
+room `job:<id>`, encoded once for every viewer in it. It re-reads the watched jobs' hashes (one
+pipeline) every STATUS_EVERY_S and emits a status that changed; at a terminal status it drains the
+stream and emits the final status, and the job is read no more.
+
+Bounded memory, whatever a browser does (docs/WEBUI.md, "Limits"):
+- a viewer joins out of the room and is caught up by the Replayer (replay.py), which sends the steps so
+  far only as fast as the connection takes them, then moves it into the room under the tailer's lock:
+  every step arrives once, in order (replay up to the tailer's last entry, live after it);
+- after each step emitted to a room, a viewer whose connection holds more than its backlog bound is
+  taken out of the room and caught up again from where it was (a slow browser skips nothing, it gets
+  fewer pictures); one whose backlog does not drain for viewer_stall_s is disconnected;
+- watch requests are limited per socket and sockets watching per address (watch_gate.py).
 
 Events (server -> browser): "job" (status payload: on watch, on every status change, and last when the
-job is done/failed/expired), "frame" (payloads.frame_payload; "pixels" may be null in a long replay).
+job has ended or expired), "frame" (payloads.frame_payload; "pixels" may be null in a long replay).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from typing import Any
 
-from ddm.router.client import JobNotFoundError, read_stream
-from ddm.schema.jobs import decode_traj_entry
-from ddm.schema.messages import Frame
+from ddm.schema.errors import SchemaError
+from ddm.schema.jobs import JobHash, decode_traj_entry
+from ddm.schema.messages import Frame, JobStatus
 from ddm.schema.names import check_job_id
+from ddm.webui.backlog import NAMESPACE, Backlogs
 from ddm.webui.payloads import frame_payload, job_payload
+from ddm.webui.replay import Replayer
+from ddm.webui.viewers import Tailer, Viewer, status_changed
 from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
 
-BLOCK_MS = 1000  # longest XREAD BLOCK before the tailer looks at the job hash again
-STATUS_EVERY_S = 0.5  # how often a tailer re-reads the job hash while frames flow
-REPLAY_PIXEL_BUDGET = 4096  # images (frames x n) a replay sends with pixels; beyond, every k-th frame
-NAMESPACE = "/"
+BLOCK_MS = 250  # longest XREAD BLOCK: a job watched meanwhile is read from the next call on
+STATUS_EVERY_S = 0.5  # how often the reader re-reads a watched job's hash
+NEAR_END_STATUS_S = 0.1  # ... once its last step is in: the final status follows soon
+READ_IMAGES = 1024  # images one XREAD may return in all (COUNT per stream is derived from it)
+TERMINAL = {s.value for s in JobStatus if s.terminal}
 
 
-def room(job_id: str) -> str:
-    return f"job:{job_id}"
-
-
-class Tailer:
-    """The state of one job's tailer. Fields below `lock` change only while it is held."""
-
-    def __init__(self, job_id: str):
-        self.job_id = job_id
-        self.room = room(job_id)
-        self.lock = threading.Lock()
-        self.viewers: set[str] = set()
-        self.last_id: bytes = b"0-0"  # last stream entry emitted to the room
-        self.last_step = 0
-        self.status: dict[str, Any] | None = None  # last "job" payload emitted to the room
-        self.finished = False  # terminal status emitted; the thread has ended
-        self.stopped = False  # no viewers left: emit nothing more
+def parse_xread(reply) -> list[tuple[bytes, list]]:
+    """XREAD's reply, RESP2 ([[stream, entries], ...]) or RESP3 ({stream: [entries]}), as pairs."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return [(k, v[0] if v and isinstance(v[0], list) else v) for k, v in reply.items()]
+    return [(stream, entries) for stream, entries in reply]
 
 
 class TailHub:
-    def __init__(self, socketio, client, *, block_ms: int = BLOCK_MS):
+    def __init__(
+        self, socketio, client, gate, *, backlog_bytes: int, stall_s: float, block_ms: int = BLOCK_MS
+    ):
         self.socketio = socketio
-        self.client = client  # ddm.router.client.Client: status() and its redis connection
+        self.client = client  # webui.redis_pool.UIClient: status() and the UI's shared Redis pool
         self.names = client.names
         self.max_bytes = client.settings.max_message_bytes
+        self.gate = gate  # webui.watch_gate.WatchGate
+        self.backlogs = Backlogs(socketio)
+        self.backlog_bytes = backlog_bytes
         self.block_ms = block_ms
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # tailers, viewers, per_address; taken before any tailer's lock
         self.tailers: dict[str, Tailer] = {}
-        self.watching: dict[str, str] = {}  # sid -> job_id
+        self.viewers: dict[str, Viewer] = {}  # sid -> its viewer
+        self.per_address: dict[str, int] = {}  # address -> sockets watching
+        self.replayer = Replayer(self, backlog_bytes=backlog_bytes, stall_s=stall_s)
+        self._wake = threading.Event()
+        self.lagged = 0  # times a live viewer fell out of its room (counters for /healthz)
+        self.dropped = 0  # viewers disconnected for taking nothing
+        self._reader_started = False
         self._closed = False
 
     # ------------------------------------------------------------ viewers
 
-    def watch(self, sid: str, job_id: str) -> dict[str, Any]:
+    def watch(self, sid: str, job_id: object, address: str, token: str | None = None) -> dict[str, Any]:
         """Make `sid` a viewer of `job_id` (it stops watching any other job). Returns the job payload.
 
-        Raises SchemaError for a malformed id, JobNotFoundError for an unknown or expired job.
+        Raises SubmitError (too_many_watches, unauthorized), SchemaError for a malformed id,
+        JobNotFoundError for an unknown or expired job.
         """
+        try:
+            return self._watch(sid, job_id, address, token)
+        finally:
+            if not self.socketio.server.manager.is_connected(sid, NAMESPACE):
+                self.leave(sid)  # it disconnected while this ran: its leave() may have come first
+
+    def _watch(self, sid: str, job_id: object, address: str, token: str | None) -> dict[str, Any]:
+        self.gate.admit(sid, token)
         check_job_id(job_id)
         status = job_payload(self.client.status(job_id))
         self.unwatch(sid)
         with self.lock:
+            self.gate.check_address(address, self.per_address.get(address, 0))
             tailer = self.tailers.get(job_id)
-            start = tailer is None
-            if start:
-                tailer = self.tailers[job_id] = Tailer(job_id)
+            if tailer is None:
+                tailer = self.tailers[job_id] = Tailer(job_id, n=status["n"], steps=status["steps"])
+            viewer = Viewer(sid, address, tailer)
             with tailer.lock:
-                tailer.viewers.add(sid)
-            self.watching[sid] = job_id
-        with tailer.lock:
-            if sid not in tailer.viewers:  # unwatched (disconnected) meanwhile
-                return status
-            current = tailer.status or status
-            self._emit("job", current, to=sid)
-            self._replay(sid, tailer)
-            self.socketio.server.enter_room(sid, tailer.room, namespace=NAMESPACE)
-            if tailer.finished and tailer.status is not None and tailer.status is not current:
-                self._emit("job", tailer.status, to=sid)
-        if start:
-            self.socketio.start_background_task(self._run, tailer)
+                tailer.viewers.add(viewer)
+                if tailer.status is None:
+                    tailer.status = status
+                current = tailer.status
+                viewer.sent = current
+            self.viewers[sid] = viewer
+            self.per_address[address] = self.per_address.get(address, 0) + 1
+        self.emit("job", current, to=sid)  # before any frame: the page learns the job's shape
+        self.replayer.add(viewer)
+        self._start_reader()
         return current
 
     def unwatch(self, sid: str) -> None:
         with self.lock:
-            job_id = self.watching.pop(sid, None)
-            tailer = self.tailers.get(job_id) if job_id else None
-            if tailer is None:
+            viewer = self.viewers.pop(sid, None)
+            if viewer is None:
                 return
+            left = self.per_address[viewer.address] - 1
+            if left:
+                self.per_address[viewer.address] = left
+            else:
+                del self.per_address[viewer.address]
+            tailer = viewer.tailer
             with tailer.lock:
-                tailer.viewers.discard(sid)
-                self.socketio.server.leave_room(sid, tailer.room, namespace=NAMESPACE)
+                viewer.gone = True
+                tailer.viewers.discard(viewer)
+                if viewer.live:
+                    self.socketio.server.leave_room(sid, tailer.room, namespace=NAMESPACE)
                 if not tailer.viewers:
-                    tailer.stopped = True
-                    del self.tailers[job_id]
+                    del self.tailers[tailer.job_id]
+        self.replayer.discard(viewer)
+
+    def leave(self, sid: str) -> None:
+        """The socket disconnected: keep nothing of it."""
+        self.unwatch(sid)
+        self.gate.forget(sid)
 
     def stats(self) -> dict[str, int]:
         with self.lock:
-            return {"tailers": len(self.tailers), "viewers": len(self.watching)}
+            return {"tailers": len(self.tailers), "viewers": len(self.viewers)}
+
+    def counters(self) -> dict[str, int]:
+        return {"viewers_lagged": self.lagged, "viewers_dropped": self.dropped}
 
     def close(self) -> None:
         with self.lock:
             self._closed = True
-            for tailer in self.tailers.values():
-                with tailer.lock:
-                    tailer.stopped = True
             self.tailers.clear()
-            self.watching.clear()
+            self.viewers.clear()
+            self.per_address.clear()
+        self._wake.set()
+        self.replayer.close()
 
-    # ------------------------------------------------------------ internals
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
-    def _emit(self, event: str, data: dict, *, to: str) -> None:
+    # ------------------------------------------------------------ shared by the reader and the Replayer
+
+    def emit(self, event: str, data: dict, *, to: str) -> None:
         self.socketio.emit(event, data, to=to, namespace=NAMESPACE)
 
-    def _decode(self, job_id: str, fields: dict) -> Frame | None:
+    def decode(self, job_id: str, fields: dict) -> Frame | None:
         try:
             return decode_traj_entry(job_id, fields, max_bytes=self.max_bytes)
         except Exception as exc:  # noqa: BLE001 - a bad entry must not end the stream for everyone
             log.warning("job %s: skipping an undecodable trajectory entry: %s", job_id, exc)
             return None
 
-    def _replay(self, sid: str, tailer: Tailer) -> None:
-        """Send `sid` every step the room has been sent (called with tailer.lock held)."""
-        if tailer.last_id == b"0-0":
-            return
-        entries = self.client.redis.xrange(self.names.traj(tailer.job_id), "-", tailer.last_id)
-        frames, last = [], 0
-        for _, fields in entries:
-            frame = self._decode(tailer.job_id, fields)
-            if frame is not None and frame.step > last:
-                frames.append(frame)
-                last = frame.step
-        if not frames:
-            return
-        images = len(frames) * frames[0].x.shape[0]
-        stride = max(1, math.ceil(images / REPLAY_PIXEL_BUDGET))
-        for i, frame in enumerate(frames):
-            payload = frame_payload(frame)
-            if stride > 1 and i % stride and i != len(frames) - 1:
-                payload["pixels"] = None  # the strip still gets every step; pictures every k-th
-            self._emit("frame", payload, to=sid)
+    def drop(self, viewer: Viewer, why: str) -> None:
+        """Disconnect a viewer that stopped reading (no lock held: the disconnect handler unwatches)."""
+        self.dropped += 1
+        self.backlogs.drop(viewer.sid, why)
 
-    def _xread(self, tailer: Tailer, block_ms: int | None) -> list:
-        stream = self.names.traj(tailer.job_id)
-        return read_stream(self.client.redis, stream, tailer.last_id, count=128, block_ms=block_ms)
+    # ------------------------------------------------------------ the reader thread
+
+    def _start_reader(self) -> None:
+        with self.lock:
+            start = not self._reader_started and not self._closed
+            self._reader_started = True
+        if start:
+            self.socketio.start_background_task(self._read_loop)
+        self._wake.set()
+
+    def _read_loop(self) -> None:
+        while not self._closed:
+            with self.lock:
+                active = [t for t in self.tailers.values() if not t.finished]
+            if not active:
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            try:
+                self._read(active)
+                self._poll_statuses(active)
+            except REDIS_CONNECTION_ERRORS as exc:
+                log.warning(
+                    "Redis unreachable while tailing %d job(s) (%s); retrying in 1 s", len(active), exc
+                )
+                time.sleep(1.0)
+            except Exception:  # noqa: BLE001 - the reader serves every job: it must not die
+                log.exception("the frame reader failed; retrying in 1 s")
+                time.sleep(1.0)
+
+    def _read(self, active: list[Tailer]) -> None:
+        by_stream = {self.names.traj(t.job_id).encode(): t for t in active}
+        n = max(t.n or 1 for t in active)
+        count = max(1, READ_IMAGES // (n * len(active)))  # bounds one reply to about READ_IMAGES images
+        near_end = any(t.steps and t.last_step >= t.steps for t in active)
+        reply = self.client.redis.xread(
+            {stream: t.last_id for stream, t in by_stream.items()},
+            count=count,
+            block=min(self.block_ms, 100) if near_end else self.block_ms,
+        )
+        for stream, entries in parse_xread(reply):
+            key = stream if isinstance(stream, bytes) else str(stream).encode()
+            self._emit_entries(by_stream[key], entries)
 
     def _emit_entries(self, tailer: Tailer, entries: list) -> None:
+        lagging = []
         with tailer.lock:
-            if tailer.stopped:
-                return
             for entry_id, fields in entries:
                 tailer.last_id = entry_id
-                frame = self._decode(tailer.job_id, fields)
+                frame = self.decode(tailer.job_id, fields)
                 if frame is None or frame.step <= tailer.last_step:
-                    continue
+                    continue  # a resumed router may rewrite the step it resumed at
                 tailer.last_step = frame.step
-                self._emit("frame", frame_payload(frame), to=tailer.room)
+                tailer.n = int(frame.x.shape[0])
+                live = tailer.live()
+                if not live:
+                    continue  # viewers catching up read it from the stream
+                self.emit("frame", frame_payload(frame), to=tailer.room)
+                for viewer in live:
+                    if self.backlogs.nbytes(viewer.sid) > self.backlog_bytes:
+                        self._out_of_room(tailer, viewer)
+                        lagging.append(viewer)
+        for viewer in lagging:
+            self.replayer.add(viewer)
+
+    def _out_of_room(self, tailer: Tailer, viewer: Viewer) -> None:
+        """A live viewer whose connection falls behind: the Replayer takes it from here (tailer.lock held)."""
+        self.socketio.server.leave_room(viewer.sid, tailer.room, namespace=NAMESPACE)
+        self.lagged += 1
+        viewer.live = False
+        viewer.last_id, viewer.last_step = tailer.last_id, tailer.last_step  # all sent through the room
+
+    def _poll_statuses(self, active: list[Tailer]) -> None:
+        now = time.monotonic()
+        due = [t for t in active if t.next_status <= now]
+        if not due:
+            return
+        pipe = self.client.redis.pipeline(transaction=False)
+        for tailer in due:
+            pipe.hgetall(self.names.job(tailer.job_id))
+        for tailer, raw in zip(due, pipe.execute(), strict=True):
+            near_end = tailer.steps and tailer.last_step >= tailer.steps
+            tailer.next_status = now + (NEAR_END_STATUS_S if near_end else STATUS_EVERY_S)
+            self._status(tailer, raw)
+
+    def _status(self, tailer: Tailer, raw: dict) -> None:
+        if not raw:
+            expired = {"job_id": tailer.job_id, "status": "expired"}
+            expired["error"] = "the job is no longer in Redis (it expired or was deleted)"
+            self._emit_status(tailer, expired, final=True)
+            return
+        try:
+            payload = job_payload(JobHash.decode(tailer.job_id, raw))
+        except SchemaError as exc:
+            log.warning("job %s: its hash does not decode (%s)", tailer.job_id, exc)
+            failed = {"job_id": tailer.job_id, "status": "failed"}
+            failed["error"] = f"the web UI cannot read this job's record: {exc}"
+            self._emit_status(tailer, failed, final=True)
+            return
+        tailer.steps = payload.get("steps")
+        if payload["status"] in TERMINAL:
+            # frames are written before the final status: drain what is left, then say so
+            stream = self.names.traj(tailer.job_id)
+            while entries := self._rest(stream, tailer):
+                self._emit_entries(tailer, entries)
+            self._emit_status(tailer, payload, final=True)
+        else:
+            self._emit_status(tailer, payload)
+
+    def _rest(self, stream: str, tailer: Tailer) -> list:
+        count = max(1, READ_IMAGES // max(tailer.n, 1))
+        pairs = parse_xread(self.client.redis.xread({stream: tailer.last_id}, count=count))
+        return pairs[0][1] if pairs else []
 
     def _emit_status(self, tailer: Tailer, payload: dict, *, final: bool = False) -> None:
         with tailer.lock:
-            if tailer.stopped:
-                return
-            changed = tailer.status is None or any(
-                tailer.status.get(k) != payload.get(k) for k in ("status", "error", "started_at")
-            )
+            changed = status_changed(tailer.status, payload)
             tailer.status = payload
             if changed or final:
-                self._emit("job", payload, to=tailer.room)
+                self.emit("job", payload, to=tailer.room)
+                for viewer in tailer.live():
+                    viewer.sent = payload
             if final:
                 tailer.finished = True
-
-    def _run(self, tailer: Tailer) -> None:
-        """The tailer thread: follow the stream until the job is terminal and drained, or no one watches."""
-        next_status = 0.0
-        steps = None
-        while not tailer.stopped and not self._closed:
-            try:
-                near_end = steps is not None and tailer.last_step >= steps
-                entries = self._xread(tailer, 100 if near_end else self.block_ms)
-                if entries:
-                    self._emit_entries(tailer, entries)
-                if time.monotonic() < next_status and not near_end and entries:
-                    continue
-                next_status = time.monotonic() + STATUS_EVERY_S
-                try:
-                    payload = job_payload(self.client.status(tailer.job_id))
-                except JobNotFoundError:
-                    expired = {"job_id": tailer.job_id, "status": "expired"}
-                    expired["error"] = "the job is no longer in Redis (it expired or was deleted)"
-                    self._emit_status(tailer, expired, final=True)
-                    return
-                steps = payload.get("steps")
-                if payload["status"] in ("done", "failed"):
-                    # frames are written before the final status: drain what is left, then say so
-                    while not tailer.stopped and (entries := self._xread(tailer, None)):
-                        self._emit_entries(tailer, entries)
-                    self._emit_status(tailer, payload, final=True)
-                    return
-                self._emit_status(tailer, payload)
-            except REDIS_CONNECTION_ERRORS as exc:
-                log.warning(
-                    "job %s: Redis unreachable while tailing (%s); retrying in 1 s", tailer.job_id, exc
-                )
-                time.sleep(1.0)
-            except Exception:
-                log.exception("job %s: tailer failed", tailer.job_id)
-                failed = {"job_id": tailer.job_id, "status": "failed"}
-                failed["error"] = "the web UI lost this job's trajectory (see the UI's log)"
-                self._emit_status(tailer, failed, final=True)
-                return

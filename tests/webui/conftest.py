@@ -3,14 +3,18 @@ fake cluster (jobs, frames and heartbeats written as the router and workers writ
 
 from __future__ import annotations
 
+import shlex
 import subprocess
+import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ddm.ops.up.supervisor import stop_processes
+from ddm.ops.up.ui import PRODUCTION_COMMAND
 from tests.support.fakes import FakeCluster, write_fake_deployment
 from tests.support.harness import DDM_CLI, service_env
 from tests.support.services import free_port
@@ -78,3 +82,55 @@ def ui_server(fake, tmp_path):
 
     yield start
     stop_processes(procs, grace_s=5)
+
+
+@dataclass
+class ProductionUI:
+    url: str
+    pid: int  # gunicorn's worker process: the one that serves (and holds the memory)
+    log: Path
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "the UI did not start:\n" + log.read_text()
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def production_ui(fake, fake_deployment, tmp_path):
+    """production_ui(**DDM_UI_* settings) -> ProductionUI: the gunicorn command (one gthread worker) on
+    the test prefix, the fake deployment published, once /healthz answers; stopped after the test."""
+    from tests.support.services import free_port
+
+    procs, logs = [], []
+
+    def start(**env: str) -> ProductionUI:
+        fake.publish(fake_deployment)  # a serving router's descriptor, as the page reads it
+        port = free_port()
+        env = service_env(
+            fake.prefix, **{"DDM_UI_BIND": f"127.0.0.1:{port}", "DDM_LOG_LEVEL": "warning", **env}
+        )
+        argv = [sys.executable, "-m", *shlex.split(PRODUCTION_COMMAND)]  # python -m gunicorn -c ... 'app()'
+        path = tmp_path / f"ui-{port}.log"
+        logs.append(open(path, "wb"))  # noqa: SIM115 - owned by the process
+        proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=logs[-1], stderr=subprocess.STDOUT)
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, proc, path)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert children, "gunicorn has no worker process"
+        return ProductionUI(url, int(children[0]), path)
+
+    yield start
+    stop_processes(procs, grace_s=20)
+    for log in logs:
+        log.close()

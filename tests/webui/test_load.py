@@ -87,6 +87,7 @@ def test_fifty_clients_watch_twenty_jobs(fake, fake_deployment, tmp_path):
         fake.prefix,
         DDM_UI_BIND=f"127.0.0.1:{port}",
         DDM_UI_THREADS=str(CLIENTS + 30),
+        DDM_UI_VIEWERS_PER_ADDRESS=str(CLIENTS),  # every client comes from 127.0.0.1
         DDM_LOG_LEVEL="warning",
     )
     argv = [sys.executable, "-m", *shlex.split(PRODUCTION_COMMAND)]  # python -m gunicorn -c ... 'app()'

@@ -68,7 +68,7 @@ def test_config_cluster_and_health(make_app, fake):
 def test_post_job_and_read_it_back(make_app, fake):
     fake.all_workers()
     http = make_app(jobs_per_minute=3).test_client()
-    assert http.post("/api/jobs", data="nope").status_code == 400
+    assert http.post("/api/jobs", data="nope").status_code == 415  # not declared JSON
     bad = http.post("/api/jobs", json={"labels": [1], "steps": 5000})
     assert bad.status_code == 400 and bad.get_json()["kind"] == "bad_input"
     assert "steps" in bad.get_json()["error"]
@@ -80,6 +80,10 @@ def test_post_job_and_read_it_back(make_app, fake):
     job = http.get(f"/api/jobs/{job_id}").get_json()
     assert job["status"] == "queued" and job["labels"] == [2, 9] and job["seed"] == 5 and job["cols"] == 2
     assert [j["job_id"] for j in http.get("/api/jobs").get_json()["jobs"]] == [job_id]
+    for _ in range(2):  # the refused requests above spent nothing: two more fit in the budget of 3
+        assert (
+            http.post("/api/jobs", json={"labels": [1], "steps": 2, "strategy": "oracle"}).status_code == 201
+        )
     limited = http.post("/api/jobs", json={"labels": [1]})
     assert limited.status_code == 429 and "Retry-After" in limited.headers
     assert "at most 3 per minute" in limited.get_json()["error"]

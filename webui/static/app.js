@@ -21,6 +21,7 @@
     no_deployment: "No router serving",
     no_worker: "No live worker",
     rate_limited: "Too many jobs",
+    too_many_watches: "Too many watches",
     unauthorized: "Token needed",
     unavailable: "Service unavailable",
     not_found: "Unknown job",
@@ -325,12 +326,17 @@
   function sendWatch() {
     // (again after a reconnect or a reload: the server replays the steps; those already here are skipped)
     const id = job.id;
-    socket.timeout(20000).emit("watch", { job_id: id }, (err, res) => {
+    const request = { job_id: id };
+    if (tokenField) request.token = tokenField.value.trim(); // DDM_UI_TOKEN: watching needs it too
+    socket.timeout(20000).emit("watch", request, (err, res) => {
       if (!job || job.id !== id) return;
       if (err) return showAlert($("job-error"), "unavailable", "the server did not answer within 20 s");
       if (!res.ok) {
-        setStatus(res.kind === "not_found" ? "expired" : "failed");
+        // refused before anything was sent (token, limits): the job itself is fine
+        if (res.kind === "not_found") setStatus("expired");
+        else if (res.kind !== "unauthorized" && res.kind !== "too_many_watches") setStatus("failed");
         showAlert($("job-error"), res.kind, res.error);
+        if (res.kind === "unauthorized" && tokenField) tokenField.focus();
       }
     });
   }

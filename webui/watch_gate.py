@@ -1,0 +1,46 @@
+"""Who may watch: the token (when DDM_UI_TOKEN is set), watch requests per socket per minute, and sockets
+watching at once per client address. A refusal is a SubmitError with its own kind (too_many_watches,
+unauthorized), answered through the watch event's acknowledgement.
+
+Every watch request counts against its socket's budget, refused ones too: each accepted one costs a
+replay of the job, and a wrong token must not be guessed quickly. A socket's budget is forgotten when
+it disconnects.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ddm.webui.jobs import RateLimiter, SubmitError, check_token
+
+
+class WatchGate:
+    def __init__(self, *, per_minute: int, per_address: int, token: str = ""):
+        self.per_minute = per_minute
+        self.per_address = per_address
+        self._token = token
+        self._rate = RateLimiter(per_minute)
+
+    def admit(self, sid: str, token: str | None) -> None:
+        """Count one watch request of socket `sid`; SubmitError when over its budget or unauthorized."""
+        wait = self._rate.hit(sid)
+        if wait is not None:
+            raise SubmitError(
+                "too_many_watches",
+                f"too many watch requests: at most {self.per_minute} per minute from one connection "
+                f"(each replays the job); try again in {math.ceil(wait)} s",
+                retry_after_s=wait,
+            )
+        check_token(self._token, token, "watch jobs")
+
+    def check_address(self, address: str, watching: int) -> None:
+        """`watching`: sockets of `address` watching now, not counting the one asking."""
+        if watching >= self.per_address:
+            raise SubmitError(
+                "too_many_watches",
+                f"too many viewers: at most {self.per_address} connections from one address "
+                f"({address}) may watch jobs at once; close a tab, or stop watching in one",
+            )
+
+    def forget(self, sid: str) -> None:
+        self._rate.forget(sid)
