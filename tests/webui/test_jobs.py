@@ -67,7 +67,9 @@ def test_deployment_facts_from_the_descriptor(tmp_path):
     assert d.unserved(JobSpec.new([1, 2]), set()) == [0]  # the default strategy: the oracle
     assert d.unserved(JobSpec.new([1, 9], strategy="oracle"), {1}) == [0]
     assert d.unserved(JobSpec.new([1], strategy="top1"), {0}) == [1]  # a router may pick any
-    assert d.unserved(JobSpec.new([1], strategy="full"), {1}) == []  # routes around expert 0
+    assert d.unserved(JobSpec.new([1], strategy="full"), {1}) == [0], "waits for it by default"
+    degrades = JobSpec.new([1], strategy="full", on_expert_loss="degrade")
+    assert d.unserved(degrades, {1}) == []  # routes around expert 0
     assert d.unserved(JobSpec.new([1], strategy="full"), set()) == [0, 1]
     assert describe_expert(d, 1) == "expert 1 (jax, trained on 5-9)"
     fashion = descriptor_of(
