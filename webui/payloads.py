@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ddm.schema.flow import NUM_CLASSES, to_uint8
-from ddm.schema.jobs import JobHash
+from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import Frame, JobStatus
 
 WEIGHT_DECIMALS = 3
@@ -70,6 +70,8 @@ def job_payload(job: JobHash) -> dict[str, Any]:
         "mean_step_ms": job.mean_step_ms,
         "error": job.error or None,
         "resumed_from": job.resumed_from,
+        # steps run without an expert that had no live worker: not the model that was asked for there
+        "degraded": degraded_text(job.degraded) if job.degraded else None,
     }
     if job.status is JobStatus.DONE:
         out["result_png"] = f"/api/jobs/{job.job_id}/result.png"

@@ -354,12 +354,13 @@
       .catch(() => showAlert($("job-error"), "unavailable", "the server did not answer"));
   });
 
-  function setStatus(status) {
+  function setStatus(status, degraded) {
     $("cancel-job").hidden = !(status === "queued" || status === "running");
     const badge = $("job-status");
     badge.hidden = false;
-    badge.textContent = status;
-    badge.className = "badge badge-" + status;
+    badge.textContent = degraded ? status + " · degraded" : status;
+    badge.className = "badge badge-" + status + (degraded ? " badge-degraded" : "");
+    badge.title = degraded ? "degraded: " + degraded : "";
   }
 
   function setupJob(info) {
@@ -565,8 +566,11 @@
   socket.on("job", (info) => {
     if (!job || info.job_id !== job.id) return;
     job.status = info.status;
-    setStatus(info.status);
+    setStatus(info.status, info.degraded);
     setupJob(info);
+    const note = $("job-degraded");
+    note.hidden = !info.degraded;
+    note.textContent = info.degraded ? "Degraded: " + info.degraded + ". These images are not the full model." : "";
     if (info.status === "done" && info.result_png) {
       const a = $("download");
       a.href = info.result_png + "?download=1";
@@ -840,7 +844,7 @@
     jobs.forEach((j, index) => {
       seen.add(j.job_id);
       let entry = recentRows.get(j.job_id);
-      const key = j.status + "|" + (j.error || "") + "|" + (j.finished_at || "");
+      const key = j.status + "|" + (j.error || "") + "|" + (j.finished_at || "") + "|" + (j.degraded || "");
       if (!entry || entry.key !== key) {
         const tr = recentRow(j);
         if (entry) entry.tr.replaceWith(tr);
@@ -880,6 +884,11 @@
     idCell.append(link);
     const st = el("td");
     st.append(el("span", "badge badge-" + j.status, j.status));
+    if (j.degraded) {
+      const d = el("span", "badge badge-degraded", "degraded");
+      d.title = j.degraded;
+      st.append(" ", d);
+    }
     if (j.error) st.append(el("div", "err-text", j.error));
     const took = j.finished_at && j.started_at ? fmtDuration(j.finished_at - j.started_at) : j.status === "running" ? "…" : "";
     tr.append(

@@ -1,0 +1,41 @@
+"""A degraded job says so in a real browser (headless Chromium through Playwright, a `ddm ui` process
+on a fake cluster): its status badge, a note under the job naming the expert and the steps, and its
+row in Recent jobs. Issue 23: degraded is loud."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.webui.test_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
+
+
+@pytest.mark.browser
+def test_a_degraded_result_is_marked_on_the_job_and_in_recent_jobs(ui_server, fake, fake_deployment):
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    fake.publish(fake_deployment)
+    fake.all_workers()
+    spec = fake.start_job(labels=(1, 7), steps=3)
+    for step in (1, 2, 3):
+        frame = fake.frame(spec, step)
+        x = np.zeros((spec.n, 1, 32, 32), np.float32)
+        fake.store.write_steps([(frame, x, 12.5, {1: list(range(2, step + 1))} if step > 1 else None)])
+    fake.finish(spec)
+    url = ui_server()
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+        page.goto(f"{url}#job={spec.job_id}")
+        page.wait_for_selector("#job-status.badge-degraded", timeout=15_000)
+        assert page.text_content("#job-status") == "done · degraded"
+        note = page.text_content("#job-degraded")
+        assert "expert 1 left out at steps 2-3 (no live worker)" in note and "not the full model" in note
+        row = page.locator(f"#recent-body tr[data-job-id='{spec.job_id}']")
+        row.wait_for(timeout=15_000)
+        assert row.locator(".badge-degraded").text_content() == "degraded"
+        browser.close()
+    assert errors == []
