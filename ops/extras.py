@@ -2,25 +2,24 @@
 message a command gives when its extra is missing.
 
 The base install (`pip install ddm-pipeline`) submits and follows jobs; the rest comes in extras:
-torch, jax, ui, train (both frameworks and plots), all. A command imports what it needs inside its
-main, so `ddm COMMAND --help` works everywhere and a missing extra shows up as a ModuleNotFoundError
-that `ddm` turns into this message.
+one per expert framework (torch, jax: ddm.workers.frameworks names each one's), ui, train (both
+frameworks and plots), all. A command imports what it needs inside its main, so `ddm COMMAND --help`
+works everywhere and a missing extra shows up as a ModuleNotFoundError that `ddm` turns into this
+message.
 """
 
 from __future__ import annotations
 
 import importlib.util
 
+from ddm.workers.frameworks import FRAMEWORKS
+
 DISTRIBUTION = "ddm-pipeline"
 
-# top-level import name -> the extra that installs it
+# top-level import name -> the extra that installs it: each expert framework's (its registry record,
+# metadata only: importing it imports no framework), then the web UI's and the training extra's
 EXTRA_OF_MODULE: dict[str, str] = {
-    "torch": "torch",
-    "safetensors": "torch",
-    "jax": "jax",
-    "jaxlib": "jax",
-    "flax": "jax",
-    "optax": "jax",
+    **{module: f.extra for f in FRAMEWORKS.values() for module in f.modules},
     "flask": "ui",
     "flask_socketio": "ui",
     "simple_websocket": "ui",

@@ -8,43 +8,32 @@ from pathlib import Path
 
 from ddm.schema.checkpoint_meta import write_meta
 from ddm.schema.deployment import Deployment
+from ddm.schema.flow import NUM_CLASSES
+
+# what stands for a partition manifest: a random expert learnt from no data
+RANDOM_PARTITION = {"id": "test", "dataset": "synthetic", "split": "none"}
 
 
 def make_random_expert(folder: Path, framework: str, classes, preset: str = "tiny", seed: int = 0) -> Path:
     """A checkpoint folder with random (not trained) weights, O(1) outputs, and a real meta.json."""
     import torch
 
-    from ddm.workers.config import get_preset
-    from ddm.workers.torch_expert.checkpoint import save_weights as save_torch
+    from ddm.workers.checkpoint import expert_meta
+    from ddm.workers.frameworks import expert_framework
     from ddm.workers.torch_expert.unet import UNet
 
-    cfg = get_preset(preset)
+    target = expert_framework(framework)
+    counts = [100 if c in classes else 0 for c in range(NUM_CLASSES)]
+    meta = expert_meta(framework, preset, 0, RANDOM_PARTITION, counts, steps=0)
+    cfg = target.config_from(meta["config"])
+    # The canonical layout is the PyTorch UNet's state_dict: every framework's weights start there.
     torch.manual_seed(seed)
     model = UNet(cfg)
     for p in model.parameters():  # out_conv is zero-initialised; give every weight a real value
         torch.nn.init.normal_(p, std=0.04)
     canonical = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     folder.mkdir(parents=True, exist_ok=True)
-    if framework == "torch":
-        save_torch(folder, canonical)
-    else:
-        from ddm.workers.jax_expert.checkpoint import save_weights as save_jax
-        from ddm.workers.jax_expert.unet import UNet as FlaxUNet
-        from ddm.workers.jax_expert.unet import init_params
-
-        save_jax(folder, canonical, init_params(FlaxUNet(cfg), 0))
-    counts = [100 if c in classes else 0 for c in range(10)]
-    meta = {
-        "kind": "expert",
-        "framework": framework,
-        "preset": preset,
-        "config": cfg.to_dict(),
-        "expert": 0,
-        "partition": {"id": "test", "dataset": "synthetic", "split": "none"},
-        "classes": sorted(classes),
-        "label_counts": counts,
-        "steps": 0,
-    }
+    target.save_canonical(folder, canonical, cfg)
     write_meta(folder, meta)
     return folder
 

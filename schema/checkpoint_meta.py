@@ -3,14 +3,21 @@
 One writer (`write_meta`, atomic) and one reader (`read_meta`, checked) for every checkpoint folder.
 What each kind must record:
 
-    expert      framework, config (the UNet config, ddm.workers.config)  - "kind" may be absent: expert
-                checkpoints written before the field existed have none
+    expert      framework, config  - "kind" may be absent: expert checkpoints written before the field
+                existed have none
     router      kind = "router", framework, config (RouterConfig), partition
     classifier  kind = "classifier", framework, dataset
 
+Here `framework` is a string and `config` a JSON object; what they may hold is not this module's to
+say. An expert's config is defined by its framework: the registry of expert frameworks
+(ddm.workers.frameworks) names each framework's config class, and ddm.workers.checkpoint checks an
+expert's record with it (check_expert_meta: framework known, config valid; read_meta adds the weights
+file). That keeps this contract free of model code: schema imports no workers module.
+
 Everything else a trainer records (steps, loss, wall time, partition, classes...) is kept as it came.
 The folder-level checks that need the model code (weights file present, config valid) live with that
-code: ddm.workers.checkpoint.read_meta for experts, ddm.router.learned for the router.
+code: ddm.workers.checkpoint.read_meta for experts (built by ddm.workers.checkpoint.expert_meta),
+ddm.router.learned for the router.
 """
 
 from __future__ import annotations
@@ -51,6 +58,10 @@ def check_meta(meta: object, source: str = META_FILE) -> dict:
     if missing:
         want = f"the {kind} fields {list(REQUIRED_FIELDS[kind])}"
         raise ConfigError(f"{source}: {expected(want, f'a meta without {missing}')}")
+    # the shape every kind shares; what an expert's config holds, its framework checks (see above)
+    for field, python_type, what in (("framework", str, "a string"), ("config", dict, "a JSON object")):
+        if field in meta and not isinstance(meta[field], python_type):
+            raise ConfigError(f"{source}: {expected(f'{field} {what}', meta[field])}")
     return meta
 
 

@@ -1,4 +1,5 @@
-"""The expert side: twin UNets, training, checkpoints, and `load_expert`, the one door to an expert."""
+"""The expert side: twin UNets, training, checkpoints, and `load_expert`, the one door to an expert.
+Which frameworks an expert may be written in: ddm.workers.frameworks."""
 
 from __future__ import annotations
 
@@ -21,12 +22,10 @@ def load_expert(
     Static-shape backends (jax, cuda, neuron, cpu-traced) compile every bucket here, before returning.
     """
     from ddm.workers.checkpoint import read_meta
+    from ddm.workers.frameworks import expert_framework
 
-    meta = read_meta(path)
-    if meta["framework"] == "torch":
-        from ddm.workers.torch_expert.expert import load
-    else:
-        from ddm.workers.jax_expert.expert import load
+    meta = read_meta(path)  # refuses a framework the registry does not know, naming the known ones
+    load = expert_framework(meta["framework"]).load
     return load(path, meta, device=device, buckets=buckets, precision=precision)
 
 

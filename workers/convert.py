@@ -1,4 +1,6 @@
-"""Convert an expert checkpoint between PyTorch and JAX (same weights, same meta, new framework)."""
+"""Convert an expert checkpoint to another framework (same weights, same meta, new framework): the
+source's record reads its weights into the canonical layout (ddm.workers.layout), the target's writes
+them (ddm.workers.frameworks)."""
 
 from __future__ import annotations
 
@@ -6,16 +8,9 @@ import shutil
 from pathlib import Path
 
 from ddm.schema.checkpoint_meta import write_meta
-from ddm.schema.errors import ConfigError, expected
-from ddm.workers.checkpoint import FRAMEWORKS, config_of, read_meta
-
-
-def load_canonical(folder: Path, framework: str) -> dict:
-    if framework == "torch":
-        from ddm.workers.torch_expert.checkpoint import load_weights
-    else:
-        from ddm.workers.jax_expert.checkpoint import load_weights
-    return load_weights(folder)
+from ddm.schema.errors import ConfigError
+from ddm.workers.checkpoint import config_of, read_meta
+from ddm.workers.frameworks import expert_framework
 
 
 def convert(src: str | Path, to: str, out: str | Path) -> dict:
@@ -24,22 +19,13 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict:
     Only inference weights travel (the EMA weights); the train state stays framework-specific.
     """
     src, out = Path(src), Path(out)
-    if to not in FRAMEWORKS:
-        raise ConfigError(expected(f"--to in {FRAMEWORKS}", to))
+    target = expert_framework(to, "--to")
     meta = read_meta(src)
     if src.resolve() == out.resolve():
         raise ConfigError("--out must differ from the source checkpoint folder")
-    canonical = load_canonical(src, meta["framework"])
+    canonical = expert_framework(meta["framework"]).load_canonical(src)
     out.mkdir(parents=True, exist_ok=True)
-    if to == "torch":
-        from ddm.workers.torch_expert.checkpoint import save_weights
-
-        save_weights(out, canonical)
-    else:
-        from ddm.workers.jax_expert.checkpoint import save_weights
-        from ddm.workers.jax_expert.unet import UNet, init_params
-
-        save_weights(out, canonical, init_params(UNet(config_of(meta)), 0))
+    target.save_canonical(out, canonical, config_of(meta))
     new_meta = {**meta, "framework": to, "converted_from": {"framework": meta["framework"], "path": str(src)}}
     write_meta(out, new_meta)
     if (src / "loss.csv").is_file():

@@ -24,12 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ddm.schema.checkpoint_meta import META_FILE, utc_now
+from ddm.schema.checkpoint_meta import META_FILE
 from ddm.schema.checkpoint_meta import read_meta as read_any_meta
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.strategy import Strategy
+from ddm.workers.checkpoint import expert_meta
 from ddm.workers.training import BatchFn, TrainConfig, training_batch
 
 DISTILLED_METHOD = "distilled"  # the student's partition "method": trained on the union, one cluster
@@ -139,23 +140,10 @@ def student_meta(
 ) -> dict:
     """A student's meta before training adds its numbers: a normal expert record (expert 0, classes and
     label_counts of the data it saw) with `distilled_from`. data: {dataset, split, data_sha256}."""
-    from ddm.workers.config import get_preset
-
     counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=NUM_CLASSES).tolist()
-    return {
-        "kind": "expert",
-        "framework": framework,
-        "preset": preset,
-        "config": get_preset(preset).to_dict(),
-        "expert": 0,
-        # not a cluster of a manifest: the data the student saw, as a one-cluster "partition"
-        "partition": {"id": DISTILLED_METHOD, **data, "method": DISTILLED_METHOD, "num_clusters": 1},
-        "classes": [c for c, n in enumerate(counts) if n > 0],
-        "label_counts": counts,
-        "device": device,
-        "created": utc_now(),
-        "distilled_from": record,
-    }
+    # not a cluster of a manifest: the data the student saw, as a one-cluster "partition"
+    partition = {"id": DISTILLED_METHOD, **data, "method": DISTILLED_METHOD, "num_clusters": 1}
+    return expert_meta(framework, preset, 0, partition, counts, device, distilled_from=record)
 
 
 def check_distill_resume(out: Path, meta: dict) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from ddm.schema.errors import SchemaError, expected
 from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES, guided_velocity
 from ddm.schema.precision import DEFAULT_PRECISION
 from ddm.workers.buckets import run_bucketed
-from ddm.workers.config import UNetConfig
+from ddm.workers.frameworks import expert_framework
 
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 
@@ -26,9 +27,9 @@ DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 class ExpertMeta:
     """What a caller may know about an expert without touching its weights."""
 
-    framework: str  # "torch" | "jax"
+    framework: str  # a name in ddm.workers.frameworks.FRAMEWORKS
     preset: str
-    config: UNetConfig
+    config: Any  # the framework's config object (its record's `config` class: UNetConfig for torch, jax)
     expert: int  # cluster id in the partition it was trained on
     partition_id: str
     classes: tuple[int, ...]  # labels present in its training cluster
@@ -42,7 +43,7 @@ class ExpertMeta:
         return cls(
             framework=meta["framework"],
             preset=meta.get("preset", "?"),
-            config=UNetConfig.from_dict(meta["config"]),
+            config=expert_framework(meta["framework"], "meta.json framework").config_from(meta["config"]),
             expert=int(meta.get("expert", 0)),
             partition_id=str(meta.get("partition", {}).get("id", "")),
             classes=tuple(int(c) for c in meta.get("classes", range(NUM_CLASSES))),

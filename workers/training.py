@@ -21,7 +21,6 @@ from tqdm import tqdm
 from ddm.schema.checkpoint_meta import kind_of, read_meta, write_meta
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NULL_CLASS, interpolate, target_velocity
-from ddm.workers.config import get_preset
 
 
 @dataclass(frozen=True)
@@ -179,10 +178,6 @@ def train_loop(
 
 def make_trainer(framework: str, tcfg: TrainConfig, device: str = "cpu") -> Trainer:
     """The framework's trainer for preset tcfg.preset (device: torch only; JAX trains where JAX runs)."""
-    if framework == "torch":
-        from ddm.workers.torch_expert.train import TorchTrainer
+    from ddm.workers.frameworks import expert_framework
 
-        return TorchTrainer(get_preset(tcfg.preset), tcfg, device=device)
-    from ddm.workers.jax_expert.train import JaxTrainer
-
-    return JaxTrainer(get_preset(tcfg.preset), tcfg)
+    return expert_framework(framework).make_trainer(tcfg, device)

@@ -351,16 +351,11 @@ class _KeepAlive:
 
 def describe_stack(expert) -> str:
     """One log line: what runs the expert, at which versions, and what loading it compiled."""
+    from ddm.workers.frameworks import expert_framework
+
     meta = expert.meta
     parts = [f"{meta.framework} on {meta.device} at {meta.precision}"]
-    if meta.framework == "torch":
-        from ddm.workers.torch_expert.devices import toolchain
-
-        parts.append(", ".join(f"{k} {v}" for k, v in toolchain(meta.device).items()))
-    else:
-        import jax
-
-        parts.append(f"jax {jax.__version__}, backend {jax.default_backend()}")
+    parts.append(expert_framework(meta.framework).toolchain(meta.device))
     if expert.compile_report:
         r = expert.compile_report
         parts.append(

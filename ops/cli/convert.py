@@ -1,13 +1,15 @@
-"""`ddm convert SRC --to torch|jax --out DST`."""
+"""`ddm convert SRC --to FRAMEWORK --out DST` (the frameworks: ddm.workers.frameworks)."""
 
 from __future__ import annotations
 
 import argparse
 
+from ddm.workers.frameworks import framework_names
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", help="checkpoint folder (meta.json + weights)")
-    parser.add_argument("--to", required=True, choices=("torch", "jax"), help="target framework")
+    parser.add_argument("--to", required=True, choices=framework_names(), help="target framework")
     parser.add_argument("--out", required=True, help="folder for the converted checkpoint")
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ddm.workers.config import PRESETS
+from ddm.workers.frameworks import framework_names
 from ddm.workers.training import TrainConfig
 
 DESCRIPTION = """\
@@ -27,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--deployment", required=True, type=Path, help="the teachers' deployment TOML")
-    parser.add_argument("--framework", choices=("torch", "jax"), required=True, help="the student's")
+    parser.add_argument("--framework", choices=framework_names(), required=True, help="the student's")
     parser.add_argument(
         "--preset", default="small", choices=sorted(PRESETS), help="UNet size (default: small)"
     )

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from ddm.workers.config import PRESETS
+from ddm.workers.frameworks import framework_names
 from ddm.workers.training import TrainConfig
 
 
@@ -19,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         description="Train one flow-matching expert on the samples of one cluster, in isolation. "
         "A monolith is the same command on a one-cluster manifest (ddm partition --by all).",
     )
-    p.add_argument("--framework", choices=("torch", "jax"), required=True)
+    p.add_argument("--framework", choices=framework_names(), required=True)
     p.add_argument("--partition", required=True, type=Path, help="manifest JSON from `ddm partition`")
     p.add_argument("--expert", required=True, type=int, help="cluster id in the manifest")
     p.add_argument("--preset", default="small", choices=sorted(PRESETS), help="UNet size (default: small)")

@@ -32,20 +32,26 @@ def deployment(path: Path | None) -> tuple[Check, object | None]:
     return Check("deployment file", OK, detail), dep
 
 
+# The learned router's weights file (ddm.router.learned.WEIGHTS), named here because importing that
+# module imports JAX, and the doctor runs on installs without it.
+ROUTER_WEIGHTS_FILE = "model.msgpack"
+
+
 def _checkpoint(folder: Path, kind: str) -> tuple[str, str]:
     """(framework, 'weights-file sha256 16 hex') of a checkpoint folder; ConfigError when its meta or
-    weights are missing or malformed."""
-    from ddm.schema.checkpoint_meta import file_sha256, read_meta
-    from ddm.workers.checkpoint import WEIGHTS_FILE
+    weights are missing or malformed. An expert's framework must be one the registry knows
+    (ddm.workers.frameworks: metadata only, no torch or jax imported)."""
+    from ddm.schema.checkpoint_meta import META_FILE, file_sha256, read_meta
+    from ddm.workers.checkpoint import check_expert_meta
 
     meta = read_meta(folder, kind=kind)
-    framework = meta["framework"]
-    if framework not in WEIGHTS_FILE:
-        raise ConfigError(f"{folder}/meta.json: framework {framework!r} is neither torch nor jax")
-    weights = folder / WEIGHTS_FILE[framework]
+    if kind == "expert":
+        weights = folder / check_expert_meta(meta, str(folder / META_FILE)).weights_file
+    else:
+        weights = folder / ROUTER_WEIGHTS_FILE
     if not weights.is_file():
         raise ConfigError(f"{weights} is missing")
-    return framework, f"{weights.name} sha256 {file_sha256(weights)[:16]}"
+    return meta["framework"], f"{weights.name} sha256 {file_sha256(weights)[:16]}"
 
 
 def checkpoints(dep, experts: list[int], router: bool) -> tuple[Check, dict[int, str]]:

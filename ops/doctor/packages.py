@@ -33,9 +33,11 @@ def _version(module: str) -> str | None:
 
 def needed_extras(role: str, frameworks: dict[int, str], router_kind: str | None) -> set[str]:
     """The extras a role needs here: its experts' frameworks, JAX for a learned router, ui for `all`."""
+    from ddm.workers.frameworks import expert_framework
+
     needed: set[str] = set()
     if role in ("all", "expert"):
-        needed |= set(frameworks.values())  # the framework names are the extras' names: torch, jax
+        needed |= {expert_framework(name).extra for name in frameworks.values()}
     if role in ("all", "router") and router_kind == "learned":
         needed.add("jax")
     if role == "all":

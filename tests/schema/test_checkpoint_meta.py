@@ -34,8 +34,17 @@ def test_a_meta_without_kind_is_an_experts(tmp_path):
         ({k: v for k, v in ROUTER.items() if k != "partition"}, "router fields"),
         ({**CLASSIFIER, "kind": "vae"}, "kind in"),
         ({**EXPERT, "format": 2}, "format 1"),
+        ({**EXPERT, "config": [16]}, "config a JSON object"),
+        ({**EXPERT, "framework": 1}, "framework a string"),
     ],
-    ids=["expert-without-config", "router-without-partition", "unknown-kind", "format-2"],
+    ids=[
+        "expert-without-config",
+        "router-without-partition",
+        "unknown-kind",
+        "format-2",
+        "config-not-an-object",
+        "framework-not-a-string",
+    ],
 )
 def test_writer_refuses_an_incomplete_record(tmp_path, meta, message):
     with pytest.raises(ConfigError, match=message):

@@ -28,29 +28,23 @@ LABEL_SPLIT = (("e0", "torch", range(0, 5)), ("e1", "jax", range(5, 10)))
 
 
 def checkpoint_meta(framework: str, classes: Iterable[int], preset: str = "tiny", expert: int = 0) -> dict:
-    """An expert's checkpoint meta record as training writes it, trained on `classes` (100 images each)."""
-    from ddm.workers.config import get_preset
+    """An expert's checkpoint meta record as training writes it, trained on `classes` (100 images each),
+    from the record's one builder."""
+    from ddm.ops.random_experts import RANDOM_PARTITION
+    from ddm.workers.checkpoint import expert_meta
 
-    classes = sorted(classes)
-    return {
-        "framework": framework,
-        "preset": preset,
-        "config": get_preset(preset).to_dict(),
-        "expert": expert,
-        "partition": {"id": "test", "dataset": "synthetic", "split": "none"},
-        "classes": classes,
-        "label_counts": [100 if c in classes else 0 for c in range(10)],
-        "steps": 0,
-    }
+    wanted = set(classes)
+    counts = [100 if c in wanted else 0 for c in range(10)]
+    return expert_meta(framework, preset, expert, RANDOM_PARTITION, counts, steps=0)
 
 
 def write_fake_checkpoint(folder: Path, framework: str, classes: Iterable[int], expert: int = 0) -> Path:
     """meta.json and an empty weights file: enough for every check that reads metas and loads no
     weights (the client's and the UI's deployment checks, `ddm up`'s plan)."""
-    from ddm.workers.checkpoint import WEIGHTS_FILE
+    from ddm.workers.frameworks import expert_framework
 
     write_meta(folder, checkpoint_meta(framework, classes, expert=expert))  # the record's one writer
-    (folder / WEIGHTS_FILE[framework]).write_bytes(b"")
+    (folder / expert_framework(framework).weights_file).write_bytes(b"")
     return folder
 
 

@@ -6,8 +6,9 @@ import pytest
 
 from ddm.schema.checkpoint_meta import write_meta
 from ddm.schema.errors import ConfigError
-from ddm.workers.checkpoint import TRAIN_STATE_FILE, WEIGHTS_FILE, check_resume, expert_meta, read_meta
+from ddm.workers.checkpoint import check_resume, expert_meta, read_meta
 from ddm.workers.config import get_preset
+from ddm.workers.frameworks import TORCH
 
 PARTITION = {"id": "abc123", "dataset": "mnist", "split": "test[:8000]", "method": "labels"}
 COUNTS = [10, 20, 0, 5, 0, 0, 0, 0, 0, 1]
@@ -28,7 +29,7 @@ def test_read_meta_wants_an_expert_with_its_weights(tmp_path):
     write_meta(tmp_path, meta())
     with pytest.raises(ConfigError, match="model.safetensors"):
         read_meta(tmp_path)
-    (tmp_path / WEIGHTS_FILE["torch"]).write_bytes(b"")
+    (tmp_path / TORCH.weights_file).write_bytes(b"")
     assert read_meta(tmp_path)["expert"] == 1
     write_meta(tmp_path, {"kind": "router", "framework": "jax", "config": {}, "partition": {}})
     with pytest.raises(ConfigError, match="kind = expert"):
@@ -39,7 +40,7 @@ def test_check_resume(tmp_path):
     out = tmp_path / "run"
     check_resume(out, meta(), resume=False)  # a new run
     write_meta(out, meta())
-    (out / TRAIN_STATE_FILE["torch"]).write_bytes(b"")
+    (out / TORCH.train_state_file).write_bytes(b"")
     with pytest.raises(ConfigError, match="pass --resume"):
         check_resume(out, meta(), resume=False)
     check_resume(out, meta(), resume=True)

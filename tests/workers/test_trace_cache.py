@@ -18,7 +18,8 @@ import torch
 
 from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.errors import ConfigError
-from ddm.workers.checkpoint import WEIGHTS_FILE, read_meta
+from ddm.workers.checkpoint import read_meta
+from ddm.workers.frameworks import TORCH
 from ddm.workers.selftest import fixed_inputs
 from ddm.workers.torch_expert.expert import load
 from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
@@ -71,7 +72,7 @@ def test_first_load_compiles_every_bucket_and_saves_each_with_its_record(checkpo
     assert expert.compile_report["compile_s"] > 0
     names = files(cache.folder)
     assert len(names) == 2 * len(BUCKETS), names  # a .pt and a .json per bucket, no temporary left over
-    weights_sha = file_sha256(good / WEIGHTS_FILE["torch"])
+    weights_sha = file_sha256(good / TORCH.weights_file)
     for b in BUCKETS:
         model, sidecar = bucket_files(cache.folder, b)
         record = json.loads(sidecar.read_text())

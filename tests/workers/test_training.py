@@ -26,6 +26,7 @@ from ddm.schema.errors import ConfigError
 from ddm.schema.flow import NULL_CLASS
 from ddm.workers import checkpoint as ckpt
 from ddm.workers.config import PRESETS
+from ddm.workers.frameworks import FRAMEWORKS
 from ddm.workers.jax_expert import checkpoint as jax_checkpoint
 from ddm.workers.jax_expert.train import JaxTrainer
 from ddm.workers.torch_expert import checkpoint as torch_checkpoint
@@ -70,7 +71,7 @@ def read_losses(folder: Path) -> list[tuple[int, float]]:
 
 def train_state(framework: str, folder: Path) -> dict[str, np.ndarray]:
     """Everything in train_state.* (raw and EMA weights, optimizer moments, step) as flat numpy arrays."""
-    path = folder / ckpt.TRAIN_STATE_FILE[framework]
+    path = folder / FRAMEWORKS[framework].train_state_file
     if framework == "torch":
         return dict(load_file(str(path)))
     tree = serialization.msgpack_restore(path.read_bytes())
@@ -155,7 +156,8 @@ def runs(request, tmp_path_factory, jax_compile_cache):
 def test_files_written_and_loss_finite(runs):
     framework, folder = runs["framework"], runs["a"]
     names = {p.name for p in folder.iterdir()}
-    assert names == {"meta.json", "loss.csv", ckpt.WEIGHTS_FILE[framework], ckpt.TRAIN_STATE_FILE[framework]}
+    record = FRAMEWORKS[framework]
+    assert names == {"meta.json", "loss.csv", record.weights_file, record.train_state_file}
     meta = ckpt.read_meta(folder)
     assert meta["framework"] == framework
     assert meta["steps"] == STEPS

@@ -55,6 +55,11 @@ def resolve_device(device: str) -> jax.Device:
         ) from None
 
 
+def toolchain_line(device: str) -> str:
+    """The toolchain as the expert worker's start-up line shows it: "jax 0.x, backend cpu"."""
+    return f"jax {jax.__version__}, backend {jax.default_backend()}"
+
+
 class JaxExpert(Expert):
     def __init__(self, model: UNet, params: dict, meta: ExpertMeta, device, buckets=DEFAULT_BUCKETS):
         """Compiles every bucket at meta.precision."""

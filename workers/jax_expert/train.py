@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ddm.workers.checkpoint import TRAIN_STATE_FILE
-from ddm.workers.config import UNetConfig
+from ddm.workers.config import UNetConfig, get_preset
+from ddm.workers.frameworks import JAX
 from ddm.workers.jax_expert.checkpoint import load_train_state, save_train_state, save_weights
 from ddm.workers.jax_expert.unet import UNet, init_params
 from ddm.workers.layout import flax_to_canonical
@@ -36,7 +36,7 @@ class JaxTrainer:
         self._train_step = jax.jit(partial(_train_step, self.model, self.tx), donate_argnums=(0,))
 
     def resume(self, out_dir: Path) -> tuple[int, float]:
-        if not (out_dir / TRAIN_STATE_FILE["jax"]).is_file():
+        if not (out_dir / JAX.train_state_file).is_file():
             return 0, 0.0
         self.state = load_train_state(out_dir, self.state)
         return int(self.state["step"]), float(self.state["wall_s"])
@@ -53,6 +53,12 @@ class JaxTrainer:
         canonical = flax_to_canonical(host["ema"])
         save_weights(out_dir, canonical, host["ema"])
         save_train_state(out_dir, {**host, "step": step, "wall_s": wall_s})
+
+
+def make_trainer(tcfg: TrainConfig, device: str = "cpu") -> JaxTrainer:
+    """The registry's trainer factory: preset tcfg.preset. `device` is torch's: JAX trains where JAX
+    runs (its default backend)."""
+    return JaxTrainer(get_preset(tcfg.preset), tcfg)
 
 
 def _train_step(model, tx, tree, x_t, t, y, v, lr, ema):

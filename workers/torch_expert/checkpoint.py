@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
 
-from ddm.workers.checkpoint import TRAIN_STATE_FILE, WEIGHTS_FILE
+from ddm.workers.frameworks import TORCH
 
 
 def _save_atomic(tensors: dict[str, np.ndarray], path: Path, metadata: dict[str, str] | None = None) -> None:
@@ -24,12 +24,18 @@ def state_to_numpy(module: torch.nn.Module) -> dict[str, np.ndarray]:
 
 def save_weights(folder: Path, canonical: dict[str, np.ndarray]) -> None:
     """Canonical flat layout -> folder/model.safetensors."""
-    _save_atomic(canonical, Path(folder) / WEIGHTS_FILE["torch"])
+    _save_atomic(canonical, Path(folder) / TORCH.weights_file)
+
+
+def save_canonical(folder: Path, canonical: dict[str, np.ndarray], config) -> None:
+    """The registry's writer (convert, random experts); the canonical layout is this UNet's own, so
+    `config` is not needed."""
+    save_weights(folder, canonical)
 
 
 def load_weights(folder: Path) -> dict[str, np.ndarray]:
     """folder/model.safetensors -> canonical flat layout (numpy float32)."""
-    return dict(load_file(str(Path(folder) / WEIGHTS_FILE["torch"])))
+    return dict(load_file(str(Path(folder) / TORCH.weights_file)))
 
 
 def save_train_state(folder: Path, model, ema, optimizer, step: int, wall_s: float) -> None:
@@ -40,14 +46,14 @@ def save_train_state(folder: Path, model, ema, optimizer, step: int, wall_s: flo
         for key, value in optimizer.state.get(param, {}).items():
             tensors[f"opt.{key}.{name}"] = value.detach().cpu().float().numpy().reshape(value.shape)
     meta = {"step": str(step), "wall_s": f"{wall_s:.3f}"}
-    _save_atomic(tensors, Path(folder) / TRAIN_STATE_FILE["torch"], metadata=meta)
+    _save_atomic(tensors, Path(folder) / TORCH.train_state_file, metadata=meta)
 
 
 def load_train_state(folder: Path, model, ema, optimizer) -> tuple[int, float]:
     """Restore what save_train_state wrote; returns (step, wall seconds)."""
     from safetensors import safe_open
 
-    path = Path(folder) / TRAIN_STATE_FILE["torch"]
+    path = Path(folder) / TORCH.train_state_file
     with safe_open(str(path), framework="numpy") as f:
         meta = f.metadata() or {}
     tensors = load_file(str(path))

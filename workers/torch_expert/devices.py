@@ -130,3 +130,8 @@ def toolchain(device: str) -> dict[str, str | None]:
         for package in ("torch-neuronx", "neuronx-cc", "libneuronxla"):
             versions[package] = package_version(package)
     return versions
+
+
+def toolchain_line(device: str) -> str:
+    """The toolchain as the expert worker's start-up line shows it: "torch 2.x, cuda 12.x, ..."."""
+    return ", ".join(f"{k} {v}" for k, v in toolchain(device).items())

@@ -23,8 +23,9 @@ import torch
 
 from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.precision import DEFAULT_PRECISION
-from ddm.workers.checkpoint import WEIGHTS_FILE, config_of
+from ddm.workers.checkpoint import config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
+from ddm.workers.frameworks import TORCH
 from ddm.workers.torch_expert.checkpoint import load_weights
 from ddm.workers.torch_expert.devices import check_device_precision, resolve_device, toolchain
 from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
@@ -113,7 +114,7 @@ def load(
     expert_meta = ExpertMeta.from_json(meta, device, str(path), precision)
     if device in ("neuron", "cpu-traced"):
         cache = cache if cache is not None else TraceCache.from_settings()
-        digest = file_sha256(Path(path) / WEIGHTS_FILE["torch"])
+        digest = file_sha256(Path(path) / TORCH.weights_file)
         before = (cache.compiled, cache.loaded, cache.compile_s)  # a cache may serve several loads
         expert = TorchExpert(
             expert_meta, None, traced_buckets(model, device, precision, buckets, digest, cache)

@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ddm.workers.checkpoint import TRAIN_STATE_FILE
-from ddm.workers.config import UNetConfig
+from ddm.workers.config import UNetConfig, get_preset
+from ddm.workers.frameworks import TORCH
 from ddm.workers.torch_expert.checkpoint import (
     load_train_state,
     save_train_state,
@@ -32,7 +32,7 @@ class TorchTrainer:
         )
 
     def resume(self, out_dir: Path) -> tuple[int, float]:
-        if not (out_dir / TRAIN_STATE_FILE["torch"]).is_file():
+        if not (out_dir / TORCH.train_state_file).is_file():
             return 0, 0.0
         return load_train_state(out_dir, self.model, self.ema, self.optimizer)
 
@@ -54,3 +54,8 @@ class TorchTrainer:
     def save(self, out_dir: Path, step: int, wall_s: float) -> None:
         save_weights(out_dir, state_to_numpy(self.ema))
         save_train_state(out_dir, self.model, self.ema, self.optimizer, step, wall_s)
+
+
+def make_trainer(tcfg: TrainConfig, device: str = "cpu") -> TorchTrainer:
+    """The registry's trainer factory: preset tcfg.preset on `device` (cpu or cuda)."""
+    return TorchTrainer(get_preset(tcfg.preset), tcfg, device=device)

@@ -1,0 +1,113 @@
+"""The registry of expert frameworks: the one table that knows which frameworks an expert may be
+written in. Whatever used to ask "torch or jax?" asks it: load_expert, make_trainer, convert, the
+worker's start-up line, the random experts, the expert-meta builder and reader, `ddm doctor`, the
+install extras (ddm.ops.extras) and the CLI's --framework / --to choices.
+
+A record is plain data (its name, files, install extra, config class) plus entry points named as
+"module:function" and imported on their first call. Importing this module (and ddm.workers) therefore
+imports neither torch nor jax: a client-only install reads the table (`ddm doctor`, `ddm --help`).
+
+Adding a framework: docs/ARCHITECTURE.md, "Adding an expert framework".
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ddm.schema.errors import ConfigError, expected
+from ddm.workers.config import PRESETS, UNetConfig
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """A function named "package.module:function", imported when first called, so that a record can
+    name its framework's code without importing the framework."""
+
+    target: str
+
+    def resolve(self) -> Callable[..., Any]:
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class ExpertFramework:
+    """What the rest of the code may know about one expert framework."""
+
+    name: str  # meta.json's `framework`, the CLI's --framework and --to
+    extra: str  # the pyproject.toml optional dependency that installs it
+    modules: tuple[str, ...]  # the top-level imports that extra brings (ddm.ops.extras)
+    weights_file: str  # the EMA weights inference loads, beside meta.json
+    train_state_file: str  # the resumable state: raw weights, optimizer, step
+    config: type  # meta.json's `config` as an object: from_dict(dict) and to_dict() (ExpertMeta.config)
+    presets: Mapping[str, Any]  # preset name -> config
+    load: EntryPoint  # (folder, meta, device=, buckets=, precision=) -> Expert, buckets compiled
+    make_trainer: EntryPoint  # (TrainConfig, device) -> Trainer (ddm.workers.training)
+    load_canonical: EntryPoint  # folder -> weights in the canonical layout (ddm.workers.layout)
+    save_canonical: EntryPoint  # (folder, canonical weights, config) -> None, written atomically
+    toolchain: EntryPoint  # device -> "versions and backend" for the worker's start-up line
+
+    def config_from(self, data: object) -> Any:
+        """meta.json's `config` as this framework's config object; ConfigError when malformed."""
+        if not isinstance(data, dict):
+            raise ConfigError(expected(f"a {self.name} expert's config as a JSON object", data))
+        return self.config.from_dict(data)
+
+    def preset(self, name: str) -> Any:
+        try:
+            return self.presets[name]
+        except KeyError:
+            raise ConfigError(expected(f"a {self.name} preset in {sorted(self.presets)}", name)) from None
+
+
+TORCH = ExpertFramework(
+    name="torch",
+    extra="torch",
+    modules=("torch", "safetensors"),
+    weights_file="model.safetensors",
+    train_state_file="train_state.safetensors",
+    config=UNetConfig,
+    presets=PRESETS,
+    load=EntryPoint("ddm.workers.torch_expert.expert:load"),
+    make_trainer=EntryPoint("ddm.workers.torch_expert.train:make_trainer"),
+    load_canonical=EntryPoint("ddm.workers.torch_expert.checkpoint:load_weights"),
+    save_canonical=EntryPoint("ddm.workers.torch_expert.checkpoint:save_canonical"),
+    toolchain=EntryPoint("ddm.workers.torch_expert.devices:toolchain_line"),
+)
+
+JAX = ExpertFramework(
+    name="jax",
+    extra="jax",
+    modules=("jax", "jaxlib", "flax", "optax"),
+    weights_file="model.msgpack",
+    train_state_file="train_state.msgpack",
+    config=UNetConfig,
+    presets=PRESETS,
+    load=EntryPoint("ddm.workers.jax_expert.expert:load"),
+    make_trainer=EntryPoint("ddm.workers.jax_expert.train:make_trainer"),
+    load_canonical=EntryPoint("ddm.workers.jax_expert.checkpoint:load_weights"),
+    save_canonical=EntryPoint("ddm.workers.jax_expert.checkpoint:save_canonical"),
+    toolchain=EntryPoint("ddm.workers.jax_expert.expert:toolchain_line"),
+)
+
+FRAMEWORKS: dict[str, ExpertFramework] = {f.name: f for f in (TORCH, JAX)}
+
+
+def framework_names() -> list[str]:
+    """The known frameworks, sorted: the CLI's choices and the wording of every refusal."""
+    return sorted(FRAMEWORKS)
+
+
+def expert_framework(name: object, what: str = "framework") -> ExpertFramework:
+    """The record of framework `name`; ConfigError naming the known ones otherwise.
+    what: where the name came from, for the message ("meta.json framework", "--to")."""
+    framework = FRAMEWORKS.get(name) if isinstance(name, str) else None
+    if framework is None:
+        raise ConfigError(expected(f"{what} one of {', '.join(framework_names())}", name))
+    return framework
