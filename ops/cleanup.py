@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ddm.runtime.amqp import connect
+from ddm.runtime.redis_conn import redis_client
 from ddm.schema.errors import ServiceUnavailableError
 from ddm.schema.names import Names
-from ddm.workers.amqp import connect
-from ddm.workers.redis_conn import redis_client
 
 
 def delete_prefix(amqp_url: str, redis_url: str, prefix: str, expert_ids: Iterable[int]) -> None:

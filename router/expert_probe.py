@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ddm.runtime.heartbeat import read_live_workers
 from ddm.schema.names import Names
-from ddm.workers.heartbeat import read_live_workers
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The router worker: many sampling jobs at once, event-driven, resumable.
 
-The glue between three pieces: the consumer runtime (ddm.workers.runtime: connection, reconnects,
+The glue between three pieces: the consumer runtime (ddm.runtime.consumer: connection, reconnects,
 heartbeat, dead letters, metrics server, stop), the pure scheduler (router/scheduler.py: which rows go
 to which expert when, timeouts, the Euler steps) and the job store in Redis (router/store.py). This
 file decodes deliveries, hands them to the scheduler, and carries out its Outbox: publish requests,
@@ -35,18 +35,18 @@ import redis
 from ddm.router.deployment_loader import describe, load_policy
 from ddm.router.expert_probe import probe_experts
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle
+from ddm.router.metrics import RouterMetrics
 from ddm.router.outbox import Outbox, Send
 from ddm.router.scheduler import Scheduler
+from ddm.router.stats import RouterStats
 from ddm.router.store import JobStore
+from ddm.runtime.consumer import ConsumerRuntime, Session
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis
 from ddm.schema.deployment import Deployment, resolve_deployment
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.messages import JobSpec, JobStatus, VelocityReply, VelocityRequest
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE
-from ddm.workers.heartbeat import RouterStats
-from ddm.workers.metrics import RouterMetrics
-from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis
-from ddm.workers.runtime import ConsumerRuntime, Session
 
 log = logging.getLogger("ddm.router")
 

@@ -9,7 +9,7 @@ Experts add expert_id, framework, device, precision (fp32 | tf32 | bf16), queue,
 buckets ("1,2,4" or "any");
 routers add deployment and jobs_running. Every other field is a counter (a number): experts write
 requests, batches, rows, mean_batch_size, mean_compute_ms, dead_lettered; routers jobs_done,
-jobs_failed, steps, resends, hedges; both reconnects. The one writer is workers/heartbeat.py
+jobs_failed, steps, resends, hedges; both reconnects. The one writer is ddm/runtime/heartbeat.py
 (Heartbeat), used by the consumer runtime both workers run on; readers (the web UI, `ddm up`, tests)
 decode through here.
 """
@@ -26,7 +26,7 @@ from .errors import SchemaError, expected
 from .names import check_expert_id, check_worker_id
 
 ROLES = ("expert", "router")
-# The counters each role writes: the one list. The stats objects that count them (workers/heartbeat.py
+# The counters each role writes: the one list. The stats objects that count them (ddm/runtime/heartbeat.py
 # WorkerStats, RouterStats) write exactly these, by name; reconnects is counted by the consumer runtime.
 EXPERT_COUNTERS = (
     "requests", "batches", "rows", "mean_batch_size", "mean_compute_ms", "dead_lettered", "reconnects"

@@ -48,7 +48,7 @@ DELIVERY_LIMIT_ARG = "x-delivery-limit"
 #   one job, above anything but a crash loop.
 #
 # Bad input that a process can refuse (undecodable body, wrong content type, a spec that fails its
-# checks) is still dead-lettered by that process with its reason (workers/deadletter.py); the limit
+# checks) is still dead-lettered by that process with its reason (ddm/runtime/deadletter.py); the limit
 # only catches what kills the process before it can say why. Dead-lettering by the limit is at most
 # once in RabbitMQ 3.x (the broker's default dead-letter strategy for quorum queues): good enough for
 # messages that are refused anyway.

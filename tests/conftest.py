@@ -21,7 +21,7 @@ from tests.support.fakes import write_random_deployment  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def restore_root_logging():
-    """A test that runs `ddm up` or `ddm worker` in-process gets its logging set up (ops/logs.py) on
+    """A test that runs `ddm up` or `ddm worker` in-process gets its logging set up (ddm/runtime/logs.py) on
     pytest's captured stderr: put the root logger back, so later tests do not log to a closed stream."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level

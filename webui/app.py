@@ -9,7 +9,7 @@ Production (one process, many threads; each websocket holds a thread for its lif
     gunicorn -c python:ddm.webui.gunicorn_conf 'ddm.webui.app:create_app()'
 
 The UI reads Redis (the serving router's deployment descriptor, job hashes, trajectory streams,
-heartbeats) and RabbitMQ (queue depths), and submits jobs through ddm.router.client.Client; it never
+heartbeats) and RabbitMQ (queue depths), and submits jobs through ddm.client.client.Client; it never
 talks to an expert and needs no deployment file: strategies, defaults, class names and experts come
 from the descriptor the router publishes. Without a message queue
 (the default) each UI process serves its own browsers from its own tailers; pass message_queue only

@@ -29,7 +29,7 @@ control_socket_disable = True
 
 def _take_over_logging() -> None:
     """The app's loggers and gunicorn's own through one handler, in DDM_LOG_FORMAT."""
-    from ddm.ops.logs import configure_logging
+    from ddm.runtime.logs import configure_logging
 
     configure_logging("ddm ui", _config.settings, take_over=("gunicorn.error",))
 

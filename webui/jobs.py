@@ -22,11 +22,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, ExpertInfo, label_name
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
-from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
 FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
@@ -274,7 +274,7 @@ class JobService:
 
     def __init__(self, settings, monitor, limiter: RateLimiter, token: str = "", make_client=None):
         """token: DDM_UI_TOKEN; when set, a submit must carry it (empty: anyone may submit).
-        make_client: () -> a ddm.router.client.Client (default: one on `settings`)."""
+        make_client: () -> a ddm.client.client.Client (default: one on `settings`)."""
         self.settings = settings
         self.monitor = monitor
         self.limiter = limiter
@@ -286,7 +286,7 @@ class JobService:
     @property
     def client(self):
         if self._client is None:
-            from ddm.router.client import Client
+            from ddm.client.client import Client
 
             self._client = self._make_client() if self._make_client else Client(settings=self.settings)
         return self._client

@@ -17,9 +17,9 @@ import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ddm.router.client import Client
+from ddm.client.client import Client
+from ddm.runtime.redis_conn import SENTINEL_SCHEME, parse_sentinel_url
 from ddm.schema.settings import Settings
-from ddm.workers.redis_conn import SENTINEL_SCHEME, parse_sentinel_url
 
 SOCKET_TIMEOUT_S = 10.0  # no command the UI sends blocks longer (XREAD BLOCK is below a second)
 CONNECT_TIMEOUT_S = 5.0
@@ -47,7 +47,7 @@ def ui_redis(settings: Settings, max_connections: int, wait_s: float) -> redis.R
     if not url.startswith(SENTINEL_SCHEME):
         return redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url, **options))
     parsed = parse_sentinel_url(url)
-    # as workers/redis_conn.py asks sentinels: bounded, and no retries (a dead sentinel costs one refusal)
+    # as ddm/runtime/redis_conn.py asks sentinels: bounded, and no retries (a dead sentinel costs one refusal)
     asking = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": CONNECT_TIMEOUT_S}
     asking["retry"] = Retry(NoBackoff(), 0)
     sentinel = redis.sentinel.Sentinel(list(parsed.sentinels), sentinel_kwargs=asking)
@@ -62,7 +62,7 @@ def ui_redis(settings: Settings, max_connections: int, wait_s: float) -> redis.R
 
 
 class UIClient(Client):
-    """ddm.router.client.Client on the UI's shared pool instead of a connection of its own."""
+    """ddm.client.client.Client on the UI's shared pool instead of a connection of its own."""
 
     def __init__(self, settings: Settings, shared: redis.Redis):
         super().__init__(settings=settings)

@@ -20,10 +20,10 @@ import math
 import threading
 import time
 
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.webui.backlog import NAMESPACE
 from ddm.webui.payloads import frame_payload
 from ddm.webui.viewers import Viewer, after, status_changed, stream_id
-from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
 

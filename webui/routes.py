@@ -15,20 +15,17 @@ GET  /healthz                       200 when Redis answers
 
 from __future__ import annotations
 
-import io
-
 from flask import Flask, Response, jsonify, render_template, request
 
-from ddm.router.client import JobNotFoundError
+from ddm.client.client import JobNotFoundError
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.descriptor import DIGITS, UNCONDITIONAL
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.schema.flow import NULL_CLASS
-from ddm.schema.jobs import decode_result
 from ddm.schema.names import check_job_id
 from ddm.webui.body import BodyError, json_body
 from ddm.webui.jobs import MAX_IMAGES, SubmitError
 from ddm.webui.payloads import grid_cols, job_payload
-from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 # The page loads only its own files: no CDN, no inline script (Socket.IO's client is in static/).
 CSP = (
@@ -151,30 +148,21 @@ def _register_jobs(app: Flask, state) -> None:
 
     @app.get("/api/jobs/<job_id>/result.png")
     def result_png(job_id: str):
-        from PIL import Image
-
-        from ddm.ops.images import grid
-        from ddm.schema.flow import to_uint8
+        from ddm.client.images import png_bytes
 
         status, err = _job(job_id)
         if err:
             return err
-        raw = state.client.redis.get(state.client.names.result(job_id))
-        if raw is None:
+        x = state.client.stored_result(status)
+        if x is None:
             st = status.status.value
             if st == "failed":
                 return _error("failed", f"job {job_id} failed: {status.error or '(no reason)'}", 409)
             return _error("not_ready", f"job {job_id} has no result yet (status {st})", 404)
-        x = decode_result(job_id, raw, status.n, max_bytes=state.settings.max_message_bytes)
         labels = list(status.labels) or [0] * len(x)
-        mosaic = grid(to_uint8(x), grid_cols(labels))
         scale_arg = request.args.get("scale", "3")
         scale = min(4, max(1, int(scale_arg))) if scale_arg.isdigit() and len(scale_arg) < 4 else 3
-        img = Image.fromarray(mosaic)  # uint8 [H, W] -> mode L
-        img = img.resize((img.width * scale, img.height * scale), Image.NEAREST)
-        buf = io.BytesIO()
-        img.save(buf, format="PNG")
-        resp = Response(buf.getvalue(), mimetype="image/png")
+        resp = Response(png_bytes(x, cols=grid_cols(labels), scale=scale), mimetype="image/png")
         disposition = "attachment" if request.args.get("download") == "1" else "inline"
         resp.headers["Content-Disposition"] = f'{disposition}; filename="ddm-{job_id}.png"'
         resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes

@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any
 
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.errors import SchemaError
 from ddm.schema.jobs import JobHash, decode_traj_entry
 from ddm.schema.messages import Frame, JobStatus
@@ -37,7 +38,6 @@ from ddm.webui.backlog import NAMESPACE, Backlogs
 from ddm.webui.payloads import frame_payload, job_payload
 from ddm.webui.replay import Replayer
 from ddm.webui.viewers import Tailer, Viewer, status_changed
-from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
 

@@ -118,7 +118,7 @@ def train_loop(
     `meta` is the framework/partition description; train_loop adds steps, wall time and loss and
     writes it to out_dir/meta.json next to the weights. Returns that final meta.
     `batch(step)` gives each step's batch (default: training_batch on images and labels, target
-    x1 - x0); distillation (ddm.workers.distill) keeps its x_t, t, y and puts the teachers' velocity
+    x1 - x0); distillation (ddm.ops.distill) keeps its x_t, t, y and puts the teachers' velocity
     in as the target. It must be a pure function of the step, so a resumed run sees the same batches.
     """
     if batch is None:

@@ -1,6 +1,6 @@
 """`ddm worker expert`: serve one expert from its RabbitMQ queue, with dynamic batching.
 
-The worker is a handler on the consumer runtime (ddm.workers.runtime), which owns the connection,
+The worker is a handler on the consumer runtime (ddm.runtime.consumer), which owns the connection,
 reconnects, heartbeat, dead letters, metrics server and stop; this file decodes, batches, runs the
 forward pass, replies and acks. One thread does everything; deliveries that arrive during a forward
 pass wait in the socket and pika's buffers and form the next batch.
@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pika
 
+from ddm.runtime.amqp import CONNECTION_ERRORS
+from ddm.runtime.consumer import MAX_WAIT_S, ConsumerRuntime, Session
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.messages import VelocityReply, VelocityRequest
@@ -41,14 +43,12 @@ from ddm.schema.names import check_expert_id, check_worker_id
 from ddm.schema.precision import check_precision
 from ddm.schema.settings import Settings, redact
 from ddm.schema.topology import CONTENT_TYPE
-from ddm.workers.amqp import CONNECTION_ERRORS
 from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_batch
 from ddm.workers.buckets import parse_bucket_flag
 from ddm.workers.expert import DEFAULT_BUCKETS
-from ddm.workers.heartbeat import WorkerStats
 from ddm.workers.metrics import ExpertMetrics
-from ddm.workers.runtime import MAX_WAIT_S, ConsumerRuntime, Session
 from ddm.workers.selftest import startup_check
+from ddm.workers.stats import WorkerStats
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ class ExpertWorker:
         )
 
     def _dead_letter(self, ch, delivery_tag: int, props, body: bytes, reason: str) -> None:
-        """Refuse a message: to ddm.dead with the reason attached (see ddm.workers.deadletter)."""
+        """Refuse a message: to ddm.dead with the reason attached (see ddm.runtime.deadletter)."""
         self._session.dead_letter(delivery_tag, props, body, reason, self.queue)
         self.count_refused(self.queue)
 

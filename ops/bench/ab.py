@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ddm.ops.bench.jobs import BenchConfig, job_specs, parse_levels
 from ddm.ops.bench.pipeline import PipelineProcesses, run_level
+from ddm.ops.cli.parser import add_deployment_flag
 
 PACKAGES = ("schema", "workers", "router", "ops", "webui")
 
@@ -39,7 +40,7 @@ def package_of(checkout: Path, root: Path) -> Path:
     """A `ddm` package at root/ddm whose subpackages are the checkout's top-level folders."""
     pkg = root / "ddm"
     pkg.mkdir(parents=True)
-    for module in (checkout / "ddm").glob("*.py"):  # ddm/__init__.py, ddm/client.py
+    for module in (checkout / "ddm").glob("*.py"):  # ddm/__init__.py, ddm/client/__init__.py
         shutil.copy(module, pkg / module.name)
     for name in PACKAGES:
         (pkg / name).symlink_to(checkout / name, target_is_directory=True)
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=parse_levels, default=(1, 16), help="concurrency levels (default 1,16)"
     )
     parser.add_argument("--repeat", type=int, default=4)
-    parser.add_argument("--deployment", default=None, help="default: the shipped checkpoints")
+    add_deployment_flag(parser)
     args = parser.parse_args(argv)
     deployment = resolve_deployment(args.deployment).resolve()
     cfg = BenchConfig(deployment=deployment)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from pathlib import Path
 
 import flask
 import numpy as np
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from ddm.ops.bench.http_wire import BadRequestError, encode_arrays, parse_velocity_request, wait_healthy
+from ddm.ops.cli.parser import add_deployment_flag
 from ddm.schema.errors import SchemaError
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # far above any real step (64 rows are ~260 KB); refuses runaway bodies
@@ -111,7 +111,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Serve one expert of a deployment the HTTP-per-step way (POST /velocity, npz in and out, "
         "one forward at a time): the baseline `ddm bench` compares against.",
     )
-    parser.add_argument("--deployment", type=Path, required=True, help="deployment TOML")
+    add_deployment_flag(parser, required=True)
     parser.add_argument("--expert", type=int, required=True, help="expert id in the deployment")
     parser.add_argument("--port", type=int, required=True, help="port to listen on (0 = any free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

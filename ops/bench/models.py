@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from ddm.ops.cli.parser import add_deployment_flag
 from ddm.schema.deployment import Deployment
 from ddm.workers.expert import DEFAULT_BUCKETS
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--deployment", default=None, help="default: the shipped checkpoints")
+    add_deployment_flag(parser)
     args = parser.parse_args(argv)
     deployment = Deployment.load(resolve_deployment(args.deployment))
     print("\n".join(expert_table(deployment)))

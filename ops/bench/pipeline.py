@@ -13,17 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
+from ddm.client.client import Client
 from ddm.ops.cleanup import delete_prefix
 from ddm.ops.up.bringup import expert_thread_env
 from ddm.ops.up.supervisor import stop_processes
-from ddm.router.client import Client
+from ddm.runtime.redis_conn import redis_client
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import DDMError
 from ddm.schema.heartbeat import WorkerHeartbeat
 from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import Names
 from ddm.schema.settings import Settings
-from ddm.workers.redis_conn import redis_client
 
 READY_TIMEOUT_S = 300.0  # a JAX expert compiles its buckets at start (15-40 s on a busy 2-core CPU)
 

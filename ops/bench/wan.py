@@ -61,7 +61,7 @@ def measure_wan(cfg: BenchConfig, log_dir: Path, progress=print) -> tuple[dict, 
 
 def _settle(procs, cfg: BenchConfig) -> None:
     """One job across the link after its delay changed, unmeasured."""
-    from ddm.router.client import Client
+    from ddm.client.client import Client
     from ddm.schema.messages import JobStatus
 
     with Client(settings=procs.settings) as client:

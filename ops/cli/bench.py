@@ -12,13 +12,12 @@ import tempfile
 from pathlib import Path
 
 from ddm.ops.bench.jobs import parse_ids, parse_levels, parse_rtts
+from ddm.ops.cli.parser import add_deployment_flag
 from ddm.schema.errors import ConfigError, expected
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--deployment", type=Path, default=None, help="deployment TOML (default: the shipped checkpoints)"
-    )
+    add_deployment_flag(parser)
     parser.add_argument(
         "--preset",
         default=None,

@@ -1,10 +1,11 @@
-"""`ddm distill`: train one student on a deployment's routed ensemble (ddm.workers.distill)."""
+"""`ddm distill`: train one student on a deployment's routed ensemble (ddm.ops.distill)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from ddm.ops.cli.parser import add_deployment_flag
 from ddm.workers.config import PRESETS
 from ddm.workers.frameworks import framework_names
 from ddm.workers.training import TrainConfig
@@ -27,7 +28,7 @@ as a one-expert deployment (checkpoint ".", oracle router, the teachers' guidanc
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--deployment", required=True, type=Path, help="the teachers' deployment TOML")
+    add_deployment_flag(parser, required=True, what=" of the teachers")
     parser.add_argument("--framework", choices=framework_names(), required=True, help="the student's")
     parser.add_argument(
         "--preset", default="small", choices=sorted(PRESETS), help="UNet size (default: small)"
@@ -86,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.schema.deployment import Deployment
     from ddm.schema.errors import ConfigError, SchemaError
     from ddm.schema.strategy import Strategy
-    from ddm.workers import distill as d
+    from ddm.ops import distill as d
     from ddm.workers.checkpoint import check_resume
     from ddm.workers.training import make_trainer, train_loop
 
@@ -143,7 +144,7 @@ def _student_data(deployment, args: argparse.Namespace):
     """The images to noise: --dataset/--split, what the flags leave out from the teachers' partition
     (with neither flag: the whole split, the union of all its clusters, checked by its hash)."""
     from ddm.ops.data.dataset import load_dataset
-    from ddm.workers.distill import check_data, teachers_data
+    from ddm.ops.distill import check_data, teachers_data
 
     if args.dataset is not None and args.split is not None:
         return load_dataset(args.dataset, args.split, args.data_dir)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from ddm.ops.cli.parser import add_deployment_flag
 from ddm.ops.doctor.checks import ROLES
 
 
@@ -22,12 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="what this machine does: all (what `ddm up` runs: experts, router, web UI), client "
         "(submit and follow jobs), router, expert",
     )
-    parser.add_argument(
-        "--deployment",
-        type=Path,
-        default=None,
-        help="deployment TOML (default: $DDM_DEPLOYMENT, else the shipped one; a client needs none)",
-    )
+    add_deployment_flag(parser, what=", checked for the role (a client needs none)")
     parser.add_argument("--expert", type=int, default=None, help="with --role expert: only this expert")
     parser.add_argument("--data-dir", default=None, help="data folder (default: $DDM_DATA_DIR, else ./data)")
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")

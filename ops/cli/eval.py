@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ddm.ops.cli.parser import add_deployment_flag
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--deployment", type=Path, default=None, help="deployment TOML (default: the shipped one)"
-    )
+    add_deployment_flag(parser)
     parser.description = (
         "Sample images of every label from a deployment in this process, then score them: class accuracy "
         "and Frechet distance by the evaluation classifier against held-out real images, and the cost. "

@@ -4,8 +4,8 @@ computes, bucket by bucket (ddm.workers.selftest)?"""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from ddm.ops.cli.parser import add_deployment_flag
 from ddm.schema.precision import PRECISIONS
 
 
@@ -19,7 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "checkpoint on the CPU in fp32. Prints load, compile and warm-up time and per-bucket latency; exits "
         "1 naming the buckets that differ by more than the precision's tolerance.",
     )
-    s.add_argument("--deployment", type=Path, default=None, help="deployment TOML (default: $DDM_DEPLOYMENT)")
+    add_deployment_flag(s)
     s.add_argument("--expert", type=int, required=True, help="expert id in the deployment")
     s.add_argument("--device", default=None, help="device to test (default: the deployment's)")
     s.add_argument("--precision", choices=PRECISIONS, default=None, help="default: the deployment's")

@@ -25,9 +25,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from ddm.client.client import Client
+    from ddm.client.images import save_grid
     from ddm.ops.cli.output import print_json
-    from ddm.ops.images import save_grid
-    from ddm.router.client import Client
     from ddm.schema.descriptor import labels_summary
     from ddm.webui.payloads import grid_cols  # the web UI's download has the same layout
 

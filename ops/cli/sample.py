@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from ddm.ops.cli.job_flags import add_job_arguments, job_labels
-from ddm.schema.deployment import DEFAULT_DEPLOYMENT, resolve_deployment
+from ddm.ops.cli.parser import add_deployment_flag
+from ddm.schema.deployment import resolve_deployment
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,12 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--local", action="store_true", help="no effect (deprecated): sampling is always local"
     )
-    parser.add_argument(
-        "--deployment",
-        type=Path,
-        default=None,
-        help=f"deployment TOML (default: $DDM_DEPLOYMENT, else {DEFAULT_DEPLOYMENT})",
-    )
+    add_deployment_flag(parser)
     add_job_arguments(parser)
     parser.add_argument("--device", default=None, help="override every expert's device from the deployment")
     parser.add_argument(
@@ -41,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ddm.ops.images import save_grid
+    from ddm.client.images import save_grid
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.router.sampler import sample_local
     from ddm.schema.deployment import Deployment

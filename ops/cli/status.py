@@ -102,8 +102,8 @@ def _recent_json(jobs: list[tuple[str, JobHash | None]]) -> list[dict]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.client.client import Client
     from ddm.ops.cli.output import print_json
-    from ddm.router.client import Client
     from ddm.schema.errors import ConfigError
 
     if args.job is None and args.recent is None:

@@ -53,8 +53,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.client.client import Client
     from ddm.ops.cli.output import print_json
-    from ddm.router.client import Client
     from ddm.schema.messages import JobSpec
 
     labels, cols = job_labels(args)
@@ -93,7 +93,7 @@ def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:
     st = client.status(spec.job_id)
     saved = []
     if args.out:
-        from ddm.ops.images import save_grid
+        from ddm.client.images import save_grid
 
         saved.append(str(save_grid(x, args.out, cols=cols)))
     if args.npy:

@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddm.ops.logs import configure_logging
+    from ddm.runtime.logs import configure_logging
     from ddm.webui.app import create_app
     from ddm.webui.config import UIConfig
 

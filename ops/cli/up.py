@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from ddm.ops.cli.parser import add_deployment_flag
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -12,9 +13,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "worker, against DDM_AMQP_URL / DDM_REDIS_URL (local defaults) under DDM_PREFIX. Waits until all "
         "are ready, restarts any that dies, and stops them all on Ctrl-C."
     )
-    parser.add_argument(
-        "--deployment", type=Path, default=None, help="deployment TOML (default: the shipped one)"
-    )
+    add_deployment_flag(parser)
     parser.add_argument(
         "--replicas",
         action="append",
@@ -61,8 +60,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.ops.extras import require
-    from ddm.ops.logs import configure_logging
     from ddm.ops.up.bringup import UpOptions, run_up
+    from ddm.runtime.logs import configure_logging
 
     if not args.no_ui:
         require("ui")  # before any worker starts, not when the UI child fails after them

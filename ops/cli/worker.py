@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from ddm.ops.cli.parser import add_deployment_flag
 from ddm.schema.precision import PRECISIONS
 
 
@@ -16,12 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         description="Consume velocity requests for one expert from RabbitMQ, batch them, run one forward "
         "pass per batch and reply to each request. Broker and Redis come from DDM_AMQP_URL / DDM_REDIS_URL.",
     )
-    e.add_argument(
-        "--deployment",
-        type=Path,
-        default=None,
-        help="deployment TOML (default: $DDM_DEPLOYMENT, else the shipped one)",
-    )
+    add_deployment_flag(e)
     e.add_argument("--expert", type=int, required=True, help="expert id in the deployment")
     e.add_argument("--device", default=None, help="override the deployment's device for this expert")
     e.add_argument(
@@ -40,12 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the frame and "
         "the resumable state to Redis.",
     )
-    r.add_argument(
-        "--deployment",
-        type=Path,
-        default=None,
-        help="deployment TOML (default: $DDM_DEPLOYMENT, else the shipped one)",
-    )
+    add_deployment_flag(r)
     r.add_argument("--max-jobs", type=int, default=64, help="jobs in flight at once (the jobs prefetch)")
     r.add_argument("--worker-id", default=None, help="id in job hashes and logs (default: host-pid)")
     _add_common(r)
@@ -61,7 +51,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddm.ops.logs import configure_logging
+    from ddm.runtime.logs import configure_logging
 
     configure_logging("ddm worker")  # DDM_LOG_LEVEL, DDM_LOG_FORMAT
     if args.role == "expert":

@@ -18,12 +18,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.client.client import Client
     from ddm.ops.cli.exit_codes import FAILURE, OK
     from ddm.ops.cli.output import print_json
-    from ddm.router.client import Client
-    from ddm.webui.cluster import QueueProbe
-    from ddm.workers.heartbeat import read_live_workers
-    from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS, unavailable
+    from ddm.runtime.heartbeat import read_live_workers
+    from ddm.runtime.queue_probe import QueueProbe
+    from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, unavailable
 
     with Client() as client:
         try:

@@ -7,9 +7,9 @@ import contextlib
 import uuid
 
 from ddm.ops.doctor.checks import FAIL, OK, Check
+from ddm.runtime.redis_conn import HOW_TO_START
 from ddm.schema.errors import ServiceUnavailableError
 from ddm.schema.settings import Settings, redact
-from ddm.workers.redis_conn import HOW_TO_START
 
 BROKER_FIX = (
     "start RabbitMQ (`rabbitmq-server -detached`, or `docker compose up -d rabbitmq`) or point "
@@ -27,7 +27,7 @@ REDIS_PERMISSIONS_FIX = (
 
 def broker(settings: Settings) -> tuple[Check, object | None]:
     """(the check, an open connection for the permission check, or None)."""
-    from ddm.workers.amqp import connect
+    from ddm.runtime.amqp import connect
 
     where = redact(settings.amqp_url)
     try:
@@ -38,7 +38,7 @@ def broker(settings: Settings) -> tuple[Check, object | None]:
 
 
 def redis_server(settings: Settings) -> tuple[Check, object | None]:
-    from ddm.workers.redis_conn import connect_redis
+    from ddm.runtime.redis_conn import connect_redis
 
     where = redact(settings.redis_url)
     try:
@@ -58,7 +58,7 @@ def broker_permissions(conn, settings: Settings, expert_ids: list[int], jobs: bo
     broker returns it unroutable, so no consumer ever sees it."""
     import pika
 
-    from ddm.workers.amqp import declare_topology
+    from ddm.runtime.amqp import declare_topology
 
     names = settings.names
     channel = conn.channel()

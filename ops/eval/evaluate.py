@@ -151,7 +151,7 @@ def write_report(out_dir: Path, x: np.ndarray, labels: np.ndarray, metrics: dict
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ddm.ops.images import save_grid
+    from ddm.client.images import save_grid
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_dir / "metrics.json", metrics)

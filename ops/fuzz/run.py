@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from ddm.ops.cli.parser import add_deployment_flag
 from ddm.ops.fuzz.messages import CATEGORIES, hostile_messages
 from ddm.schema.messages import JobSpec
 from ddm.schema.settings import Settings
@@ -86,12 +87,12 @@ def _legit_specs(strategies: tuple[str, ...], jobs: int, rng: random.Random) -> 
 
 
 def run_fuzz(settings: Settings, deployment_path: Path, *, messages: int, jobs: int, seed: int) -> FuzzReport:
-    from ddm.router.client import Client
+    from ddm.client.client import Client
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.router.sampler import sample_local
+    from ddm.runtime.amqp import connect
+    from ddm.runtime.heartbeat import read_live_workers
     from ddm.schema.deployment import Deployment
-    from ddm.workers.amqp import connect
-    from ddm.workers.heartbeat import read_live_workers
 
     rng = random.Random(seed)
     report = FuzzReport(sent=dict.fromkeys(CATEGORIES, 0), dead_lettered=dict.fromkeys(CATEGORIES, 0))
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     from ddm.schema.deployment import resolve_deployment
 
     parser = argparse.ArgumentParser(prog="python -m ddm.ops.fuzz.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--deployment", default=None, help="the serving deployment's file (default: shipped)")
+    add_deployment_flag(parser, what=", the serving one's")
     parser.add_argument("--messages", type=int, default=10_000, help="hostile messages to send")
     parser.add_argument("--jobs", type=int, default=24, help="legitimate jobs to run meanwhile")
     parser.add_argument("--seed", type=int, default=0)

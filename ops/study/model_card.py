@@ -11,8 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ddm.ops.distill import student_summary
 from ddm.schema.checkpoint_meta import kind_of, read_meta
-from ddm.workers.distill import student_summary
 
 # What each dataset's checkpoints were trained and scored on, offline (../shared/data/README.md)
 MNIST_NOTE = (

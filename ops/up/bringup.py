@@ -111,9 +111,9 @@ def neuron_core_env(workers: int, environ=None) -> list[dict[str, str]]:
 
 def check_services(settings) -> list[str]:
     """Problems reaching RabbitMQ and Redis, one line each (empty when both answer)."""
+    from ddm.runtime.amqp import connect
+    from ddm.runtime.redis_conn import connect_redis
     from ddm.schema.errors import ServiceUnavailableError
-    from ddm.workers.amqp import connect
-    from ddm.workers.redis_conn import connect_redis
 
     problems = []
     try:
@@ -202,10 +202,10 @@ def _say(line: str, error: bool = False) -> None:
 
 def run_up(options: UpOptions) -> int:
     """Bring the deployment up and keep it up until Ctrl-C or SIGTERM; the exit code of `ddm up`."""
+    from ddm.runtime.redis_conn import connect_redis
     from ddm.schema.deployment import Deployment, resolve_deployment
     from ddm.schema.settings import Settings
     from ddm.workers.checkpoint import read_meta
-    from ddm.workers.redis_conn import connect_redis
 
     if not 1 <= options.routers <= 16:
         raise ConfigError(expected("--routers in 1..16", options.routers))

@@ -15,9 +15,9 @@ import pytest
 
 from ddm.ops.up.broker_cluster import BrokerCluster
 from ddm.ops.up.broker_node import DIST_OFFSET, port_in_use, rabbitmq_scripts
+from ddm.runtime.amqp import connect, declare_topology
 from ddm.schema.errors import ConfigError
 from ddm.schema.messages import JobSpec
-from ddm.workers.amqp import connect, declare_topology
 from tests.support.harness import Pipeline, local_references, wait_for_step
 
 pytestmark = pytest.mark.cluster

@@ -13,8 +13,8 @@ import numpy as np
 import pika
 import pytest
 
+from ddm.client.errors import ExpertUnavailableError, JobFailedError
 from ddm.ops.cli.status import format_status
-from ddm.router.client_errors import ExpertUnavailableError, JobFailedError
 from ddm.router.deployment_loader import describe, load_experts, load_policy
 from ddm.router.sampler import JobArrays, initial_noise, plan_steps
 from ddm.schema.deployment import Deployment

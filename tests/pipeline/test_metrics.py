@@ -12,11 +12,13 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ddm.router.metrics import RouterMetrics
+from ddm.runtime.metrics import MetricsServer, serve_metrics
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import JobSpec
 from ddm.schema.settings import Settings
 from ddm.workers import load_expert
-from ddm.workers.metrics import ExpertMetrics, MetricsServer, RouterMetrics, serve_metrics
+from ddm.workers.metrics import ExpertMetrics
 from ddm.workers.worker import ExpertWorker
 from tests.support.harness import Pipeline
 from tests.support.services import free_port

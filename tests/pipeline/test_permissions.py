@@ -22,7 +22,7 @@ import pika.exceptions
 import pytest
 import redis
 
-from ddm.router.client import Client
+from ddm.client.client import Client
 from ddm.schema.messages import JobSpec
 from tests.support.harness import Pipeline
 from tests.support.services import amqp_channel
@@ -130,8 +130,9 @@ def test_a_job_runs_with_the_documented_permissions(locked_down, label_split_dep
     assert images.shape == (10, 1, 32, 32) and np.isfinite(images).all()
     assert pipe.counter("e0", "requests", 4) >= 4 and pipe.counter("e1", "requests", 4) >= 4
 
-    cluster = pytest.importorskip("ddm.webui.cluster")  # the UI's queue gauges, with the client's user
-    probe = cluster.QueueProbe(amqp["ddm-client"])
+    from ddm.runtime.queue_probe import QueueProbe  # the UI's queue gauges, with the client's user
+
+    probe = QueueProbe(amqp["ddm-client"])
     try:
         queues = [pipe.names.jobs, pipe.names.expert_queue(0), pipe.names.expert_queue(1)]
         assert all(v is not None for v in probe.depths(queues).values())

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from ddm.ops.fuzz.properties import hostile_properties, timestamp_header
+from ddm.runtime.property_guard import RAW_PROPERTIES_HEADER, install
 from ddm.schema.messages import JobSpec
 from ddm.schema.topology import REASON_HEADER, SOURCE_QUEUE_HEADER
-from ddm.workers.property_guard import RAW_PROPERTIES_HEADER, install
 from tests.support.harness import Pipeline, local_reference
 from tests.support.services import amqp_channel
 

@@ -112,7 +112,7 @@ class FakeCluster:
 
     def beat(self, worker_id: str, role: str = "expert", expert_id: int | None = None, **fields) -> None:
         """One heartbeat of worker `worker_id`; an expert's says it served 3 batches. `fields` go on top."""
-        from ddm.workers.heartbeat import Heartbeat
+        from ddm.runtime.heartbeat import Heartbeat
 
         static = {"role": role, "host": "testhost", "region": "test-region", "pid": 1}
         counters = {}

@@ -146,7 +146,7 @@ class Pipeline:
         proc.wait(timeout=10)
 
     def client(self):
-        from ddm.router.client import Client
+        from ddm.client.client import Client
 
         return Client(settings=self.settings)
 

@@ -42,7 +42,7 @@ def test_config_cluster_and_health(make_app, fake):
     assert cfg["jobs_per_minute"] == 30
 
     # queue depth straight from RabbitMQ (passive declare), no management API
-    from ddm.workers.amqp import declare_topology
+    from ddm.runtime.amqp import declare_topology
 
     with amqp_channel() as ch:
         declare_topology(ch, fake.names, [0])

@@ -14,8 +14,8 @@ from ddm.ops.cli import main
 from ddm.ops.data.catalog import DATASETS
 from ddm.router.deployment_loader import describe, load_policy
 from ddm.router.store import JobStore
+from ddm.runtime.redis_conn import connect_redis
 from ddm.schema.deployment import Deployment
-from ddm.workers.redis_conn import connect_redis
 from tests.support.data import SHARED, needs_shared_mnist
 
 

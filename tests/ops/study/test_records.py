@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ddm.ops.images import save_grid
+from ddm.client.images import save_grid
 from ddm.ops.study.records import CASES, ROWS, main, read_study, write_records
 from ddm.schema.checkpoint_meta import write_meta
 from ddm.schema.errors import ConfigError

@@ -9,7 +9,7 @@ like the reject). If that publish is refused it falls back to the plain reject, 
 dead-letters the message, without our reason.
 
 Any AMQP client can read what lands in ddm.dead: the original headers are copied only when they encode
-and decode again, else dropped (and said so); properties that never decoded (workers/property_guard.py)
+and decode again, else dropped (and said so); properties that never decoded (ddm/runtime/property_guard.py)
 are kept as base64 bytes in one header, never as the table that broke the reader.
 """
 
@@ -20,9 +20,9 @@ import logging
 import pika
 import pika.exceptions
 
+from ddm.runtime.property_guard import GuardedBasicProperties, raw_header, undecodable
 from ddm.schema.names import Names
 from ddm.schema.topology import REASON_HEADER, SOURCE_QUEUE_HEADER, WORKER_HEADER
-from ddm.workers.property_guard import GuardedBasicProperties, raw_header, undecodable
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Distillation (ddm.workers.distill): the target is the routed ensemble's velocity, the student trains in
+"""Distillation (ddm.ops.distill): the target is the routed ensemble's velocity, the student trains in
 both frameworks through the experts' own loop, loads through load_expert, serves alone, and resumes.
 
 Teachers are fakes with a velocity known by hand (the routing tests) or the random-weight tiny
@@ -10,6 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ddm.ops.distill import (
+    Ensemble,
+    check_distill_resume,
+    distill_batch,
+    distilled_from,
+    student_meta,
+    teachers_data,
+    write_student_deployment,
+)
 from ddm.router.deployment_loader import describe, load_experts, load_policy
 from ddm.router.policies import RoutingPolicy, build_policy
 from ddm.router.sampler import sample_local
@@ -21,15 +30,6 @@ from ddm.schema.messages import JobSpec
 from ddm.schema.strategy import Strategy
 from ddm.workers import checkpoint as ckpt
 from ddm.workers import load_expert
-from ddm.workers.distill import (
-    Ensemble,
-    check_distill_resume,
-    distill_batch,
-    distilled_from,
-    student_meta,
-    teachers_data,
-    write_student_deployment,
-)
 from ddm.workers.torch_expert import checkpoint as torch_checkpoint
 from ddm.workers.training import TrainConfig, make_trainer, train_loop, training_batch
 

@@ -1,17 +1,17 @@
 """Following a job from Redis: its frames as they land (XREAD BLOCK on its trajectory stream), waiting
-for its end, and riding out a Redis outage meanwhile. Client (router/client.py) mixes this in."""
+for its end, and riding out a Redis outage meanwhile. Client (ddm/client/client.py) mixes this in."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
 
-from ddm.router.client_errors import JobTimeoutError
+from ddm.client.errors import JobTimeoutError
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, unavailable
 from ddm.schema.errors import ServiceUnavailableError
 from ddm.schema.jobs import JobHash, decode_traj_entry
 from ddm.schema.messages import Frame
 from ddm.schema.names import check_job_id
-from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS, unavailable
 
 POLL_S = 0.5  # longest XREAD BLOCK before the job hash is looked at again (failure, expiry)
 REDIS_OUTAGE_S = 120.0  # how long following a job rides out a Redis that does not answer

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 import pika
 import pika.exceptions
 
+from ddm.runtime.property_guard import install as install_property_guard
 from ddm.schema.errors import ConfigError, ServiceUnavailableError
 from ddm.schema.names import Names
 from ddm.schema.settings import check_queue_type, queue_type_from_env, redact, split_urls
@@ -33,7 +34,6 @@ from ddm.schema.topology import (
     expert_queue_arguments,
     jobs_queue_arguments,
 )
-from ddm.workers.property_guard import install as install_property_guard
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from ddm.runtime.redis_conn import SentinelURL, connect_redis, parse_sentinel_url, redis_client
 from ddm.schema.errors import ConfigError, ServiceUnavailableError
 from ddm.schema.jobs import queued_fields
 from ddm.schema.messages import JobSpec
 from ddm.schema.names import Names
 from ddm.schema.settings import Settings
-from ddm.workers.redis_conn import SentinelURL, connect_redis, parse_sentinel_url, redis_client
 from tests.ops.test_compose import COMPOSE_FILE, ENV_EXAMPLE, compose_binary
 from tests.support.services import free_port
 
@@ -287,7 +287,7 @@ def test_without_persistence_a_kill_9_loses_every_job_record(tmp_path):
 
 
 def test_an_unknown_redis_host_says_why_in_words():
-    from ddm.workers.redis_conn import connect_redis
+    from ddm.runtime.redis_conn import connect_redis
 
     with pytest.raises(ServiceUnavailableError, match=r"nosuchhost.invalid.*Name or service not known"):
         connect_redis("redis://nosuchhost.invalid:6379/0")

@@ -35,13 +35,13 @@ from typing import Protocol
 
 import pika
 
+from ddm.runtime.amqp import CONNECTION_ERRORS, connect, declare_topology
+from ddm.runtime.deadletter import dead_letter
+from ddm.runtime.heartbeat import Heartbeat
+from ddm.runtime.metrics import serve_metrics
+from ddm.runtime.property_guard import undecodable
 from ddm.schema.errors import ServiceUnavailableError
 from ddm.schema.settings import Settings, redact
-from ddm.workers.amqp import CONNECTION_ERRORS, connect, declare_topology
-from ddm.workers.deadletter import dead_letter
-from ddm.workers.heartbeat import Heartbeat
-from ddm.workers.metrics import serve_metrics
-from ddm.workers.property_guard import undecodable
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class Session:
 
     def consume(self, queue: str, callback: Callable, *, auto_ack: bool = False) -> str:
         """basic_consume with the runtime's hooks around every delivery. A delivery whose properties
-        did not decode (workers/property_guard.py) never reaches `callback`: it is dead-lettered with its
+        did not decode (ddm/runtime/property_guard.py) never reaches `callback`: it is dead-lettered with its
         raw body and the reason (dropped with a log line when auto_ack already settled it)."""
         hooks = self.runtime.hooks
 
@@ -160,7 +160,7 @@ class Session:
 
     def dead_letter(self, delivery_tag: int, props, body: bytes, reason: str, queue: str) -> None:
         """Refuse a delivery: to ddm.dead with the reason and the original properties, confirmed, then
-        settled (ddm.workers.deadletter) at the next pump, not here. Why: a delivery callback that waits
+        settled (ddm.runtime.deadletter) at the next pump, not here. Why: a delivery callback that waits
         for a broker confirm lets pika queue the next delivery meanwhile, and pika dispatches a channel's
         deliveries until none is left before it runs a timer: under a flood of bad messages the worker's
         timers (heartbeat, descriptor, sweeps) starved for seconds. Deferred, a callback returns at once

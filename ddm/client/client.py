@@ -15,7 +15,7 @@ The client needs no deployment file: it validates against the descriptor the ser
 (Client.deployment). It writes only at submit time (the job hash, status queued, and the JobSpec on
 ddm.jobs) and to cancel (the request; a job no router has taken yet it ends at once). Everything else is
 written by the router worker, which records the strategy and guidance it resolved; the records are
-schema/jobs.py, the layout docs/PROTOCOL.md. Following a job (frames, wait) is router/following.py.
+schema/jobs.py, the layout docs/PROTOCOL.md. Following a job (frames, wait) is ddm/client/following.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ddm.router.client_errors import (
+from ddm.client.errors import (
     DegradedResultWarning,
     ExpertUnavailableError,
     JobCancelledError,
@@ -38,7 +38,8 @@ from ddm.router.client_errors import (
     JobTimeoutError,
     NoDeploymentError,
 )
-from ddm.router.following import JobFollowing, read_stream
+from ddm.client.following import JobFollowing, read_stream
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis, unavailable
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, expected
 from ddm.schema.jobs import (
@@ -53,7 +54,6 @@ from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import check_job_id
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE
-from ddm.workers.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis, unavailable
 
 ON_DEGRADED = ("warn", "raise", "ignore")  # Client.result(on_degraded=...)
 
@@ -115,7 +115,7 @@ class Client(JobFollowing):
         return self._redis
 
     def _open_channel(self):
-        from ddm.workers.amqp import connect, declare_topology
+        from ddm.runtime.amqp import connect, declare_topology
 
         self._close_amqp()
         self._amqp = connect(self.settings.amqp_url)
@@ -231,7 +231,7 @@ class Client(JobFollowing):
     def _publish(self, job_id: str, body: bytes) -> None:
         import pika
 
-        from ddm.workers.amqp import CONNECTION_ERRORS
+        from ddm.runtime.amqp import CONNECTION_ERRORS
 
         props = pika.BasicProperties(
             content_type=CONTENT_TYPE,
@@ -330,13 +330,12 @@ class Client(JobFollowing):
             raise JobFailedError(job_id, st.error or "")
         if st.status is JobStatus.CANCELLED:
             raise JobCancelledError(job_id, st.step, st.steps)
-        data = self.redis.get(self.names.result(job_id))
-        if data is None:
+        images = self.stored_result(st)
+        if images is None:
             raise JobNotFoundError(
                 f"job {job_id} is done but {self.names.result(job_id)} is gone (expired after "
                 f"job_ttl_s={self.settings.job_ttl_s}?)"
             )
-        images = decode_result(job_id, data, st.n, max_bytes=self.settings.max_message_bytes)
         if st.degraded and on_degraded == "raise":
             raise JobDegradedError(job_id, st.degraded, images)
         if st.degraded and on_degraded == "warn":
@@ -346,6 +345,15 @@ class Client(JobFollowing):
                 stacklevel=2,
             )
         return images
+
+    @_redis_errors
+    def stored_result(self, status: JobHash) -> np.ndarray | None:
+        """The job's final latents float32 [n, 1, 32, 32] as stored now, without waiting; None when
+        there are none (not done yet, failed, cancelled, or expired)."""
+        data = self.redis.get(self.names.result(status.job_id))
+        if data is None:
+            return None
+        return decode_result(status.job_id, data, status.n, max_bytes=self.settings.max_message_bytes)
 
     def generate(
         self,

@@ -1,78 +1,25 @@
-"""The workers' counters, and the one writer of every worker's heartbeat record in Redis.
+"""The one writer of every worker's heartbeat record in Redis, and its reader. The counters it writes
+belong to the roles (workers/stats.py WorkerStats, router/stats.py RouterStats).
 
     HSET   <prefix>ddm:worker:<worker_id>  WorkerHeartbeat.encode()  (the record: schema/heartbeat.py)
     EXPIRE <that key> heartbeat_ttl_s      (a worker that stops beating disappears by itself)
     SADD   <prefix>ddm:workers  worker_id  (an index; readers skip ids whose record has expired)
-
-mean_batch_size is request rows per forward pass; mean_compute_ms is time in Expert.velocity per pass.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Protocol
 
 import redis
 
+from ddm.runtime.redis_conn import redis_client
 from ddm.schema.errors import SchemaError
-from ddm.schema.heartbeat import EXPERT_COUNTERS, ROUTER_COUNTERS, WorkerHeartbeat
+from ddm.schema.heartbeat import WorkerHeartbeat
 from ddm.schema.names import Names
-from ddm.workers.redis_conn import redis_client
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class WorkerStats:
-    """An expert worker's counters since it started. Only the connection thread updates them; fields()
-    writes schema/heartbeat.py EXPERT_COUNTERS by name."""
-
-    requests: int = 0  # requests answered
-    batches: int = 0  # forward passes (Expert.velocity calls for a batch)
-    rows: int = 0  # request rows served in those passes
-    compute_ms: float = 0.0  # total time in Expert.velocity
-    dead_lettered: int = 0  # messages refused (poison) or that failed to compute
-    reconnects: int = 0  # broker connections lost and made again (counted by the consumer runtime)
-
-    def record_batch(self, rows: int, requests: int, compute_ms: float) -> None:
-        self.batches += 1
-        self.rows += rows
-        self.requests += requests
-        self.compute_ms += compute_ms
-
-    @property
-    def mean_batch_size(self) -> float:
-        return round(self.rows / self.batches, 3) if self.batches else 0.0
-
-    @property
-    def mean_compute_ms(self) -> float:
-        return round(self.compute_ms / self.batches, 3) if self.batches else 0.0
-
-    def summary(self) -> str:
-        return (
-            f"{self.requests} requests in {self.batches} batches (mean {self.mean_batch_size:.1f} rows, "
-            f"{self.mean_compute_ms:.1f} ms per batch), {self.dead_lettered} dead-lettered"
-        )
-
-    def fields(self) -> dict[str, int | float]:
-        return {name: getattr(self, name) for name in EXPERT_COUNTERS}
-
-
-@dataclass
-class RouterStats:
-    """The router worker's counters since it started; fields() writes ROUTER_COUNTERS by name."""
-
-    jobs_done: int = 0
-    jobs_failed: int = 0
-    steps: int = 0
-    resends: int = 0
-    hedges: int = 0
-    reconnects: int = 0  # counted by the consumer runtime
-
-    def fields(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in ROUTER_COUNTERS}
 
 
 class Counters(Protocol):

@@ -18,6 +18,7 @@ import pytest
 from ddm.client import Client, JobFailedError, JobNotFoundError, JobTimeoutError, NoDeploymentError
 from ddm.router.deployment_loader import describe, load_policy
 from ddm.router.store import JobStore
+from ddm.runtime.amqp import declare_topology
 from ddm.schema import jobs
 from ddm.schema.codec import packb
 from ddm.schema.deployment import Deployment
@@ -25,7 +26,6 @@ from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.topology import CONTENT_TYPE
-from ddm.workers.amqp import declare_topology
 from tests.support.fakes import write_fake_deployment
 from tests.support.services import amqp_channel
 

@@ -16,7 +16,7 @@ from ddm.schema.settings import Settings
 
 # Libraries that log every socket step or platform probe at INFO: quieter, unless DDM_LOG_LEVEL=DEBUG.
 # pika's connection attempts log each failure at ERROR with a traceback; our callers report every one
-# in their own words (ddm.workers.amqp.connect), so those loggers say nothing below CRITICAL.
+# in their own words (ddm.runtime.amqp.connect), so those loggers say nothing below CRITICAL.
 QUIET = {
     "pika": logging.WARNING,
     "pika.adapters.utils.connection_workflow": logging.CRITICAL,

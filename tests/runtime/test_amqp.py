@@ -1,4 +1,4 @@
-"""workers/amqp.py on the real RabbitMQ: several broker addresses (tried in turn, every one redacted in
+"""ddm/runtime/amqp.py on the real RabbitMQ: several broker addresses (tried in turn, every one redacted in
 errors), quorum queues declared on one node, and a queue declared with another type or other arguments
 explained instead of retried forever."""
 
@@ -8,13 +8,13 @@ import dataclasses
 
 import pytest
 
+from ddm.router.metrics import RouterMetrics
+from ddm.runtime.amqp import QueueMismatchError, connect, declare_topology, mismatch_message
+from ddm.runtime.consumer import ConsumerRuntime
 from ddm.schema.errors import ConfigError, ServiceUnavailableError
 from ddm.schema.settings import Settings
 from ddm.schema.topology import EXPERT_DELIVERY_LIMIT
-from ddm.workers.amqp import QueueMismatchError, connect, declare_topology, mismatch_message
-from ddm.workers.heartbeat import WorkerStats
-from ddm.workers.metrics import RouterMetrics
-from ddm.workers.runtime import ConsumerRuntime
+from ddm.workers.stats import WorkerStats
 from tests.support.services import amqp_channel, free_port
 
 

@@ -10,9 +10,9 @@ import pika
 import pytest
 import redis
 
-from ddm.workers.heartbeat import WorkerStats
-from ddm.workers.metrics import RouterMetrics
-from ddm.workers.runtime import ConsumerRuntime, Session
+from ddm.router.metrics import RouterMetrics
+from ddm.runtime.consumer import ConsumerRuntime, Session
+from ddm.workers.stats import WorkerStats
 from tests.support.services import amqp_channel
 
 

@@ -1,4 +1,4 @@
-"""`from ddm.client import Client, JobSpec`: the public door to a running pipeline (see ddm.router.client).
+"""`from ddm.client import Client, JobSpec`: the public door to a running pipeline (see ddm.client.client).
 
     from ddm.client import Client, png_bytes
 
@@ -9,8 +9,7 @@
 Everything here installs with the base package (no torch, JAX or Flask); pillow makes the pictures.
 """
 
-from ddm.ops.images import pil_images, png_bytes
-from ddm.router.client import (
+from ddm.client.client import (
     Client,
     DegradedResultWarning,
     ExpertUnavailableError,
@@ -21,6 +20,7 @@ from ddm.router.client import (
     JobTimeoutError,
     NoDeploymentError,
 )
+from ddm.client.images import pil_images, png_bytes
 from ddm.schema.errors import DDMError, ServiceUnavailableError
 from ddm.schema.jobs import JobHash
 from ddm.schema.messages import Frame, JobSpec, JobStatus

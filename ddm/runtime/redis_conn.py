@@ -1,6 +1,6 @@
 """Redis plumbing shared by the workers, the router, the client and `ddm up` (redis-py).
 
-The twin of workers/amqp.py: one place that opens a connection and, when nothing answers, says
+The twin of ddm/runtime/amqp.py: one place that opens a connection and, when nothing answers, says
 exactly which address failed and how to start a server.
 
 DDM_REDIS_URL takes redis-py's own forms (redis://, rediss://, unix://) and one of ours for Redis

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ddm.ops.logs import configure_logging
+from ddm.runtime.logs import configure_logging
 from ddm.schema.errors import ConfigError
 from ddm.schema.settings import Settings
 from tests.support.fakes import write_random_deployment
