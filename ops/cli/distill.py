@@ -82,12 +82,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.ops import distill as d
     from ddm.ops.cli.train import train_config
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.schema.deployment import Deployment
     from ddm.schema.errors import ConfigError, SchemaError
     from ddm.schema.strategy import Strategy
-    from ddm.ops import distill as d
     from ddm.workers.checkpoint import check_resume
     from ddm.workers.training import make_trainer, train_loop
 
