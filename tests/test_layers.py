@@ -141,20 +141,18 @@ def test_nothing_imports_ops_or_webui_from_below():
             assert not [t for t in targets if package_of(t) == "ddm.webui"], module
 
 
-@pytest.mark.parametrize(
-    ("module", "source", "why"),
-    [
-        ("ddm.schema.flow", "import ddm.workers.batcher\n", "schema imports nothing of ours"),
-        ("ddm.runtime.amqp", "from ddm.router import scheduler\n", "runtime imports only schema"),
-        ("ddm.webui.routes", "from ddm.router.scheduler import Scheduler\n", "webui never imports router"),
-        (
-            "ddm.workers.worker",
-            "def f():\n    from ddm.ops.cleanup import cleanup_prefix\n",
-            "lazy ones count",
-        ),
-    ],
-)
-def test_the_rules_catch_a_forbidden_import(module, source, why, tmp_path):
+# why each is refused -> (the module it is planted in, the import)
+PLANTED = {
+    "schema imports nothing of ours": ("ddm.schema.flow", "import ddm.workers.batcher\n"),
+    "runtime imports only schema": ("ddm.runtime.amqp", "from ddm.router import scheduler\n"),
+    "webui never imports router": ("ddm.webui.routes", "from ddm.router.scheduler import Scheduler\n"),
+    "lazy ones count": ("ddm.workers.worker", "def f():\n    from ddm.ops.cleanup import cleanup_prefix\n"),
+}
+
+
+@pytest.mark.parametrize("why", list(PLANTED))
+def test_the_rules_catch_a_forbidden_import(why, tmp_path):
+    module, source = PLANTED[why]
     edges = graph()
     planted = tmp_path / "planted.py"
     planted.write_text(source)

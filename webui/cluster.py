@@ -47,7 +47,7 @@ class ClusterMonitor:
 
     def deployment(self) -> DeploymentDescriptor:
         """The live descriptor, or SubmitError: no_deployment (no router serves), unavailable."""
-        from ddm.client.client import NoDeploymentError
+        from ddm.client.errors import NoDeploymentError
 
         try:
             return self.client.deployment()

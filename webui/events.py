@@ -22,7 +22,7 @@ import logging
 from flask import request
 from flask_socketio import SocketIO, emit
 
-from ddm.client.client import JobNotFoundError
+from ddm.client.errors import JobNotFoundError
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.webui.jobs import SubmitError, split_token

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify, render_template, request
 
-from ddm.client.client import JobNotFoundError
+from ddm.client.errors import JobNotFoundError
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.descriptor import DIGITS, UNCONDITIONAL
 from ddm.schema.errors import SchemaError, ServiceUnavailableError

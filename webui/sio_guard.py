@@ -35,14 +35,21 @@ def _short(text: str, limit: int = 60) -> str:
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
+def _decoded(packet_class, what: str, data: str):
+    """(the decoded packet, None), or (None, why it does not decode)."""
+    try:
+        return packet_class(encoded_packet=data), None
+    except RecursionError:
+        return None, f"expected {what}, got JSON nested too deeply to parse"
+    except Exception as exc:  # noqa: BLE001 - whatever the decoder raises, the packet is bad
+        return None, f"expected {what}, got {_short(data)} ({type(exc).__name__}: {exc})"
+
+
 def socketio_problem(data: str) -> str | None:
     """What is wrong with one Socket.IO packet from a browser, or None."""
-    try:
-        pkt = sio_packet.Packet(encoded_packet=data)
-    except RecursionError:
-        return "expected a Socket.IO packet, got JSON nested too deeply to parse"
-    except Exception as exc:  # noqa: BLE001 - whatever the decoder raises, the packet is bad
-        return f"expected a Socket.IO packet, got {_short(data)} ({type(exc).__name__}: {exc})"
+    pkt, problem = _decoded(sio_packet.Packet, "a Socket.IO packet", data)
+    if problem:
+        return problem
     kind, body = pkt.packet_type, pkt.data
     if kind == sio_packet.EVENT and not (isinstance(body, list) and body and isinstance(body[0], str)):
         return f'expected an event as ["name", ...], got {_short(data)}'
@@ -60,12 +67,9 @@ def message_problem(message: str | bytes) -> str | None:
     """What is wrong with one Engine.IO packet (a websocket message), or None."""
     if not isinstance(message, str):
         return "expected a text message (this server takes no binary packets)"
-    try:
-        pkt = eio_packet.Packet(encoded_packet=message)
-    except RecursionError:
-        return "expected an Engine.IO packet, got JSON nested too deeply to parse"
-    except Exception as exc:  # noqa: BLE001 - whatever the decoder raises, the packet is bad
-        return f"expected an Engine.IO packet, got {_short(message)} ({type(exc).__name__}: {exc})"
+    pkt, problem = _decoded(eio_packet.Packet, "an Engine.IO packet", message)
+    if problem:
+        return problem
     if not 0 <= pkt.packet_type < len(eio_packet.packet_names):
         return f"expected an Engine.IO packet of type 0-6, got {_short(message)}"
     if pkt.packet_type == eio_packet.MESSAGE:

@@ -66,35 +66,26 @@ class ExpertFramework:
             raise ConfigError(expected(f"a {self.name} preset in {sorted(self.presets)}", name)) from None
 
 
-TORCH = ExpertFramework(
-    name="torch",
-    extra="torch",
-    modules=("torch", "safetensors"),
-    weights_file="model.safetensors",
-    train_state_file="train_state.safetensors",
-    config=UNetConfig,
-    presets=PRESETS,
-    load=EntryPoint("ddm.workers.torch_expert.expert:load"),
-    make_trainer=EntryPoint("ddm.workers.torch_expert.train:make_trainer"),
-    load_canonical=EntryPoint("ddm.workers.torch_expert.checkpoint:load_weights"),
-    save_canonical=EntryPoint("ddm.workers.torch_expert.checkpoint:save_canonical"),
-    toolchain=EntryPoint("ddm.workers.torch_expert.devices:toolchain_line"),
-)
+def twin_code(package: str, toolchain_module: str = "expert") -> dict[str, EntryPoint]:
+    """The entry points of a framework folder laid out as the twins are (the same file and function
+    names in every framework: DESIGN.md's habit 8)."""
+    return {
+        "load": EntryPoint(f"{package}.expert:load"),
+        "make_trainer": EntryPoint(f"{package}.train:make_trainer"),
+        "load_canonical": EntryPoint(f"{package}.checkpoint:load_weights"),
+        "save_canonical": EntryPoint(f"{package}.checkpoint:save_canonical"),
+        "toolchain": EntryPoint(f"{package}.{toolchain_module}:toolchain_line"),
+    }
 
+
+TORCH = ExpertFramework(
+    "torch", "torch", ("torch", "safetensors"), "model.safetensors", "train_state.safetensors",
+    UNetConfig, PRESETS, **twin_code("ddm.workers.torch_expert", toolchain_module="devices"),
+)  # fmt: skip
 JAX = ExpertFramework(
-    name="jax",
-    extra="jax",
-    modules=("jax", "jaxlib", "flax", "optax"),
-    weights_file="model.msgpack",
-    train_state_file="train_state.msgpack",
-    config=UNetConfig,
-    presets=PRESETS,
-    load=EntryPoint("ddm.workers.jax_expert.expert:load"),
-    make_trainer=EntryPoint("ddm.workers.jax_expert.train:make_trainer"),
-    load_canonical=EntryPoint("ddm.workers.jax_expert.checkpoint:load_weights"),
-    save_canonical=EntryPoint("ddm.workers.jax_expert.checkpoint:save_canonical"),
-    toolchain=EntryPoint("ddm.workers.jax_expert.expert:toolchain_line"),
-)
+    "jax", "jax", ("jax", "jaxlib", "flax", "optax"), "model.msgpack", "train_state.msgpack",
+    UNetConfig, PRESETS, **twin_code("ddm.workers.jax_expert"),
+)  # fmt: skip
 
 FRAMEWORKS: dict[str, ExpertFramework] = {f.name: f for f in (TORCH, JAX)}
 

@@ -9,8 +9,8 @@
 Everything here installs with the base package (no torch, JAX or Flask); pillow makes the pictures.
 """
 
-from ddm.client.client import (
-    Client,
+from ddm.client.client import Client
+from ddm.client.errors import (
     DegradedResultWarning,
     ExpertUnavailableError,
     JobCancelledError,

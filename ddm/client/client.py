@@ -35,7 +35,6 @@ from ddm.client.errors import (
     JobDegradedError,
     JobFailedError,
     JobNotFoundError,
-    JobTimeoutError,
     NoDeploymentError,
 )
 from ddm.client.following import JobFollowing, read_stream
@@ -393,15 +392,4 @@ class Client(JobFollowing):
         )
 
 
-__all__ = [
-    "Client",
-    "DegradedResultWarning",
-    "JobDegradedError",
-    "ExpertUnavailableError",
-    "JobCancelledError",
-    "JobFailedError",
-    "JobNotFoundError",
-    "JobTimeoutError",
-    "NoDeploymentError",
-    "read_stream",
-]
+__all__ = ["Client", "read_stream"]

@@ -94,7 +94,8 @@ def _redis_permissions(r, settings) -> Check:
 
 def _serving(settings) -> Check:
     """What a client submits to: the deployment a running router publishes (its descriptor)."""
-    from ddm.client.client import Client, NoDeploymentError
+    from ddm.client.client import Client
+    from ddm.client.errors import NoDeploymentError
 
     with Client(settings=settings) as client:
         try:

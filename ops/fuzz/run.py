@@ -187,13 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="write the report here too")
     args = parser.parse_args(argv)
-    report = run_fuzz(
-        Settings.from_env(),
-        resolve_deployment(args.deployment),
-        messages=args.messages,
-        jobs=args.jobs,
-        seed=args.seed,
-    )
+    settings, deployment = Settings.from_env(), resolve_deployment(args.deployment)
+    report = run_fuzz(settings, deployment, messages=args.messages, jobs=args.jobs, seed=args.seed)
     text = json.dumps(report.to_dict(), indent=2)
     print(text)
     if args.json:

@@ -21,10 +21,8 @@ from pathlib import Path
 import pytest
 
 from ddm.ops.cli import COMMANDS, build_parser
+from tests.support.compose import COMPOSE_FILE, ENV_EXAMPLE, REPO, compose_binary
 
-REPO = Path(__file__).resolve().parents[2]
-COMPOSE_FILE = REPO / "docker-compose.yml"
-ENV_EXAMPLE = REPO / ".env.example"
 PROFILES = ("neuron", "cuda", "gpu", "monitoring")
 DEFAULT_SERVICES = {"rabbitmq", "redis", "router", "webui", "expert-torch", "expert-jax"}
 PROFILE_SERVICES = {
@@ -42,14 +40,6 @@ SHIPPED_DEPLOYMENT = REPO / "checkpoints" / "mnist" / "deployment.toml"  # what 
 def service_device(name: str) -> str:
     """The --device an expert service must pass: its accelerator's name in the service name, else cpu."""
     return next((d for d in ("cuda", "gpu", "neuron") if f"-{d}" in name), "cpu")
-
-
-def compose_binary() -> Path | None:
-    spec = importlib.util.find_spec("compose")
-    if spec is None or spec.origin is None:
-        return None
-    binary = Path(spec.origin).parent / "docker-compose"
-    return binary if binary.is_file() and os.access(binary, os.X_OK) else None
 
 
 @pytest.fixture(scope="module")

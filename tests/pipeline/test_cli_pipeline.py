@@ -5,7 +5,6 @@ submit --wait` follows it), `ddm result` and `ddm workers`."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 from ddm.ops.cli import main
 from ddm.schema.messages import JobSpec, JobStatus
 from tests.support.harness import DDM_CLI, Pipeline, wait_for_step
-from tests.support.services import amqp_channel
+from tests.support.services import amqp_channel, rabbitmqctl
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "follow_job.py"
 
@@ -88,15 +87,7 @@ def test_cancel_stops_a_running_job_and_submit_wait_exits_1(pipe, cli_env, capsy
 
 def unacked(queue: str) -> int:
     """Messages of `queue` delivered and not acked yet, as the broker counts them (rabbitmqctl)."""
-    if shutil.which("rabbitmqctl") is None:
-        pytest.skip("rabbitmqctl is not installed here")
-    listing = subprocess.run(
-        ["rabbitmqctl", "-q", "list_queues", "name", "messages_unacknowledged"],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+    listing = rabbitmqctl("list_queues", "name", "messages_unacknowledged").stdout
     counts = dict(line.split("\t") for line in listing.splitlines() if "\t" in line)
     return int(counts[queue])
 

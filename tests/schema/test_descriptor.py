@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from ddm.schema import JobSpec, SchemaError
-from ddm.schema.descriptor import DIGITS, DeploymentDescriptor, ExpertInfo
+from ddm.schema.descriptor import DeploymentDescriptor, ExpertInfo
 from ddm.schema.strategy import Strategy, accepted_strategies, default_strategy
+from tests.support.descriptors import demo_descriptor
 
 
 def descriptor(**changes) -> DeploymentDescriptor:
-    base = DeploymentDescriptor(
-        name="demo",
-        router_kind="oracle",
-        experts=(
-            ExpertInfo(0, "torch", "cpu", (0, 1, 2, 3, 4), "labels"),
-            ExpertInfo(1, "jax", "auto", (5, 6, 7, 8), "labels"),
-        ),
-        strategies=accepted_strategies(2, has_oracle=True),
-        default_strategy="oracle",
-        default_guidance=1.5,
-        class_names=DIGITS,
-        router_id="router-a",
-        published_at=1.0,
-    )
-    return dataclasses.replace(base, **changes)
+    return demo_descriptor(**changes)
 
 
 def test_round_trip_is_exact():

@@ -5,38 +5,20 @@ a job that names no strategy gets top1 where the default is the oracle."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from ddm.schema import JobSpec, SchemaError
 from ddm.schema.descriptor import (
-    DIGITS,
     DeploymentDescriptor,
-    ExpertInfo,
     label_name,
     labels_summary,
 )
 from ddm.schema.flow import NULL_CLASS
-from ddm.schema.strategy import accepted_strategies
+from tests.support.descriptors import demo_descriptor
 
 
 def descriptor(**changes) -> DeploymentDescriptor:
-    base = DeploymentDescriptor(
-        name="demo",
-        router_kind="learned",
-        experts=(
-            ExpertInfo(0, "torch", "cpu", (0, 1, 2, 3, 4), "labels"),
-            ExpertInfo(1, "jax", "auto", (5, 6, 7, 8, 9), "labels"),
-        ),
-        strategies=accepted_strategies(2, has_oracle=True),
-        default_strategy="oracle",
-        default_guidance=1.5,
-        class_names=DIGITS,
-        router_id="router-a",
-        published_at=1.0,
-    )
-    return dataclasses.replace(base, **changes)
+    return demo_descriptor("learned", (5, 6, 7, 8, 9), **changes)
 
 
 def test_a_job_spec_takes_the_null_label_and_keeps_it_on_the_wire():

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pika
 
@@ -42,3 +46,30 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 30) -> None:
+    """Until url/healthz answers 200; fails with the process's log if it exits or takes too long."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "the UI did not start:\n" + log.read_text()
+        time.sleep(0.2)
+
+
+def rabbitmqctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`rabbitmqctl -q ARGS` on the local broker (its output in .stdout); the test is skipped where
+    rabbitmqctl is not installed."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("rabbitmqctl") is None:
+        pytest.skip("rabbitmqctl is not installed here")
+    return subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=timeout)

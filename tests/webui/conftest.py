@@ -17,7 +17,7 @@ from ddm.ops.up.supervisor import stop_processes
 from ddm.ops.up.ui import PRODUCTION_COMMAND
 from tests.support.fakes import FakeCluster, write_fake_deployment
 from tests.support.harness import DDM_CLI, service_env
-from tests.support.services import free_port
+from tests.support.services import free_port, wait_healthy
 
 
 @pytest.fixture
@@ -91,20 +91,6 @@ class ProductionUI:
     log: Path
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "the UI did not start:\n" + log.read_text()
-        time.sleep(0.2)
-
-
 @pytest.fixture
 def production_ui(fake, fake_deployment, tmp_path):
     """production_ui(**DDM_UI_* settings) -> ProductionUI: the gunicorn command (one gthread worker) on
@@ -125,7 +111,7 @@ def production_ui(fake, fake_deployment, tmp_path):
         proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=logs[-1], stderr=subprocess.STDOUT)
         procs.append(proc)
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, proc, path)
+        wait_healthy(url, proc, path)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         assert children, "gunicorn has no worker process"
         return ProductionUI(url, int(children[0]), path)

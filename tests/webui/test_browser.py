@@ -16,36 +16,11 @@ from pathlib import Path
 import pytest
 
 from ddm.ops.up.supervisor import stop_processes
+from tests.support.browser import open_page, require_browser
 from tests.support.harness import DDM_CLI, OutputWatcher, service_env
 from tests.support.services import free_port
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-INSTALL = (
-    "install Debian's Chromium and Playwright for Python: `apt-get update && apt-get install -y chromium` "
-    "and `pip install playwright` (or `pip install -e '.[dev]'`); do NOT run `playwright install` - "
-    f"the test drives {CHROMIUM} (`bash .ci/run` installs both)"
-)
 STEPS = 30
-
-
-def require_browser():
-    """Fail (never skip) when the browser or its driver is missing, saying how to install them."""
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} not found: {INSTALL}")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        pytest.fail(f"the playwright package is missing: {INSTALL}")
 
 
 @pytest.mark.browser
@@ -68,10 +43,7 @@ def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment
         wait_line("ddm up: ready.")
         assert f"ddm up: web UI at {url}" in "".join(lines)
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 960})
-            page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-            page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+            browser, page = open_page(p, errors, viewport={"width": 1440, "height": 960})
             page.goto(url)
 
             # the cluster panel: both experts, each with a live worker, frameworks shown

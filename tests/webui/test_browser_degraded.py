@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.webui.test_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
+from tests.support.browser import open_page, require_browser
 
 
 @pytest.mark.browser
@@ -26,9 +26,7 @@ def test_a_degraded_result_is_marked_on_the_job_and_in_recent_jobs(ui_server, fa
     url = ui_server()
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+        browser, page = open_page(p, errors)
         page.goto(f"{url}#job={spec.job_id}")
         page.wait_for_selector("#job-status.badge-degraded", timeout=15_000)
         assert page.text_content("#job-status") == "done · degraded"

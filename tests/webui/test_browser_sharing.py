@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webui.test_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
+from tests.support.browser import open_page, require_browser
 
 TOKEN = "sesame-7f3a9c"
 FASHION = ("T-shirt", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Boot")
@@ -23,9 +23,7 @@ def test_the_page_names_the_classes_and_submits_with_a_token(ui_server, fake, fa
     url = ui_server(DDM_UI_TOKEN=TOKEN)
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+        browser, page = open_page(p, errors)
         page.goto(url)
         page.wait_for_selector("#conn.pill-ok", timeout=10_000)  # a submit before the socket is up is refused
         assert page.locator("#classes .chip span").all_text_contents() == list(FASHION)

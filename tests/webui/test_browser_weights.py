@@ -23,10 +23,10 @@ import pytest
 from ddm.ops.up.supervisor import stop_processes
 from ddm.schema.deployment import Deployment
 from ddm.webui.jobs import trained_on
+from tests.support.browser import open_page, require_browser
 from tests.support.fakes import descriptor_of
 from tests.support.harness import DDM_CLI, OutputWatcher, service_env
 from tests.support.services import free_port
-from tests.webui.test_browser import CHROMIUM, CHROMIUM_ARGS, require_browser
 
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 # deployment -> (its screenshot's name in docs/img, whether it offers the oracle: only disjoint label sets do)
@@ -60,10 +60,7 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(name, prefix,
     try:
         out.wait_line("ddm up: ready.")
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 1100})
-            page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-            page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+            browser, page = open_page(p, errors, viewport={"width": 1440, "height": 1100})
             page.goto(url)
             for e in range(k):
                 page.wait_for_selector(f'.worker[data-expert="{e}"][data-alive="1"]', timeout=60_000)

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ import pytest
 from ddm.ops.up.supervisor import stop_processes
 from ddm.ops.up.ui import PRODUCTION_COMMAND
 from tests.support.harness import service_env
-from tests.support.services import free_port
+from tests.support.services import free_port, wait_healthy
 
 CLIENTS = 50
 JOBS = 20
@@ -96,17 +95,7 @@ def test_fifty_clients_watch_twenty_jobs(fake, fake_deployment, tmp_path):
     url = f"http://127.0.0.1:{port}"
     clients: list[Watcher] = []
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            assert server.poll() is None, (tmp_path / "ui.log").read_text()
-            assert time.monotonic() < deadline, "the UI did not start:\n" + (tmp_path / "ui.log").read_text()
-            time.sleep(0.2)
+        wait_healthy(url, server, tmp_path / "ui.log")
         pid = worker_pid(server.pid)
         base_kb = rss_kb(pid)["VmRSS"]
 

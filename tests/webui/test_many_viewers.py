@@ -21,7 +21,7 @@ import redis
 
 from ddm.webui.config import UIConfig
 from tests.support.services import REDIS_URL
-from tests.webui.wire import Drain, WireSocket
+from tests.support.wire import Drain, WireSocket
 
 THREADS = 200  # DDM_UI_THREADS: each websocket holds one of gunicorn's threads
 

@@ -14,7 +14,7 @@ import redis
 from ddm.schema.settings import Settings
 from ddm.webui.config import REDIS_SPARE_CONNECTIONS, UIConfig
 from ddm.webui.redis_pool import client_name, ui_redis
-from tests.workers.test_redis_conn import SentinelSet, needs_redis_server
+from tests.support.sentinel import SentinelSet, needs_redis_server
 
 
 def test_the_pool_is_sized_from_the_threads():

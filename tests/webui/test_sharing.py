@@ -8,7 +8,7 @@ import pytest
 
 from ddm.schema.errors import ConfigError
 from ddm.webui.config import UIConfig
-from tests.webui.test_events import connect
+from tests.support.socketio import connect
 
 TOKEN = "sesame-7f3a9c"
 JOB = {"labels": [2], "steps": 2, "strategy": "oracle", "seed": 1}

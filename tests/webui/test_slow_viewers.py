@@ -12,7 +12,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from tests.support.services import free_port
-from tests.webui.wire import Drain, WireSocket
+from tests.support.wire import Drain, WireSocket
 
 STEPS = 100  # 8.7 MB of frames: more than the kernel buffers a silent socket fills first (4 MB)
 

@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tests.webui.wire import Drain, WireSocket
+from tests.support.wire import Drain, WireSocket
 
 DEEP = 5000  # past Python's recursion limit (1000) in json's parser
 BAD = {

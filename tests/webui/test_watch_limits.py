@@ -4,7 +4,7 @@ nothing kept once a socket leaves. Socket.IO through Flask-SocketIO's test clien
 
 from __future__ import annotations
 
-from tests.webui.test_events import connect, steps_of, wait_for
+from tests.support.socketio import connect, steps_of, wait_for
 
 TOKEN = "sesame-7f3a9c"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.webui.wire import Drain, WireSocket
+from tests.support.wire import Drain, WireSocket
 
 MAX_GROWTH_MB = 40  # measured: 2-4 MB with the default budget, 6.5 MB with all admitted (docs/WEBUI.md)
 WATCHES = 300

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import shutil
 import signal
 import subprocess
 import threading
@@ -30,6 +29,7 @@ from ddm.workers import load_expert
 from ddm.workers.worker import ExpertWorker
 from tests.support.constants import TEST_BUCKETS
 from tests.support.harness import service_env, spawn_worker
+from tests.support.services import rabbitmqctl
 
 TOL = 1e-5
 
@@ -403,19 +403,12 @@ def test_competing_replicas_survive_kill9(
 def _close_broker_connection(name: str) -> None:
     """Force-close (CONNECTION_FORCED) the connection named `name`, as a broker restart would, but
     without disturbing anyone else on this broker."""
-    if shutil.which("rabbitmqctl") is None:
-        pytest.skip("rabbitmqctl not available")
-    listed = subprocess.run(
-        ["rabbitmqctl", "list_connections", "pid", "client_properties", "-q"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    listed = rabbitmqctl("list_connections", "pid", "client_properties")
     if listed.returncode != 0:
         pytest.skip(f"rabbitmqctl cannot list connections: {listed.stderr.strip()[:200]}")
     pids = [line.split("\t")[0] for line in listed.stdout.splitlines() if f'"{name}"' in line]
     assert len(pids) == 1, f"connection {name} not found: {listed.stdout[:500]}"
-    subprocess.run(["rabbitmqctl", "close_connection", pids[0], "test"], check=True, timeout=60)
+    assert rabbitmqctl("close_connection", pids[0], "test").returncode == 0
 
 
 def test_reconnects_when_the_broker_drops_the_connection(

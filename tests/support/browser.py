@@ -1,0 +1,45 @@
+"""Headless Chromium for the browser tests: Debian's `chromium` package, driven by Playwright (never a
+browser download)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+INSTALL = (
+    "install Debian's Chromium and Playwright for Python: `apt-get update && apt-get install -y chromium` "
+    "and `pip install playwright` (or `pip install -e '.[dev]'`); do NOT run `playwright install` - "
+    f"the test drives {CHROMIUM} (`bash .ci/run` installs both)"
+)
+
+
+def require_browser():
+    """Fail (never skip) when the browser or its driver is missing, saying how to install them."""
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} not found: {INSTALL}")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.fail(f"the playwright package is missing: {INSTALL}")
+
+
+def open_page(playwright, errors: list[str], viewport: dict | None = None):
+    """(browser, page) of headless Chromium; the page's script errors and console errors are appended
+    to `errors` (a test asserts it stays empty)."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport=viewport) if viewport else browser.new_page()
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+    return browser, page
