@@ -46,6 +46,16 @@ class Strategy:
         live worker it renormalises over the live ones; oracle and top1 wait for that expert instead."""
         return self.kind == "full" or (self.kind == "topk" and (self.k or 0) >= 2)
 
+    def describe(self) -> str:
+        """What the strategy does, in a sentence (the web UI's hint under its menu, `--help`)."""
+        if self.kind == "oracle":
+            return "label → expert table of the label split: each label goes to the expert trained on it"
+        if self.kind == "full":
+            return "every expert, weighted by the router's probabilities"
+        if self.k == 1:
+            return "the router's most likely expert for each image, at every step"
+        return f"the router's {self.k} most likely experts, weights renormalised"
+
     def __str__(self) -> str:
         """The canonical spelling ('top1' for topk:1): what descriptors list and job hashes record."""
         if self.kind == "topk":

@@ -27,6 +27,7 @@ from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, E
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
+from ddm.schema.strategy import Strategy
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
 FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
@@ -110,6 +111,8 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
     """The descriptor as the page uses it: experts with `classes` (their labels) and `trained_on` (the
     words the cluster panel and the legend show)."""
     d = descriptor.to_dict()
+    # what each strategy does, from the one parser (the page does not parse strategies itself)
+    d["strategy_hints"] = {s: Strategy.parse(s).describe() for s in descriptor.strategies}
     d["null_label"] = NULL_CLASS  # a job label: an unconditional image, shown as d["null_name"]
     d["null_name"] = UNCONDITIONAL
     d["experts"] = [

@@ -36,7 +36,7 @@ class DatasetSpec:
     offline_hint: str
 
 
-# Decompressed md5s were checked here against /work/shared/data/mnist (test split) and the Debian
+# Decompressed md5s were checked against an offline copy of the MNIST test split and the Debian
 # package dataset-fashion-mnist (all four files); both ship re-compressed .gz files whose archive
 # md5 differs from the official one while the payload is identical.
 DATASETS: dict[str, DatasetSpec] = {
@@ -72,8 +72,8 @@ DATASETS: dict[str, DatasetSpec] = {
         classes=tuple(str(d) for d in range(10)),
         offline_dirs=(),
         offline_hint=(
-            "offline, point at the MNIST test split shipped with the workspace: "
-            "DDM_DATA_DIR=../shared/data (or --data-dir ../shared/data), then train on "
+            "offline, point DDM_DATA_DIR (or --data-dir) at a folder that holds mnist/ with the "
+            "test split (t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz), then train on "
             "--split 'test[:8000]' and evaluate on 'test[8000:]'"
         ),
     ),

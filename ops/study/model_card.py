@@ -14,7 +14,7 @@ from pathlib import Path
 from ddm.ops.distill import student_summary
 from ddm.schema.checkpoint_meta import kind_of, read_meta
 
-# What each dataset's checkpoints were trained and scored on, offline (../shared/data/README.md)
+# What each dataset's checkpoints were trained and scored on, offline
 MNIST_NOTE = (
     "Offline, only the MNIST **test** split exists on the machines this was trained on: training used its "
     "first 8,000 images (`test[:8000]`) and every held-out figure uses the other 2,000 (`test[8000:]`). "

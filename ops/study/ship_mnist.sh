@@ -4,7 +4,7 @@
 # trains the learned router and the evaluation classifier if missing, evaluates the deployment and
 # writes a model card per checkpoint. Every number in the cards comes from these commands.
 #
-#   DDM_DATA_DIR=../shared/data bash ops/study/ship_mnist.sh [runs/mnist] [checkpoints/mnist] [n_eval]
+#   DDM_DATA_DIR=/path/to/data bash ops/study/ship_mnist.sh [runs/mnist] [checkpoints/mnist] [n_eval]
 set -euo pipefail
 runs=${1:-runs/mnist}
 out=${2:-checkpoints/mnist}

@@ -5,21 +5,24 @@ itself. Real RabbitMQ, Redis and worker processes."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import pytest
 
 from ddm.client import DegradedResultWarning, JobDegradedError
 from ddm.ops.cli.exit_codes import DEGRADED, OK
+from ddm.schema.deployment import Deployment
 from tests.support.harness import DDM_CLI, Pipeline
 
 
 @pytest.fixture(scope="module")
 def pipe(shared_labels_deployment, tmp_path_factory):
     """Expert 0 only, on a deployment whose jobs degrade by default (the file's own setting)."""
-    text = shared_labels_deployment.read_text()
-    degrading = shared_labels_deployment.with_name("deployment-degrade.toml")
-    degrading.write_text('on_expert_loss = "degrade"\n' + text)
+    served = Deployment.load(shared_labels_deployment)
+    degrading = dataclasses.replace(
+        served, path=served.path.with_name("deployment-degrade.toml"), on_expert_loss="degrade"
+    ).write()
     with Pipeline(degrading, tmp_path_factory.mktemp("loud"), env={"DDM_EXPERT_LOSS_GRACE_S": "0.5"}) as pipe:
         pipe.up({"a0": 0})
         yield pipe

@@ -35,5 +35,8 @@ def test_a_degraded_result_is_marked_on_the_job_and_in_recent_jobs(ui_server, fa
         row = page.locator(f"#recent-body tr[data-job-id='{spec.job_id}']")
         row.wait_for(timeout=15_000)
         assert row.locator(".badge-degraded").text_content() == "degraded"
+        page.select_option("#strategy", "topk:2")  # the menu's words come from /api/config
+        hint = page.text_content("#strategy-hint")
+        assert hint == "the router's 2 most likely experts, weights renormalised"
         browser.close()
     assert errors == []

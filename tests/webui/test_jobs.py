@@ -116,3 +116,14 @@ def test_an_uneven_cluster_is_described_by_its_largest_label_shares(tmp_path, co
     assert describe_expert(d, 0) == f"expert 0 (torch, trained on {words})"
     # a router before label_counts: the labels it saw
     assert trained_on(d, dataclasses.replace(expert, label_counts=())) == labels_text(d, labels)
+
+
+def test_the_page_gets_each_strategys_words_from_the_server(tmp_path):
+    """The page no longer parses strategies: /api/config carries what each one does."""
+    from ddm.webui.jobs import deployment_payload
+
+    d = descriptor_of(write_fake_deployment(tmp_path))
+    hints = deployment_payload(d)["strategy_hints"]
+    assert list(hints) == list(d.strategies)
+    assert hints["topk:2"] == "the router's 2 most likely experts, weights renormalised"
+    assert "label → expert" in hints["oracle"] and "every expert" in hints["full"]

@@ -6,15 +6,11 @@
   const $ = (id) => document.getElementById(id);
   const COLORS = ["#4f9cf9", "#f5a524", "#2fbf8a", "#e5484d", "#a66cf0", "#22b8cf", "#d6b400", "#e05ca8"];
   const expertColor = (k) => COLORS[((k % COLORS.length) + COLORS.length) % COLORS.length];
-  const STRATEGY_HINTS = {
-    oracle: "label → expert table of the label split: each label goes to the expert trained on it",
-    top1: "the router's most likely expert for each image, at every step",
-    full: "every expert, weighted by the router's probabilities",
-    "": "the serving deployment's default strategy",
-  };
+  // what each strategy does comes with the deployment (/api/config: strategy_hints); the page never
+  // parses a strategy itself
   function strategyHint(s) {
-    const m = /^topk:([0-9]+)$/.exec(s);
-    return m ? "the router's " + m[1] + " most likely experts, weights renormalised" : STRATEGY_HINTS[s] || "";
+    if (!s) return "the serving deployment's default strategy";
+    return (deployment && deployment.strategy_hints && deployment.strategy_hints[s]) || "";
   }
   const KIND_TITLES = {
     bad_input: "Bad input",
@@ -139,6 +135,7 @@
   // The serving router's descriptor (strategies, defaults, class names, experts): on load from
   // /api/config, then with every cluster push, so a router that starts (or changes) later shows up.
   let deploymentKey = null;
+  let deployment = null; // the last descriptor applied (its strategy_hints word the strategy menu)
 
   function applyDeployment(dep, error) {
     const banner = $("dep-error");
@@ -151,6 +148,7 @@
     const key = JSON.stringify([dep.name, dep.strategies, dep.default_strategy, dep.default_guidance, dep.class_names, dep.experts]);
     if (key === deploymentKey) return;
     deploymentKey = key;
+    deployment = dep;
     $("dep-name").textContent = dep.name;
     classNames = dep.class_names.slice();
     if (dep.null_label !== undefined) nullLabel = dep.null_label;
