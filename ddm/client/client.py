@@ -52,7 +52,7 @@ from ddm.schema.jobs import (
 from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import check_job_id
 from ddm.schema.settings import Settings
-from ddm.schema.topology import CONTENT_TYPE
+from ddm.schema.topology import CONTENT_TYPE, check_job_priority
 
 ON_DEGRADED = ("warn", "raise", "ignore")  # Client.result(on_degraded=...)
 
@@ -68,6 +68,13 @@ def _redis_errors(fn):
             raise unavailable(self.settings.redis_url, exc) from None
 
     return wrapper
+
+
+def _job_status(value: JobStatus | str) -> JobStatus:
+    try:
+        return JobStatus(value)
+    except ValueError:
+        raise SchemaError(expected(f"a job status in {[s.value for s in JobStatus]}", value)) from None
 
 
 def _text(value: bytes | str) -> str:
@@ -182,7 +189,9 @@ class Client(JobFollowing):
                 channel.close()
 
     @_redis_errors
-    def submit(self, spec: JobSpec, *, check: bool = True, queue_anyway: bool = False) -> str:
+    def submit(
+        self, spec: JobSpec, *, check: bool = True, queue_anyway: bool = False, priority: int | None = None
+    ) -> str:
         """Validate `spec`, create its job hash (status queued) and queue it on ddm.jobs. Returns the job id.
 
         Validation happens before anything is written: the JobSpec rules (steps 1..1000, 1..64 labels in
@@ -191,10 +200,16 @@ class Client(JobFollowing):
         some expert was trained on, no unconditional image under 'oracle'); no router serving raises
         NoDeploymentError. A strategy or guidance left None gets the deployment's default, resolved by
         the router. A job id that already exists is refused.
+
+        priority: 0..9 (schema/topology.py JOB_MAX_PRIORITY), the job message's AMQP priority: routers
+        take queued jobs of a higher priority first (None: 0, the lowest). A quorum ddm.jobs on
+        RabbitMQ 3.x ignores it (docs/PROTOCOL.md section 2).
         """
         if not isinstance(spec, JobSpec):
             raise SchemaError(expected("a JobSpec", type(spec).__name__))
         spec.validate()
+        if priority is not None:
+            check_job_priority(priority)
         if check:
             descriptor = self.deployment()
             descriptor.check(spec)
@@ -219,7 +234,7 @@ class Client(JobFollowing):
 
         self.redis.transaction(create, key)
         try:
-            self._publish(spec.job_id, body)
+            self._publish(spec.job_id, body, priority)
         except BaseException:
             # nothing was queued: leave no queued-forever hash behind
             self.redis.delete(key)
@@ -227,7 +242,7 @@ class Client(JobFollowing):
             raise
         return spec.job_id
 
-    def _publish(self, job_id: str, body: bytes) -> None:
+    def _publish(self, job_id: str, body: bytes, priority: int | None = None) -> None:
         import pika
 
         from ddm.runtime.amqp import CONNECTION_ERRORS
@@ -239,6 +254,7 @@ class Client(JobFollowing):
             message_id=job_id,
             type=JobSpec.TYPE,
             timestamp=int(time.time()),
+            priority=priority,
         )
         for attempt in (1, 2):
             channel = self._channel
@@ -282,6 +298,34 @@ class Client(JobFollowing):
             pipe.hgetall(self.names.job(job_id))
         rows = zip(ids, pipe.execute(), strict=True)
         return [(job_id, JobHash.decode(job_id, raw) if raw else None) for job_id, raw in rows]
+
+    @_redis_errors
+    def find(
+        self, status: JobStatus | str | None = None, limit: int = 20, scan: int = 10_000
+    ) -> list[JobHash]:
+        """The newest `limit` jobs of the jobs index with this status (None: any), newest first, looking
+        at no more than the `scan` newest ids (expired ones are skipped)."""
+        want = None if status is None else _job_status(status)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise SchemaError(expected("limit, an integer >= 1", limit))
+        found: list[JobHash] = []
+        for start in range(0, scan, 200):  # a page at a time: stop as soon as enough have matched
+            ids = [
+                _text(i)
+                for i in self.redis.zrevrange(self.names.jobs_index, start, min(scan, start + 200) - 1)
+            ]
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hgetall(self.names.job(job_id))
+            for job_id, raw in zip(ids, pipe.execute(), strict=True):
+                job = JobHash.decode(job_id, raw) if raw else None
+                if job is not None and (want is None or job.status == want):
+                    found.append(job)
+                    if len(found) == limit:
+                        return found
+            if len(ids) < 200:
+                break
+        return found
 
     @_redis_errors
     def cancel(self, job_id: str) -> JobHash:

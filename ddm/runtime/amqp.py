@@ -29,6 +29,7 @@ from ddm.schema.errors import ConfigError, ServiceUnavailableError
 from ddm.schema.names import Names
 from ddm.schema.settings import check_queue_type, queue_type_from_env, redact, split_urls
 from ddm.schema.topology import (
+    MAX_PRIORITY_ARG,
     QUEUE_TYPE_ARG,
     dead_letter_queue_arguments,
     expert_queue_arguments,
@@ -209,6 +210,11 @@ def mismatch_message(queue: str, arguments: dict, queue_type: str, broker_text: 
     if m is not None and m["arg"] == QUEUE_TYPE_ARG:
         exists = _raw_value(m["exists"]) or "classic"
         match = f"set DDM_QUEUE_TYPE={exists} on every process of this deployment to match it"
+    elif m is not None and m["arg"] == MAX_PRIORITY_ARG:  # a ddm.jobs from before job priorities
+        match = (
+            "let the routers empty it (stop the submitters, wait for `ddm workers` to show it at 0) "
+            "and run this ddm version everywhere (docs/DEPLOY.md, job priorities)"
+        )
     else:
         match = "run the same ddm version with the same DDM_QUEUE_TYPE everywhere"
     vhost_flag = "" if vhost == "/" else f" -p {vhost}"

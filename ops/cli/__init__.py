@@ -29,6 +29,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("expert", "ddm.ops.cli.expert", "check an expert on a device against the CPU, bucket by bucket"),
     ("worker", "ddm.ops.cli.worker", "run an expert worker or a router worker against RabbitMQ and Redis"),
     ("up", "ddm.ops.cli.up", "bring up a deployment here: expert workers and router, supervised"),
+    ("down", "ddm.ops.cli.down", "stop the `ddm up --detach` of this prefix"),
     ("ui", "ddm.ops.cli.ui", "serve the web UI: submit jobs and watch them denoise live"),
     (
         "submit",
@@ -36,9 +37,11 @@ COMMANDS: list[tuple[str, str, str]] = [
         "queue a sampling job on the pipeline (optionally wait and save images)",
     ),
     ("status", "ddm.ops.cli.status", "show a job's status from Redis, or the most recent jobs"),
+    ("jobs", "ddm.ops.cli.jobs", "list the newest jobs with one status (running, queued, failed, ...)"),
     ("result", "ddm.ops.cli.result", "fetch an earlier job's images (PNG grid, .npy)"),
     ("cancel", "ddm.ops.cli.cancel", "stop a queued or running job at its next step (its frames are kept)"),
     ("workers", "ddm.ops.cli.workers", "list the live workers from their heartbeats, with queue depths"),
+    ("cleanup", "ddm.ops.cli.cleanup", "delete a prefix's queues and Redis keys (asks first, or --yes)"),
     ("doctor", "ddm.ops.cli.doctor", "check broker, Redis, permissions, deployment, packages, data"),
     ("bench", "ddm.ops.cli.bench", "benchmark the pipeline against the in-process limit and HTTP per step"),
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ddm.ops.cli.job_flags import add_job_arguments, job_labels
 from ddm.schema.messages import EXPERT_LOSS_POLICIES
+from ddm.schema.topology import JOB_MAX_PRIORITY
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +37,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--queue-anyway",
         action="store_true",
         help="queue the job even if an expert it needs has no live worker (it runs once one is up)",
+    )
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        metavar=f"0..{JOB_MAX_PRIORITY}",
+        help="queued jobs of a higher priority start first (default: 0, the lowest)",
     )
     parser.add_argument("--wait", action="store_true", help="follow the job to the end (a progress bar)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (with --wait)")
@@ -67,7 +75,9 @@ def main(args: argparse.Namespace) -> int:
         on_expert_loss=args.on_expert_loss,
     )
     with Client() as client:
-        job_id = client.submit(spec, check=not args.no_check, queue_anyway=args.queue_anyway)
+        job_id = client.submit(
+            spec, check=not args.no_check, queue_anyway=args.queue_anyway, priority=args.priority
+        )
         if not args.json:
             print(job_id, flush=True)  # stdout carries only the id: JOB=$(ddm submit ...)
         if not (args.wait or args.out or args.npy):

@@ -51,6 +51,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="seconds to wait for every heartbeat (default: 600)",
     )
     parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background and return once ready (pid and log in ~/.cache/ddm/up/prefix=P/; "
+        "`ddm down` stops it)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="with --detach: print its pid, log and state as JSON"
+    )
+    parser.add_argument(
         "--grace",
         type=float,
         default=10.0,
@@ -59,6 +68,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.detach:
+        from ddm.ops.up.detached_cli import main_detached
+
+        return main_detached(args)
     from ddm.ops.extras import require
     from ddm.ops.up.bringup import UpOptions, run_up
     from ddm.runtime.logs import configure_logging
