@@ -9,6 +9,7 @@
 Everything here installs with the base package (no torch, JAX or Flask); pillow makes the pictures.
 """
 
+from ddm.client.aio import AsyncClient
 from ddm.client.client import Client
 from ddm.client.errors import (
     DegradedResultWarning,
@@ -26,6 +27,7 @@ from ddm.schema.jobs import JobHash
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 
 __all__ = [
+    "AsyncClient",
     "Client",
     "DDMError",
     "DegradedResultWarning",
