@@ -115,6 +115,10 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
     d["strategy_hints"] = {s: Strategy.parse(s).describe() for s in descriptor.strategies}
     d["null_label"] = NULL_CLASS  # a job label: an unconditional image, shown as d["null_name"]
     d["null_name"] = UNCONDITIONAL
+    # what a job with unconditional images gets when it names no strategy (the CLI's rule, one home:
+    # DeploymentDescriptor.default_strategy_for: top1 where the default is the oracle), so the page
+    # shows what will run and never preselects a strategy the server would refuse
+    d["unconditional_strategy"] = descriptor.default_strategy_for(JobSpec.new([NULL_CLASS], steps=1))
     d["experts"] = [
         {
             "id": e.id,

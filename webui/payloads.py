@@ -8,11 +8,12 @@ step, and the page draws it with putImageData without any further maths.
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any
 
 import numpy as np
 
-from ddm.schema.flow import NUM_CLASSES, to_uint8
+from ddm.schema.flow import to_uint8
 from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import Frame, JobStatus
 
@@ -41,10 +42,26 @@ def frame_payload(frame: Frame) -> dict[str, Any]:
     }
 
 
+MAX_GRID_COLS = 16  # a picture grid is at most this wide, unless it has more distinct labels
+
+
 def grid_cols(labels: list[int] | tuple[int, ...]) -> int:
-    """Columns of the picture grid: one per distinct label (the page lays jobs out label by column; the
-    null label, unconditional images, is a column of its own)."""
-    return max(1, min(len(labels), len(set(labels)), NUM_CLASSES + 1))
+    """Columns of the picture grid. Labels come row by row (parse_form: one column per label), so the
+    columns are a multiple of the distinct labels (column c holds label c mod distinct); of those the
+    most square grid is taken (fewest empty cells breaking a tie, then the wider one). One label alone,
+    unconditional images included, is any layout: 9 images are 3 x 3, not a one-column sliver."""
+    n = len(labels)
+    distinct = max(1, len(set(labels)))
+    if n <= distinct:
+        return max(1, n)
+    best: tuple[int, int, int] | None = None  # (squareness, empty, -cols)
+    for cols in range(distinct, max(distinct, min(n, MAX_GRID_COLS)) + 1, distinct):
+        rows = math.ceil(n / cols)
+        score = (abs(rows - cols), rows * cols - n, -cols)
+        if best is None or score < best:
+            best = score
+    assert best is not None
+    return -best[2]
 
 
 def job_payload(job: JobHash) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def test_an_oracle_job_with_a_null_label_is_refused_and_a_router_strategy_queues
     )
     assert ok.status_code == 201, ok.get_json()
     job = http.get(f"/api/jobs/{ok.get_json()['job_id']}").get_json()
-    assert job["labels"] == [NULL_CLASS] * 3 and job["strategy"] == "full" and job["cols"] == 1
+    assert job["labels"] == [NULL_CLASS] * 3 and job["strategy"] == "full" and job["cols"] == 2
 
     unset = http.post("/api/jobs", json={"labels": [NULL_CLASS], "steps": 4, "strategy": None})
     assert unset.status_code == 201, unset.get_json()  # the router will resolve it to top1, not oracle
@@ -40,7 +40,8 @@ def test_the_form_and_the_names():
     assert spec.labels == (3, NULL_CLASS, 3, NULL_CLASS)  # row by row: one column per label
     assert labels_text(None, spec.labels) == "3, unconditional"
     assert labels_text(None, [NULL_CLASS]) == "unconditional"
-    assert grid_cols([NULL_CLASS] * 4) == 1 and grid_cols([*range(10), NULL_CLASS]) == 11
+    assert grid_cols([NULL_CLASS] * 4) == 2 and grid_cols([*range(10), NULL_CLASS]) == 11  # 2 x 2: a grid
+    assert grid_cols([NULL_CLASS, 3] * 2) == 2  # one column per label
 
 
 def test_the_page_offers_unconditional_and_loads_the_weights_chart(make_app, fake):
@@ -57,6 +58,7 @@ def test_the_page_offers_unconditional_and_loads_the_weights_chart(make_app, fak
     assert "fetch(" not in text and "http" not in text.replace("http://www.w3.org/2000/svg", "")
     cfg = http.get("/api/config").get_json()["deployment"]
     assert (cfg["null_label"], cfg["null_name"]) == (NULL_CLASS, "unconditional")
+    assert cfg["unconditional_strategy"] == "top1"  # the default is the oracle: the CLI's rule
 
 
 def test_a_frame_says_who_served_each_image_from_the_unrounded_weights():

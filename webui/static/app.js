@@ -37,6 +37,7 @@
     expertLabel: (k) => expertLabel(k),
     className: (y) => className(y),
     experts: () => experts,
+    deployment: () => deployment,
   };
 
   // ------------------------------------------------------------------ small helpers
@@ -162,9 +163,10 @@
     for (const s of dep.strategies) {
       const opt = el("option", null, s + (s === dep.default_strategy ? " (default)" : ""));
       opt.value = s;
-      opt.selected = chosen && dep.strategies.includes(chosen) ? s === chosen : s === dep.default_strategy;
+      opt.selected = strategyChosen && dep.strategies.includes(chosen) ? s === chosen : s === dep.default_strategy;
       select.append(opt);
     }
+    if (!strategyChosen || !dep.strategies.includes(chosen)) strategyChosen = false;
     const guidance = $("guidance");
     if (guidance.value === "" || guidance.dataset.touched !== "1") guidance.value = String(dep.default_guidance);
     experts = {};
@@ -176,7 +178,13 @@
 
   fetch("/api/config")
     .then((r) => r.json())
-    .then((cfg) => applyDeployment(cfg.deployment, cfg.deployment_error))
+    .then((cfg) => {
+      applyDeployment(cfg.deployment, cfg.deployment_error);
+      if (!cfg.deployment) {
+        noRouter = cfg.deployment_error || "no router has published its deployment";
+        updatePill();
+      }
+    })
     .catch(() => {});
 
   // ------------------------------------------------------------------ the form
@@ -185,6 +193,28 @@
   const classBoxes = Array.from(document.querySelectorAll("#classes input[type=checkbox]"));
 
   const unconditionalBox = $("unconditional"); // the null label: images with no label
+
+  // The strategy menu shows the deployment's default until the user picks one. A job with
+  // unconditional images gets what the server gives a job that names no strategy (the CLI's rule:
+  // top1 where the default is the oracle, /api/config unconditional_strategy), so the page never
+  // preselects a strategy the server would refuse; the form then sends no strategy at all.
+  let strategyChosen = false;
+  for (const type of ["input", "change"]) $("strategy").addEventListener(type, () => (strategyChosen = true));
+
+  function autoStrategy(labels) {
+    if (!deployment) return null;
+    const auto =
+      labels.includes(nullLabel) && deployment.unconditional_strategy
+        ? deployment.unconditional_strategy
+        : deployment.default_strategy;
+    return deployment.strategies.includes(auto) ? auto : deployment.default_strategy;
+  }
+
+  function followDefault(labels) {
+    if (strategyChosen || !deployment) return;
+    const auto = autoStrategy(labels);
+    if (auto && $("strategy").value !== auto) $("strategy").value = auto;
+  }
 
   function chosenClasses() {
     return classBoxes.filter((b) => b.checked).map((b) => Number(b.value));
@@ -216,12 +246,18 @@
       ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + " · " + (steps ?? "?") + " steps"
       : "no label chosen";
     $("form-summary").textContent = text;
+    followDefault(chosen);
     const strategy = $("strategy").value;
     const refused = strategy === "oracle" && chosen.includes(nullLabel);
+    const instead =
+      !strategyChosen && deployment && chosen.includes(nullLabel) && strategy !== deployment.default_strategy;
     $("strategy-hint").textContent = refused
       ? "oracle routes by the label, and " + nullName + " images have none: choose top1, topk:K or full, " +
         "whose router reads x_t"
-      : strategyHint(strategy);
+      : instead
+        ? strategyHint(strategy) + " (" + nullName + " images get " + strategy + ", not the default " +
+          deployment.default_strategy + ", which routes by the label)"
+        : strategyHint(strategy);
     $("strategy-hint").classList.toggle("bad", refused);
   }
 
@@ -251,7 +287,9 @@
       labels: chosen.length === classBoxes.length && !chosen.includes(nullLabel) ? "all" : chosen,
       n_per_label: numberOrNull("n_per_label"),
       steps: numberOrNull("steps"),
-      strategy: $("strategy").value || null,
+      // left at the default: unset, and the server resolves it as the CLI does (top1 for unconditional
+      // images where the default is the oracle)
+      strategy: strategyChosen ? $("strategy").value || null : null,
       guidance: numberOrNull("guidance"),
       seed: numberOrNull("seed"),
     };
@@ -369,7 +407,7 @@
     }
     if (!job.n && info.n) job.n = info.n;
     const distinct = new Set(job.labels).size || 1;
-    job.cols = Math.max(1, Math.min(job.n || 1, distinct, 10));
+    job.cols = Math.max(1, Math.min(job.n || 1, distinct)); // 11 at most: the classes and unconditional
     if (job.canvases.length !== job.n && job.n) buildTiles();
     buildStrip();
     const title = "Job " + job.id.slice(0, 8);
@@ -386,15 +424,18 @@
   }
 
   function tileLayout() {
-    // the largest whole-pixel upscale that fits the stage; several images per label keep one column
-    // per label, otherwise any column count may be used
+    // the largest whole-pixel upscale that fits the stage: its width, and a height that grows with the
+    // window (a few tiles in a tall window are large, many are smaller). Images come row by row, one
+    // column per label, so several images per label take a multiple of the labels as columns (column c:
+    // label c mod labels); one label alone (or unconditional) may take any column count
     const W = $("tiles").clientWidth || 600;
-    const H = 480;
+    const H = Math.max(360, Math.min(1000, Math.round(window.innerHeight * 0.75)));
     const caption = 24;
     const distinct = new Set(job.labels).size;
-    const perLabel = distinct > 1 && job.labels.length > distinct; // one label (or unconditional): any layout
+    const perLabel = distinct > 1 && job.labels.length > distinct;
+    const step = perLabel ? job.cols : 1;
     let best = { cols: job.cols, scale: 0, empty: Infinity };
-    for (let cols = perLabel ? job.cols : 1; cols <= (perLabel ? job.cols : job.n); cols++) {
+    for (let cols = perLabel ? job.cols : 1; cols <= Math.max(job.cols, job.n); cols += step) {
       const rows = Math.ceil(job.n / cols);
       const gap = tileGap(cols);
       const byW = Math.floor((W - gap * (cols - 1)) / cols / SIZE);
@@ -544,21 +585,43 @@
 
   const socket = io({ transports: ["websocket", "polling"] });
 
-  socket.on("connect", () => {
+  // the pill: the page's connection, and whether a router serves (a descriptor and a live router
+  // heartbeat in the cluster overview): connected to a cluster where no router serves is not "live"
+  let connected = false;
+  let noRouter = null; // why no router serves (null: one does, or not known yet)
+
+  function updatePill() {
+    if (!connected) return;
     const pill = $("conn");
-    pill.textContent = "live";
-    pill.className = "pill pill-ok";
+    pill.textContent = noRouter ? "no router serving" : "live";
+    pill.className = "pill " + (noRouter ? "pill-wait" : "pill-ok");
+    pill.title = noRouter || "connected; a router serves jobs";
+  }
+
+  function routerState(c) {
+    if (!c.deployment) return c.deployment_error || "no router has published its deployment";
+    const live = (c.workers || []).some((w) => w.role === "router" && w.alive);
+    return live ? null : "the deployment is published, but no router has a live heartbeat";
+  }
+
+  socket.on("connect", () => {
+    connected = true;
+    updatePill();
     if (job) sendWatch();
   });
   socket.on("disconnect", () => {
+    connected = false;
     const pill = $("conn");
     pill.textContent = "disconnected, retrying…";
     pill.className = "pill pill-bad";
+    pill.title = "";
   });
   socket.on("connect_error", () => {
+    connected = false;
     const pill = $("conn");
     pill.textContent = "cannot reach the UI server, retrying…";
     pill.className = "pill pill-bad";
+    pill.title = "";
   });
 
   socket.on("job", (info) => {
@@ -726,7 +789,11 @@
 
   function renderCluster(c) {
     if (!c) return;
-    if ("deployment" in c) applyDeployment(c.deployment, c.deployment_error);
+    if ("deployment" in c) {
+      applyDeployment(c.deployment, c.deployment_error);
+      noRouter = routerState(c);
+      updatePill();
+    }
     const errors = $("cluster-errors");
     errors.replaceChildren();
     for (const e of c.errors || []) errors.append(el("p", "cluster-error", e));

@@ -199,6 +199,37 @@
     }
   }
 
+  // oracle and top1 give each image one expert at each step: a flat block of 100%, which says nothing
+  // about mixing. Said next to the chart, with the strategies of this deployment that do mix.
+  function allOneExpert(job) {
+    if (!job.lastStep) return false;
+    for (let s = 1; s <= job.lastStep; s++) {
+      const f = job.frames[s];
+      if (!f) continue;
+      for (const w of f.weights) if (!w.some((x) => x >= 0.999)) return false;
+    }
+    return true;
+  }
+
+  function drawFlatNote(job) {
+    const note = $("weights-flat");
+    const flat = allOneExpert(job);
+    note.hidden = !flat;
+    note.dataset.flat = flat ? "1" : "0";
+    if (!flat) return (note.textContent = "");
+    const dep = page.deployment();
+    const offered = dep ? dep.strategies : [];
+    const mixing = offered.filter((s) => s === "full" || s.startsWith("topk:"));
+    const named = ["full", "topk:2"].filter((s) => offered.includes(s));
+    const suggest = named.length ? named : mixing.slice(0, 2);
+    note.textContent =
+      "Every step gave each image all its weight (100%) on one expert: this strategy picks one expert " +
+      "per image and step (oracle and top1 do), so the chart is one flat block." +
+      (suggest.length
+        ? " Choose " + suggest.join(" or ") + " to see the experts mix."
+        : " This deployment offers no strategy that mixes experts.");
+  }
+
   function readoutStep(job) {
     const want = state.cursor !== null ? state.cursor : state.shown || job.lastStep;
     const step = Math.max(0, Math.min(want, job.lastStep));
@@ -378,6 +409,7 @@
     if (state.image >= job.n) state.image = 0;
     $("weights-image").textContent = imageName(job, state.image);
     drawChart(job);
+    drawFlatNote(job);
     drawReadout(job);
     drawTable(job);
     markTile();
