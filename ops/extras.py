@@ -38,9 +38,15 @@ def missing_extra_message(command: str, extra: str) -> str:
     return f"ddm {command} needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'"
 
 
+def missing_modules(extra: str) -> list[str]:
+    """The modules of `extra` that this environment cannot import (find_spec: nothing is imported)."""
+    return [
+        m for m, owner in EXTRA_OF_MODULE.items() if owner == extra and importlib.util.find_spec(m) is None
+    ]
+
+
 def require(extra: str) -> None:
     """Raise ModuleNotFoundError (named as an import failure is) unless every module of `extra` is
     importable: for commands that would otherwise start work, or processes, before the import fails."""
-    for module, owner in EXTRA_OF_MODULE.items():
-        if owner == extra and importlib.util.find_spec(module) is None:
-            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+    for module in missing_modules(extra)[:1]:
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)

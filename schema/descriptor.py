@@ -48,12 +48,28 @@ def labels_summary(labels, class_names: tuple[str, ...] | list[str] = DIGITS) ->
     return ",".join(label_name(y, class_names) for y in labels)
 
 
-def oracle_null_error(strategy: str, nulls: int) -> str:
-    """Why a job with `nulls` unconditional images cannot run under `strategy` 'oracle'."""
-    return (
+def oracle_null_error(
+    strategy: str, nulls: int, accepted: tuple[str, ...] = (), router_kind: str | None = None
+) -> str:
+    """Why a job with `nulls` unconditional images cannot run under `strategy` 'oracle', and what would:
+    the strategies the deployment accepts that read x_t (`accepted`: its descriptor's list; the syntax
+    where unknown), or, behind a label-table router (`router_kind` not 'learned'), another deployment."""
+    why = (
         f"strategy {strategy!r} routes each image by its label, and {nulls} image(s) carry the null label "
-        f"{NULL_CLASS} ({UNCONDITIONAL}), which names no expert: use a strategy of the router, which reads "
-        "x_t (top1, topk:K or full), or leave the strategy unset"
+        f"{NULL_CLASS} ({UNCONDITIONAL}), which names no expert"
+    )
+    if router_kind is not None and router_kind != "learned":
+        return (
+            f"{why}; and this deployment's router (kind {router_kind!r}) routes by label only: unconditional "
+            "images need a deployment whose router reads x_t (router kind 'learned'; `ddm sample` takes "
+            "--deployment, `ddm submit` goes to the deployment being served)"
+        )
+    readers = [s for s in accepted if Strategy.parse(s).kind != "oracle"]
+    named = ", ".join(readers[:-1]) + f" or {readers[-1]}" if len(readers) > 1 else "".join(readers)
+    return (
+        f"{why}: use a strategy of the router, which reads x_t ("
+        + (f"this deployment accepts {named}" if readers else "top1, topk:K with K >= 2, or full")
+        + "), or leave the strategy unset"
     )
 
 
@@ -169,7 +185,8 @@ class DeploymentDescriptor:
     def _check_oracle(self, spec: JobSpec, where: str) -> None:
         strategy = self.resolve(spec).strategy
         if spec.unconditional and strategy.kind == "oracle":
-            raise SchemaError(f"{where}: {oracle_null_error(str(strategy), spec.unconditional)}")
+            said = oracle_null_error(str(strategy), spec.unconditional, self.strategies, self.router_kind)
+            raise SchemaError(f"{where}: {said}")
         if spec.unconditional and self.router_kind != "learned" and len(self.experts) > 1:
             # a table router's null row is a fixed choice: every unconditional image would go to one
             # expert whatever x_t shows, which is not what "unconditional" promises

@@ -18,9 +18,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--role",
         choices=ROLES,
-        default="all",
+        default=None,
         help="what this machine does: all (what `ddm up` runs: experts, router, web UI), client "
-        "(submit and follow jobs), router, expert",
+        "(submit and follow jobs), router, expert (default: guessed, and said: all where a deployment "
+        "file and a serving extra are here, else client)",
     )
     add_deployment_flag(parser, what=", checked for the role (a client needs none)")
     parser.add_argument("--expert", type=int, default=None, help="with --role expert: only this expert")
@@ -32,15 +33,18 @@ def main(args: argparse.Namespace) -> int:
     from ddm.ops.cli.exit_codes import FAILURE, OK
     from ddm.ops.cli.output import print_json
     from ddm.ops.doctor import DoctorOptions, run_doctor
+    from ddm.ops.doctor.role_guess import guess_role
 
-    options = DoctorOptions(
-        role=args.role, deployment=args.deployment, expert=args.expert, data_dir=args.data_dir
-    )
+    role, why = (args.role, "--role") if args.role else guess_role(args.deployment)
+    options = DoctorOptions(role=role, deployment=args.deployment, expert=args.expert, data_dir=args.data_dir)
     checks = run_doctor(options)
     failed = [c for c in checks if c.failed]
     if args.json:
-        print_json({"ok": not failed, "checks": [c.to_dict() for c in checks]})
+        print_json(
+            {"ok": not failed, "role": role, "role_from": why, "checks": [c.to_dict() for c in checks]}
+        )
     else:
+        print(f"role {role} ({why})")
         width = max(len(c.name) for c in checks)
         for c in checks:
             print(f"{c.status:<4}  {c.name:<{width}}  {c.detail}")

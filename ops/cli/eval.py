@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ddm.ops.cli.parser import add_deployment_flag
@@ -24,7 +25,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     count.add_argument(
         "--total", type=int, default=None, help="images in all, labels cycling 0-9 (default: 1000)"
     )
-    parser.add_argument("--strategy", default="oracle", help="oracle | top1 | topk:K | full")
+    parser.add_argument(
+        "--strategy",
+        default=None,
+        help="oracle | top1 | topk:K | full (default: the deployment's default strategy, as `ddm submit`)",
+    )
     parser.add_argument("--steps", type=int, default=50, help="Euler steps")
     parser.add_argument(
         "--guidance", type=float, default=None, help="default: the deployment's `guidance`, else 1"
@@ -61,17 +66,21 @@ def main(args: argparse.Namespace) -> int:
         print(compare_table(args.compare))
         return 0
     from ddm.ops.eval.evaluate import EvalRequest, evaluate, write_report
-    from ddm.schema.deployment import resolve_deployment
+    from ddm.ops.eval.strategy_choice import eval_strategy
+    from ddm.schema.deployment import Deployment, resolve_deployment
 
     total = args.n * NUM_CLASSES if args.n is not None else (args.total or 1000)
     if total < NUM_CLASSES:
         raise ConfigError(
             expected(f"at least {NUM_CLASSES} images (--n >= 1, --total >= {NUM_CLASSES})", total)
         )
+    deployment = resolve_deployment(args.deployment)
+    strategy, why = eval_strategy(Deployment.load(deployment), args.strategy)
+    print(f"ddm eval: strategy {strategy} ({why})", file=sys.stderr, flush=True)
     request = EvalRequest(
-        deployment=resolve_deployment(args.deployment),
+        deployment=deployment,
         n=total,
-        strategy=args.strategy,
+        strategy=strategy,
         steps=args.steps,
         guidance=args.guidance,
         seed=args.seed,
@@ -88,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
         print_json(metrics)
         return 0
     print(
-        f"{args.strategy}: accuracy {metrics['accuracy']:.4f}, FD {metrics['fd']:.3f} "
+        f"{strategy}: accuracy {metrics['accuracy']:.4f}, FD {metrics['fd']:.3f} "
         f"(real vs real {metrics['fd_real_vs_real']:.3f}), {metrics['forward_passes_per_image']:.1f} "
         f"forward passes and {metrics['seconds_per_image'] * 1000:.1f} ms per image -> {args.out}"
     )

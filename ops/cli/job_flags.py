@@ -6,6 +6,7 @@ import argparse
 
 from ddm.schema.errors import ConfigError
 from ddm.schema.flow import NULL_CLASS
+from ddm.schema.messages import MAX_SAMPLES
 
 NULL_WORD = "null"  # how an unconditional image (the null label) is spelled in --labels
 
@@ -13,7 +14,12 @@ NULL_WORD = "null"  # how an unconditional image (the null label) is spelled in 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags describing a job; shared with `ddm submit`."""
     who = parser.add_mutually_exclusive_group()
-    who.add_argument("--label", type=int, help="one label, repeated --n times")
+    who.add_argument(
+        "--label",
+        type=int,
+        help="one label, repeated --n times (with no label flag at all: label 3, so a bare command asks "
+        "for 8 images of label 3)",
+    )
     who.add_argument(
         "--labels",
         help="comma-separated labels; the whole list is repeated --n times, e.g. --labels 3,8 --n 2 "
@@ -33,7 +39,11 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "or top1 where that is the oracle)",
     )
     parser.add_argument(
-        "--n", type=int, default=None, help="images per label (default: 8 for one label, else 4)"
+        "--n",
+        type=int,
+        default=None,
+        help=f"images per label (default: 8 for one label, else 4); a job holds at most {MAX_SAMPLES} "
+        "images: --n times the number of labels",
     )
     parser.add_argument("--steps", type=int, default=50, help="Euler steps (default: 50)")
     parser.add_argument(
@@ -67,6 +77,13 @@ def job_labels(args: argparse.Namespace) -> tuple[list[int], int]:
     n = args.n if args.n is not None else (8 if len(base) == 1 else 4)
     if n < 1:
         raise ConfigError(f"expected --n >= 1, got {n}")
+    if n * len(base) > MAX_SAMPLES:
+        # checked here, in the flags' words: the job's own check counts labels, which the user never typed
+        per = f"{len(base)} labels" if len(base) > 1 else "1 label"
+        raise ConfigError(
+            f"expected at most {MAX_SAMPLES} images in one job (--n times the labels), got --n {n} x {per} "
+            f"= {n * len(base)} images; lower --n, or split the work into several jobs"
+        )
     if len(base) == 1:
         return base * n, min(n, 8)
     return base * n, len(base)

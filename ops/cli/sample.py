@@ -26,7 +26,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_job_arguments(parser)
     parser.add_argument("--device", default=None, help="override every expert's device from the deployment")
     parser.add_argument(
-        "--out", type=Path, default=Path("samples.png"), help="PNG grid (default: samples.png)"
+        "--out",
+        type=Path,
+        default=Path("samples.png"),
+        help="PNG grid (default: samples.png in the working folder; the absolute path is printed)",
     )
     parser.add_argument(
         "--npy", type=Path, default=None, help="also save the final latents float32 [n,1,32,32]"
@@ -70,9 +73,12 @@ def main(args: argparse.Namespace) -> int:
     x = sample_local(fns, policy, job, on_step=on_step)
     bar.close()
     sample_s = time.perf_counter() - t0
-    save_grid(x, args.out, cols=cols)
+    # absolute: a relative --out (samples.png by default) lands in the working folder, which says nothing
+    saved = [save_grid(x, args.out, cols=cols).resolve()]
     if args.npy:
+        args.npy.parent.mkdir(parents=True, exist_ok=True)
         np.save(args.npy, x)
+        saved.append(args.npy.resolve())
     if args.json:
         from ddm.ops.cli.output import print_json
 
@@ -82,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
                 "img_steps": {str(k): int(used[k]) for k in experts},
                 "load_s": load_s,
                 "sample_s": sample_s,
-                "saved": [str(p) for p in (args.out, args.npy) if p],
+                "saved": [str(p) for p in saved],
             }
         )
         return 0
@@ -90,8 +96,5 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"{spec.n} images, {spec.steps} steps, strategy {spec.strategy}, guidance {spec.guidance:g}: {served}"
     )
-    print(
-        f"load {load_s:.1f} s, sampling {sample_s:.1f} s -> {args.out}"
-        + (f", {args.npy}" if args.npy else "")
-    )
+    print(f"load {load_s:.1f} s, sampling {sample_s:.1f} s; wrote {', '.join(map(str, saved))}")
     return 0

@@ -17,7 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Validate a job against the serving router's deployment, queue it on ddm.jobs and print its id. "
         "Strategy and guidance left out get the serving deployment's defaults (the router resolves them; "
         "`ddm status` shows what it used). With --wait, follow its steps from Redis and save the final "
-        "images. Broker, Redis and prefix come from DDM_AMQP_URL, DDM_REDIS_URL, DDM_PREFIX."
+        "images. With no label flag it asks for 8 images of label 3 (--label 3 --n 8). Broker, Redis and "
+        "prefix come from DDM_AMQP_URL, DDM_REDIS_URL, DDM_PREFIX."
     )
     add_job_arguments(parser)
     # No deployment file here: what a job means is the serving router's to say.
@@ -46,7 +47,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="queued jobs of a higher priority start first (default: 0, the lowest)",
     )
     parser.add_argument("--wait", action="store_true", help="follow the job to the end (a progress bar)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (with --wait)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds to wait at most (with --wait); the job itself runs on, as it does after a Ctrl-C",
+    )
     parser.add_argument(
         "--out", type=Path, default=None, help="save a PNG grid of the result (implies --wait)"
     )
@@ -84,7 +90,29 @@ def main(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(client.status(job_id).to_dict())
             return 0
+        return _wait_or_say_why_not(client, spec, cols, args)
+
+
+def _wait_or_say_why_not(client, spec, cols: int, args: argparse.Namespace) -> int:
+    """_wait; on its --timeout or a Ctrl-C, where the job stands and how to follow or stop it (it runs
+    on: a client that stops waiting cancels nothing)."""
+    from ddm.client.errors import JobTimeoutError
+    from ddm.ops.cli.exit_codes import FAILURE
+    from ddm.ops.cli.job_hints import still_going
+
+    try:
         return _wait(client, spec, cols, args)
+    except JobTimeoutError:
+        st = client.status(spec.job_id)
+        if st.status.terminal:
+            raise  # it ended meanwhile: the client's own error says how
+        said = still_going(spec.job_id, st)
+        print(f"ddm submit: no end within --timeout {args.timeout:g} s: {said}", file=sys.stderr)
+        return FAILURE
+    except KeyboardInterrupt:
+        said = still_going(spec.job_id, client.status(spec.job_id))
+        print(f"\nddm submit: interrupted, stopped waiting: {said}", file=sys.stderr)
+        return 130  # as the shell reports a Ctrl-C
 
 
 def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:

@@ -72,12 +72,9 @@ def main(args: argparse.Namespace) -> int:
         from ddm.ops.up.detached_cli import main_detached
 
         return main_detached(args)
-    from ddm.ops.extras import require
     from ddm.ops.up.bringup import UpOptions, run_up
     from ddm.runtime.logs import configure_logging
 
-    if not args.no_ui:
-        require("ui")  # before any worker starts, not when the UI child fails after them
     configure_logging("ddm up")  # DDM_LOG_LEVEL, DDM_LOG_FORMAT
     options = UpOptions(
         deployment=args.deployment,

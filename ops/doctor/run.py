@@ -56,8 +56,9 @@ def run_doctor(options: DoctorOptions) -> list[Check]:
             checks += [broker_check, redis_check]
             checks.append(_broker_permissions(conn, settings, experts, options.role != "expert"))
             checks.append(_redis_permissions(r, settings))
-            if client:
-                checks.append(_serving(settings) if r is not None else Check("serving", SKIP, "no Redis"))
+            if options.role in ("client", "all"):
+                serving = _serving(settings, dep, needed=client) if r is not None else None
+                checks.append(serving or Check("serving", SKIP, "no Redis"))
     finally:
         if conn is not None:
             with contextlib.suppress(Exception):
@@ -92,8 +93,10 @@ def _redis_permissions(r, settings) -> Check:
     return guarded(name, lambda: services.redis_permissions(r, settings))
 
 
-def _serving(settings) -> Check:
-    """What a client submits to: the deployment a running router publishes (its descriptor)."""
+def _serving(settings, dep, needed: bool) -> Check:
+    """What a client submits to: the deployment a running router publishes (its descriptor). A client
+    needs one (FAIL without); for `all` it is news, not a fault (a skip): `ddm up` has not run yet, or
+    it serves, and whether it serves the deployment file checked here."""
     from ddm.client.client import Client
     from ddm.client.errors import NoDeploymentError
 
@@ -101,6 +104,10 @@ def _serving(settings) -> Check:
         try:
             d = client.deployment()
         except NoDeploymentError as exc:
-            return Check("serving", FAIL, str(exc), "start a router: `ddm up` or `ddm worker router`")
+            if needed:
+                return Check("serving", FAIL, str(exc), "start a router: `ddm up` or `ddm worker router`")
+            return Check("serving", SKIP, f"no router serves under prefix {settings.prefix!r} yet: `ddm up`")
     detail = f"router {d.router_id} serves {d.name!r}: strategies {', '.join(d.strategies)}"
+    if dep is not None and dep.name != d.name:
+        detail += f" (not {dep.name!r}, the deployment file checked here)"
     return Check("serving", OK, detail)

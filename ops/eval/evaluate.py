@@ -34,7 +34,7 @@ class EvalRequest:
 
     deployment: Path
     n: int = 1000
-    strategy: str = "oracle"
+    strategy: str | None = None  # None: the deployment's default (strategy_choice.eval_strategy)
     steps: int = 50
     guidance: float | None = None  # None: the deployment's
     seed: int = 0
@@ -47,19 +47,21 @@ class EvalRequest:
 def evaluate(req: EvalRequest) -> tuple[np.ndarray, np.ndarray, dict]:
     """Generate and score: (x f32 [n,1,32,32], labels [n], metrics as metrics.json records them)."""
     from ddm.ops.data.dataset import load_dataset
+    from ddm.ops.eval.strategy_choice import eval_strategy
 
     deployment = Deployment.load(req.deployment)
     guidance = deployment.guidance if req.guidance is None else req.guidance
+    strategy, _ = eval_strategy(deployment, req.strategy)
     # What the scores need is loaded BEFORE sampling (minutes): a missing classifier or data folder
     # fails in a second instead of after the work. The real images are of the dataset the classifier
     # was trained on.
     classifier = Path(req.classifier or deployment.path.parent / "classifier")
     model, meta = load_classifier(classifier)
     real = load_dataset(meta["dataset"], req.real_split, req.data_dir)
-    x, labels, cost = generate(req.deployment, req.n, req.strategy, req.steps, guidance, req.seed, req.device)
+    x, labels, cost = generate(req.deployment, req.n, strategy, req.steps, guidance, req.seed, req.device)
     metrics = {
         "deployment": display_path(deployment.path),
-        "strategy": req.strategy,
+        "strategy": strategy,
         "steps": req.steps,
         "guidance": guidance,
         "n": req.n,

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import redis
 
-from ddm.ops.up.supervisor import MAX_START_FAILURES, ChildSpec, Supervisor, describe_exit
+from ddm.ops.up.extras_check import missing_extras_message
+from ddm.ops.up.supervisor import MAX_START_FAILURES, ChildSpec, Supervisor, describe_exit, python_module
 from ddm.ops.up.ui import port_problem, ui_child, ui_url, wait_ui
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.heartbeat import WorkerHeartbeat
@@ -153,7 +154,7 @@ def build_children(deployment, replicas: dict[int, int], options: UpOptions, env
     """ChildSpecs and their roles: [(ChildSpec, role, expert id or None)]. Every worker of a neuron
     expert gets its own NeuronCore (neuron_core_env), counted over all the neuron experts started here,
     so two of them never share a core."""
-    base = (sys.executable, "-m", "ddm.ops.cli", "worker")
+    base = (*python_module("ddm.ops.cli"), "worker")
     dep = ("--deployment", str(deployment.path))
     expert_flags: tuple[str, ...] = ()
     if options.max_batch is not None:
@@ -209,12 +210,15 @@ def run_up(options: UpOptions) -> int:
 
     if not 1 <= options.routers <= 16:
         raise ConfigError(expected("--routers in 1..16", options.routers))
-    if options.broker_nodes:
-        return _run_on_local_cluster(options)
     deployment = Deployment.load(resolve_deployment(options.deployment))
     defaults = default_replicas(deployment, options.neuron_cores_per_device)
     replicas = parse_replicas(list(options.replicas), deployment.num_experts, defaults)
     metas = {e.id: read_meta(e.checkpoint) for e in deployment.experts}  # fail before starting anything
+    if missing := missing_extras_message(deployment, metas, options.ui):
+        _say(missing, error=True)
+        return 1  # this environment, not the flags
+    if options.broker_nodes:
+        return _run_on_local_cluster(options)
     settings = Settings.from_env()
     problems = check_services(settings)
     if problems:

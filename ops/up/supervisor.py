@@ -1,6 +1,6 @@
 """A small process supervisor for `ddm up`: start children, restart the ones that die, stop them all.
 
-    sup = Supervisor([ChildSpec("up-e0-0", (sys.executable, "-m", "ddm.ops.cli", "worker", ...)), ...])
+    sup = Supervisor([ChildSpec("up-e0-0", (*python_module("ddm.ops.cli"), "worker", ...)), ...])
     sup.start()
     while running:
         sup.poll()          # reaps dead children, restarts them after a backoff
@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -31,6 +32,14 @@ from typing import TextIO
 
 log = logging.getLogger(__name__)
 MAX_START_FAILURES = 3  # a child that dies this often before it is ready aborts a bring-up
+
+
+def python_module(module: str) -> tuple[str, ...]:
+    """argv that runs `module` with this interpreter, the working folder left off sys.path (-P, Python
+    3.11+): `python -m` puts it first, and `ddm up` run from the repository root would then import the
+    checkout's thin ddm/ folder (no ddm.ops in it) instead of the installed package, and every child
+    would die with "No module named 'ddm.ops'". An editable install finds the checkout without it."""
+    return (sys.executable, "-P", "-m", module)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ddm.ops.up.supervisor import MAX_START_FAILURES, ChildSpec, Supervisor
+from ddm.ops.up.supervisor import MAX_START_FAILURES, ChildSpec, Supervisor, python_module
 from ddm.schema.errors import expected
 
 UI_CHILD = "up-ui"
@@ -15,8 +15,7 @@ PRODUCTION_COMMAND = "gunicorn -c python:ddm.webui.gunicorn_conf 'ddm.webui.app:
 
 def ui_child(host: str, port: int) -> ChildSpec:
     """The ChildSpec of `ddm ui` (it shows whatever the serving router's descriptor says)."""
-    argv = (sys.executable, "-m", "ddm.ops.cli", "ui")
-    return ChildSpec(UI_CHILD, (*argv, "--host", host, "--port", str(port)))
+    return ChildSpec(UI_CHILD, (*python_module("ddm.ops.cli"), "ui", "--host", host, "--port", str(port)))
 
 
 def ui_url(host: str, port: int) -> str:

@@ -77,7 +77,6 @@ SHIPPED = REPO / "checkpoints/mnist/deployment.toml"  # expert 0: PyTorch
     ("argv", "extra"),
     [
         (["ui"], "ui"),
-        (["up"], "ui"),  # before it starts any worker
         (["worker", "expert", "--deployment", SHIPPED, "--expert", "0"], "torch"),  # when it loads the expert
     ],
 )
@@ -88,6 +87,29 @@ def test_a_command_without_its_extra_names_it(base_venv, argv, extra):
     assert out.returncode == 1, out.stderr
     want = f"ddm {argv[0]} needs the {extra} extra: pip install 'ddm-pipeline[{extra}]'"
     assert out.stderr.strip().splitlines()[-1] == want
+
+
+def test_up_names_every_missing_extra_before_it_starts_a_worker(base_venv):
+    env = {"PATH": "/usr/bin:/bin", "DDM_AMQP_URL": "amqp://guest:guest@127.0.0.1:1/%2F", "DDM_PREFIX": "x."}
+    out = _run([base_venv / "bin/ddm", "up", "--deployment", SHIPPED], cwd=base_venv, env=env)
+    assert out.returncode == 1, out.stderr
+    *_, last = out.stderr.strip().splitlines()
+    assert last.startswith("ddm up: nothing was started: expert 0 (torch) needs the torch extra"), last
+    assert "expert 1 (jax), the learned router need the jax extra" in last
+    assert last.endswith("Install with: pip install 'ddm-pipeline[jax,torch,ui]'")
+
+
+def test_the_children_of_up_run_the_installed_package_from_the_repository_root(base_venv):
+    """`python -m` puts the working folder first on sys.path: from the repository root a child would
+    import the checkout's thin ddm/ (no ddm.ops) instead of the installed package, and die."""
+    code = "from ddm.ops.up.ui import ui_child; print('\\n'.join(ui_child('127.0.0.1', 1).argv))"
+    argv = _probe(base_venv, code).splitlines()  # as the installed `ddm up` builds it
+    assert argv[0] == str(base_venv / "bin/python")
+    python_m = argv[: argv.index("ui")]
+    out = _run([*python_m, "worker", "--help"], cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    where = _run([*python_m[:-2], "-c", "import ddm.ops; print(ddm.ops.__file__)"], cwd=REPO)
+    assert where.stdout.startswith(str(base_venv)), where.stdout + where.stderr
 
 
 def test_every_command_shows_its_help_without_extras(base_venv):

@@ -46,3 +46,27 @@ def test_the_help_text_says_that_order():
 def test_bad_labels_or_n_are_config_errors(argv):
     with pytest.raises(ConfigError, match="expected"):
         job_labels(parse(*argv))
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("--n", "100000"), "got --n 100000 x 1 label = 100000 images"),
+        (("--all-labels", "--n", "7"), "got --n 7 x 10 labels = 70 images"),
+    ],
+)
+def test_too_many_images_say_what_is_wrong_with_n(argv, said):
+    """It used to say "expected 1..64 labels": a count of labels the user never typed."""
+    with pytest.raises(ConfigError) as err:
+        job_labels(parse(*argv))
+    assert str(err.value).startswith("expected at most 64 images in one job (--n times the labels), ")
+    assert said in str(err.value)
+    assert job_labels(parse("--all-labels", "--n", "6"))[0] == list(range(10)) * 6  # 60: fits
+
+
+def test_the_help_says_what_a_bare_command_asks_for():
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser)
+    helps = {a.dest: a.help for a in parser._actions}
+    assert "a bare command asks for 8 images of label 3" in helps["label"]
+    assert job_labels(parse()) == ([3] * 8, 8)

@@ -47,10 +47,10 @@ def test_build_children(tmp_path):
         ("up-router", "router", None),
     ]
     e01 = children[1][0].argv
-    assert e01[:5] == (sys.executable, "-m", "ddm.ops.cli", "worker", "expert")
+    assert e01[:6] == (sys.executable, "-P", "-m", "ddm.ops.cli", "worker", "expert")
     tail = f"--deployment {dep.path} --expert 0 --worker-id up-e0-1"
     assert " ".join(e01).endswith(f"{tail} --max-batch 16 --max-wait-ms 2.0 --buckets 1,2")
-    assert children[3][0].argv[4:] == (
+    assert children[3][0].argv[5:] == (
         "router", "--deployment", str(dep.path), "--worker-id", "up-router", "--max-jobs", "8"
     )  # fmt: skip
 
