@@ -3,8 +3,8 @@
     decide(delivery) ->
       Refuse   the id names another spec (the digest stored at creation differs): dead-letter it; the
                job that id names is untouched
-      Settle   the job already ended (a crash lost the ack), or a client cancelled it before it ran on:
-               end it as cancelled under our lease, then ack; it does not run
+      Settle   the job already ended (a crash lost the ack), or a client cancelled it (or its deadline
+               passed) before it ran on: end it as cancelled under our lease, then ack; it does not run
       Hold     another router holds the job's lease (a second delivery of a running job): keep the
                delivery unacked and ask again later; never run it in parallel
       Fail     this router took the lease but cannot serve the job (strategy, labels, a stored state of
@@ -26,7 +26,7 @@ from ddm.router.sampler import JobArrays, initial_noise
 from ddm.router.store import JobStore
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError
-from ddm.schema.jobs import JobHash, spec_digest
+from ddm.schema.jobs import JobHash, past_deadline, spec_digest
 from ddm.schema.messages import JobSpec
 from ddm.schema.resolved import ResolvedJob
 
@@ -92,7 +92,10 @@ class Intake:
             return Settle()
         if not self.store.acquire(spec.job_id):
             return Hold()
-        if stored is not None and stored.cancel_requested_at is not None:
+        if stored is not None and (
+            stored.cancel_requested_at is not None
+            or (stored.deadline_at is not None and past_deadline(stored, self.store.now()))
+        ):
             return Settle() if self.store.cancel(spec.job_id) else Hold()
         try:
             resolved = self._resolve(spec, stored)

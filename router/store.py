@@ -65,10 +65,13 @@ end
 return 0
 """
 # KEYS: per job lease, traj, state, job. ARGV: token ('' = unchecked), the frame field name, the cancel
-# field name, then per job the frame, then the state and the job fields as counted field/value pairs.
-# Returns {the jobs skipped (lease not ours), the jobs written whose cancel a client requested}.
+# field name, the deadline field name, then per job the frame, then the state and the job fields as
+# counted field/value pairs. Returns {the jobs skipped (lease not ours), the jobs written whose cancel a
+# client requested or whose deadline (on Redis's clock) has passed}.
 _WRITE_STEPS = """
-local token, field, cancel, lost, cancelled, a = ARGV[1], ARGV[2], ARGV[3], {}, {}, 4
+local token, field, cancel, deadline, lost, cancelled, a = ARGV[1], ARGV[2], ARGV[3], ARGV[4], {}, {}, 5
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 for i = 0, #KEYS / 4 - 1 do
   local k, frame, ns = 4 * i, ARGV[a], tonumber(ARGV[a + 1])
   local state = {unpack(ARGV, a + 2, a + 1 + 2 * ns)}
@@ -80,7 +83,8 @@ for i = 0, #KEYS / 4 - 1 do
     redis.call('XADD', KEYS[k + 2], '*', field, frame)
     redis.call('HSET', KEYS[k + 3], unpack(state))
     redis.call('HSET', KEYS[k + 4], unpack(job))
-    if redis.call('HEXISTS', KEYS[k + 4], cancel) == 1 then
+    local due = tonumber(redis.call('HGET', KEYS[k + 4], deadline) or '')
+    if redis.call('HEXISTS', KEYS[k + 4], cancel) == 1 or (due and due <= now) then
       cancelled[#cancelled + 1] = i
     end
   else
@@ -94,7 +98,8 @@ return {lost, cancelled}
 @dataclass(frozen=True)
 class StepWrites:
     """What JobStore.write_steps found: jobs whose lease another router holds now (nothing written),
-    and jobs whose step was stored but whose cancel a client requested (the router stops them)."""
+    and jobs whose step was stored but whose cancel a client requested or whose deadline passed (the
+    router stops them)."""
 
     lost: list[str]
     cancelled: list[str]
@@ -211,7 +216,7 @@ class JobStore:
         ends it there (cancel)."""
         if not steps:
             return StepWrites([], [])
-        keys, args = [], [self.owner, jobs.FRAME_FIELD, jobs.CANCEL_FIELD]
+        keys, args = [], [self.owner, jobs.FRAME_FIELD, jobs.CANCEL_FIELD, jobs.DEADLINE_FIELD]
         now = time.time()
         for frame, x, mean_step_ms, degraded in steps:
             job_id = frame.job_id
@@ -246,13 +251,21 @@ class JobStore:
 
         return self._end(job_id, write)
 
+    def now(self) -> float:
+        """Redis's clock (TIME), the one job deadlines are set and compared on."""
+        sec, usec = self.r.time()
+        return sec + usec / 1e6
+
     def cancel(self, job_id: str) -> bool:
-        """Mark cancelled (a client asked: Client.cancel); its frames are kept, its resume state goes,
-        and every key of the job expires after job_ttl_s. False (nothing written) if another router
-        holds the lease."""
+        """Mark cancelled (a client asked: Client.cancel, or its deadline passed: said in its error); its
+        frames are kept, its resume state goes, and every key of the job expires after job_ttl_s. False
+        (nothing written) if another router holds the lease."""
+        asked, due = self.r.hmget(self.names.job(job_id), jobs.CANCEL_FIELD, jobs.DEADLINE_FIELD)
+        now = self.now()
+        reason = jobs.deadline_error(float(due), now) if asked is None and due and float(due) <= now else None
 
         def write(pipe) -> None:
-            pipe.hset(self.names.job(job_id), mapping=jobs.cancelled_fields(time.time()))
+            pipe.hset(self.names.job(job_id), mapping=jobs.cancelled_fields(now, reason))
             pipe.delete(self.names.state(job_id))  # nothing will resume it
 
         return self._end(job_id, write)

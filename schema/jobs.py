@@ -2,7 +2,7 @@
 
     names.job(id)     hash   JobHash: status, spec, strategy, guidance, step, steps, n, router,
                              resumed_from, attempts, created_at, started_at, updated_at, finished_at,
-                             error, mean_step_ms, cancel_requested_at (all values strings)
+                             error, mean_step_ms, cancel_requested_at, deadline_at (all values strings)
     names.traj(id)    stream one entry per step: {FRAME_FIELD: Frame.encode()}
     names.state(id)   hash   ResumeState: {"step": str, "x": float32 [n,1,32,32] raw bytes}
     names.result(id)  string encode_result(x) = codec.packb(float32 [n,1,32,32])
@@ -39,6 +39,9 @@ MAX_ERROR_CHARS = 2000
 LATENT_BYTES = int(np.prod(IMAGE_SHAPE)) * 4  # one float32 latent [1, 32, 32]
 
 CANCEL_FIELD = "cancel_requested_at"  # set by Client.cancel; the router stops the job when it sees it
+# Set by Client.submit(deadline_s=...), on Redis's clock (TIME): a router cancels a job it sees unfinished
+# past it, at its next stored step or when it takes the job from the queue, with deadline_error's text.
+DEADLINE_FIELD = "deadline_at"
 
 ATTEMPTS = "attempts"  # HINCRBY by the router at every start
 _INT_RE = re.compile(r"-?[0-9]{1,18}")
@@ -81,6 +84,7 @@ class JobHash:
     mean_step_ms: float | None = None
     digest: str | None = None  # spec_digest of the spec this id was created with: it names that spec forever
     cancel_requested_at: float | None = None  # when a client asked to cancel (Client.cancel)
+    deadline_at: float | None = None  # cancelled once seen unfinished past it (Redis's clock; DEADLINE_FIELD)
     # expert -> the steps run without it (it had no live worker; a mixing strategy routed around it)
     degraded: dict[int, tuple[int, ...]] | None = None
     on_expert_loss: str | None = None  # what the router resolved (JobSpec.on_expert_loss)
@@ -229,6 +233,17 @@ def queued_fields(spec: JobSpec, now: float) -> dict[str, str]:
     }
 
 
+def deadline_error(deadline_at: float, now: float) -> str:
+    """The error text of a job cancelled for its deadline: when it was and how late it was seen."""
+    late = now - deadline_at
+    return f"deadline passed: not done by its deadline_at {stamp(deadline_at)} (seen {late:.1f} s after)"
+
+
+def past_deadline(job: JobHash, now: float) -> bool:
+    """Whether `job` has a deadline and `now` (Redis's clock) is past it."""
+    return job.deadline_at is not None and now >= job.deadline_at
+
+
 def first_start_fields(spec: JobSpec, now: float) -> dict[str, str]:
     """Set by the router only where missing (HSETNX): the submitted spec and its digest (written by the
     client, unless the job came straight from the queue), created_at and started_at."""
@@ -273,9 +288,11 @@ def cancel_fields(now: float) -> dict[str, str]:
     return {CANCEL_FIELD: stamp(now), "updated_at": stamp(now)}
 
 
-def cancelled_fields(now: float) -> dict[str, str]:
-    """The end of a cancelled job (the router's, or the client's for a job no router has taken)."""
-    return {"status": JobStatus.CANCELLED.value, "finished_at": stamp(now), "updated_at": stamp(now)}
+def cancelled_fields(now: float, reason: str | None = None) -> dict[str, str]:
+    """The end of a cancelled job (the router's, or the client's for a job no router has taken); reason:
+    why, when no client asked (its deadline passed), kept in the error field."""
+    fields = {"status": JobStatus.CANCELLED.value, "finished_at": stamp(now), "updated_at": stamp(now)}
+    return fields | ({"error": reason[:MAX_ERROR_CHARS]} if reason else {})
 
 
 # ---------------------------------------------------------------- trajectory entry

@@ -40,13 +40,10 @@ class AsyncClient:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._broker_thread, functools.partial(fn, *args, **kwargs))
 
-    async def submit(
-        self, spec: JobSpec, *, check: bool = True, queue_anyway: bool = False, priority: int | None = None
-    ) -> str:
-        """Client.submit: validate, create the job hash, queue the job; returns its id."""
-        return await self._broker(
-            self.client.submit, spec, check=check, queue_anyway=queue_anyway, priority=priority
-        )
+    async def submit(self, spec: JobSpec, **kwargs) -> str:
+        """Client.submit (check, queue_anyway, priority, deadline_s): validate, create the job hash, queue
+        the job; returns its id."""
+        return await self._broker(self.client.submit, spec, **kwargs)
 
     async def status(self, job_id: str) -> JobHash:
         return await asyncio.to_thread(self.client.status, job_id)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import time
 import warnings
 from collections.abc import Sequence
@@ -42,12 +43,14 @@ from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis, unava
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, expected
 from ddm.schema.jobs import (
+    DEADLINE_FIELD,
     JobHash,
     cancel_fields,
     cancelled_fields,
     decode_result,
     degraded_text,
     queued_fields,
+    stamp,
 )
 from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import check_job_id
@@ -190,7 +193,13 @@ class Client(JobFollowing):
 
     @_redis_errors
     def submit(
-        self, spec: JobSpec, *, check: bool = True, queue_anyway: bool = False, priority: int | None = None
+        self,
+        spec: JobSpec,
+        *,
+        check: bool = True,
+        queue_anyway: bool = False,
+        priority: int | None = None,
+        deadline_s: float | None = None,
     ) -> str:
         """Validate `spec`, create its job hash (status queued) and queue it on ddm.jobs. Returns the job id.
 
@@ -204,12 +213,23 @@ class Client(JobFollowing):
         priority: 0..9 (schema/topology.py JOB_MAX_PRIORITY), the job message's AMQP priority: routers
         take queued jobs of a higher priority first (None: 0, the lowest). A quorum ddm.jobs on
         RabbitMQ 3.x ignores it (docs/PROTOCOL.md section 2).
+
+        deadline_s: seconds from now (Redis's clock) for the job to be done; a router that sees it
+        unfinished past then cancels it, with "deadline passed" in its error: when it takes the job from
+        the queue, or at its next stored step (a job waiting for an expert is failed by the expert-loss
+        grace instead). None: no deadline.
         """
         if not isinstance(spec, JobSpec):
             raise SchemaError(expected("a JobSpec", type(spec).__name__))
         spec.validate()
         if priority is not None:
             check_job_priority(priority)
+        if deadline_s is not None and (
+            isinstance(deadline_s, bool)
+            or not isinstance(deadline_s, int | float)
+            or not 0 < deadline_s < math.inf
+        ):
+            raise SchemaError(expected("deadline_s, a number of seconds > 0", deadline_s))
         if check:
             descriptor = self.deployment()
             descriptor.check(spec)
@@ -228,8 +248,12 @@ class Client(JobFollowing):
         def create(pipe) -> None:  # atomic: refuse an existing id, else write the hash and index it
             if pipe.exists(key):
                 raise SchemaError(f"job {spec.job_id} already exists in Redis ({key}); submit a new job id")
+            fields = queued_fields(spec, now)
+            if deadline_s is not None:
+                sec, usec = pipe.time()  # the clock every router compares it with
+                fields[DEADLINE_FIELD] = stamp(sec + usec / 1e6 + deadline_s)
             pipe.multi()
-            pipe.hset(key, mapping=queued_fields(spec, now))
+            pipe.hset(key, mapping=fields)
             pipe.zadd(self.names.jobs_index, {spec.job_id: now})
 
         self.redis.transaction(create, key)
@@ -372,7 +396,7 @@ class Client(JobFollowing):
         if st.status is JobStatus.FAILED:
             raise JobFailedError(job_id, st.error or "")
         if st.status is JobStatus.CANCELLED:
-            raise JobCancelledError(job_id, st.step, st.steps)
+            raise JobCancelledError(job_id, st.step, st.steps, st.error)
         images = self.stored_result(st)
         if images is None:
             raise JobNotFoundError(

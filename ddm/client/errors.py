@@ -19,11 +19,15 @@ class JobFailedError(DDMError, RuntimeError):
 
 
 class JobCancelledError(DDMError, RuntimeError):
-    """The job ended with status cancelled (Client.cancel): it has no result; its frames are kept."""
+    """The job ended with status cancelled (Client.cancel, or its deadline passed: `reason`): it has no
+    result; its frames are kept."""
 
-    def __init__(self, job_id: str, step: int, steps: int):
-        super().__init__(f"job {job_id} was cancelled (at step {step}/{steps})")
+    def __init__(self, job_id: str, step: int, steps: int, reason: str | None = None):
+        super().__init__(
+            f"job {job_id} was cancelled (at step {step}/{steps})" + (f": {reason}" if reason else "")
+        )
         self.job_id = job_id
+        self.reason = reason
 
 
 class JobTimeoutError(DDMError, TimeoutError):

@@ -46,6 +46,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar=f"0..{JOB_MAX_PRIORITY}",
         help="queued jobs of a higher priority start first (default: 0, the lowest)",
     )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="S",
+        help="cancel the job if it is not done S seconds from now (its error says so)",
+    )
     parser.add_argument("--wait", action="store_true", help="follow the job to the end (a progress bar)")
     parser.add_argument(
         "--timeout",
@@ -82,7 +89,11 @@ def main(args: argparse.Namespace) -> int:
     )
     with Client() as client:
         job_id = client.submit(
-            spec, check=not args.no_check, queue_anyway=args.queue_anyway, priority=args.priority
+            spec,
+            check=not args.no_check,
+            queue_anyway=args.queue_anyway,
+            priority=args.priority,
+            deadline_s=args.deadline,
         )
         if not args.json:
             print(job_id, flush=True)  # stdout carries only the id: JOB=$(ddm submit ...)
