@@ -3,6 +3,7 @@ browser download)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,20 @@ def open_page(playwright, errors: list[str], viewport: dict | None = None):
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
     page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
     return browser, page
+
+
+@contextlib.contextmanager
+def chromium_page(viewport: dict | None = None):
+    """A page of headless Chromium for one test: fails (never skips) without the browser, closes it
+    afterwards, and fails the test if the page logged a script or console error."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser, page = open_page(p, errors, viewport)
+        try:
+            yield page
+        finally:
+            browser.close()
+    assert errors == [], errors

@@ -7,14 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.support.browser import open_page, require_browser
+from tests.support.browser import chromium_page
 
 
 @pytest.mark.browser
 def test_a_degraded_result_is_marked_on_the_job_and_in_recent_jobs(ui_server, fake, fake_deployment):
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
     fake.publish(fake_deployment)
     fake.all_workers()
     spec = fake.start_job(labels=(1, 7), steps=3)
@@ -24,9 +21,7 @@ def test_a_degraded_result_is_marked_on_the_job_and_in_recent_jobs(ui_server, fa
         fake.store.write_steps([(frame, x, 12.5, {1: list(range(2, step + 1))} if step > 1 else None)])
     fake.finish(spec)
     url = ui_server()
-    errors: list[str] = []
-    with sync_playwright() as p:
-        browser, page = open_page(p, errors)
+    with chromium_page() as page:
         page.goto(f"{url}#job={spec.job_id}")
         page.wait_for_selector("#job-status.badge-degraded", timeout=15_000)
         assert page.text_content("#job-status") == "done · degraded"
@@ -38,5 +33,3 @@ def test_a_degraded_result_is_marked_on_the_job_and_in_recent_jobs(ui_server, fa
         page.select_option("#strategy", "topk:2")  # the menu's words come from /api/config
         hint = page.text_content("#strategy-hint")
         assert hint == "the router's 2 most likely experts, weights renormalised"
-        browser.close()
-    assert errors == []

@@ -22,7 +22,7 @@ from PIL import Image
 from ddm.schema.flow import NULL_CLASS
 from ddm.schema.messages import Frame, JobSpec
 from ddm.schema.resolved import ResolvedJob
-from tests.support.browser import open_page, require_browser
+from tests.support.browser import chromium_page
 
 
 def _run_job(fake, labels, steps=3, weights=None, strategy="oracle"):
@@ -44,15 +44,10 @@ def _run_job(fake, labels, steps=3, weights=None, strategy="oracle"):
 
 @pytest.mark.browser
 def test_unconditional_on_an_oracle_default_runs_what_the_cli_runs(ui_server, fake, fake_deployment):
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
     fake.publish(fake_deployment, router_kind="learned")  # as MNIST: a learned router, default oracle
     fake.all_workers()
     url = ui_server()
-    errors: list[str] = []
-    with sync_playwright() as p:
-        browser, page = open_page(p, errors)
+    with chromium_page() as page:
         page.goto(url)
         page.wait_for_selector("#conn.pill-ok", timeout=15_000)
         page.wait_for_selector("#strategy option[value='top1']", state="attached", timeout=10_000)
@@ -87,21 +82,14 @@ def test_unconditional_on_an_oracle_default_runs_what_the_cli_runs(ui_server, fa
         page.uncheck("#unconditional")
         page.check("#unconditional")
         assert page.input_value("#strategy") == "oracle"
-        browser.close()
-    assert errors == []
 
 
 @pytest.mark.browser
 def test_the_pill_says_when_no_router_serves(ui_server, fake, fake_deployment):
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
     fake.publish(fake_deployment)  # a descriptor, but no router heartbeat
     fake.beat("w-e0", expert_id=0)
     url = ui_server()
-    errors: list[str] = []
-    with sync_playwright() as p:
-        browser, page = open_page(p, errors)
+    with chromium_page() as page:
         page.goto(url)
         page.wait_for_selector("#conn.pill-wait", timeout=15_000)
         assert page.text_content("#conn") == "no router serving"
@@ -109,23 +97,16 @@ def test_the_pill_says_when_no_router_serves(ui_server, fake, fake_deployment):
         fake.all_workers()  # the router beats: live
         page.wait_for_selector("#conn.pill-ok", timeout=15_000)
         assert page.text_content("#conn") == "live"
-        browser.close()
-    assert errors == []
 
 
 @pytest.mark.browser
 def test_many_tiles_use_the_stage_and_flat_weights_point_to_full(ui_server, fake, fake_deployment):
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
     fake.publish(fake_deployment)
     fake.all_workers()
     many = _run_job(fake, [3, 7] * 10)  # 20 images, 10 per label; oracle: one expert each
     alone = _run_job(fake, [NULL_CLASS] * 20, strategy="full", weights=[0.6, 0.4])
     url = ui_server()
-    errors: list[str] = []
-    with sync_playwright() as p:
-        browser, page = open_page(p, errors, viewport={"width": 1440, "height": 960})
+    with chromium_page(viewport={"width": 1440, "height": 960}) as page:
         page.goto(f"{url}#job={many.job_id}")
         page.wait_for_selector("#stage[data-done='1']", timeout=15_000)
         page.wait_for_selector("#tiles figure:nth-child(20) canvas", state="attached", timeout=10_000)
@@ -147,8 +128,6 @@ def test_many_tiles_use_the_stage_and_flat_weights_point_to_full(ui_server, fake
         assert min(widths) >= 3 * 32, widths
         page.wait_for_selector("#weights-chart[data-points='3']", timeout=10_000)
         assert page.locator("#weights-flat").is_hidden()  # full mixes: nothing to point to
-        browser.close()
-    assert errors == []
 
 
 def test_an_unconditional_result_png_is_a_grid_not_a_sliver(make_app, fake):

@@ -8,8 +8,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from ddm.ops.cli import main
 from ddm.ops.data.catalog import DATASETS
 from ddm.router.deployment_loader import describe, load_policy
@@ -17,18 +15,6 @@ from ddm.router.store import JobStore
 from ddm.runtime.redis_conn import connect_redis
 from ddm.schema.deployment import Deployment
 from tests.support.data import SHARED, needs_shared_mnist
-
-
-@pytest.fixture
-def env(monkeypatch, settings, tmp_path):
-    """The test's broker, Redis and prefix; no data folder named; run from an empty folder."""
-    monkeypatch.setenv("DDM_PREFIX", settings.prefix)
-    monkeypatch.setenv("DDM_AMQP_URL", settings.amqp_url)
-    monkeypatch.setenv("DDM_REDIS_URL", settings.redis_url)
-    monkeypatch.delenv("DDM_DATA_DIR", raising=False)
-    monkeypatch.delenv("DDM_DEPLOYMENT", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return settings
 
 
 def doctor(capsys, *argv: str) -> tuple[int, dict]:

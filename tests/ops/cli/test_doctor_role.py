@@ -9,25 +9,11 @@ from __future__ import annotations
 import importlib.util
 import json
 
-import pytest
-
 from ddm.ops.cli import main
 from ddm.router.deployment_loader import describe, load_policy
 from ddm.router.store import JobStore
 from ddm.runtime.redis_conn import connect_redis
 from ddm.schema.deployment import Deployment
-
-
-@pytest.fixture
-def env(monkeypatch, settings, tmp_path):
-    """The test's broker, Redis and prefix, run from an empty folder (no shipped deployment here)."""
-    monkeypatch.setenv("DDM_PREFIX", settings.prefix)
-    monkeypatch.setenv("DDM_AMQP_URL", settings.amqp_url)
-    monkeypatch.setenv("DDM_REDIS_URL", settings.redis_url)
-    monkeypatch.delenv("DDM_DATA_DIR", raising=False)
-    monkeypatch.delenv("DDM_DEPLOYMENT", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return settings
 
 
 def serve(settings, path, router_id: str = "r-1") -> None:

@@ -58,11 +58,15 @@ def stand_in_router(cluster: FakeCluster, steps_done: int, then=None) -> threadi
     return thread
 
 
+def submit_and_wait(timeout_s: int) -> int:
+    """`ddm submit --wait` of a one-image, 10-step job (queued whatever the cluster says)."""
+    argv = ["submit", "--queue-anyway", "--label", "1", "--n", "1", "--steps", "10", "--wait"]
+    return main([*argv, "--timeout", str(timeout_s)])
+
+
 def test_a_timeout_says_the_job_runs_on_at_its_step(cluster, capsys):
     router = stand_in_router(cluster, steps_done=3)
-    rc = main(
-        ["submit", "--queue-anyway", "--label", "1", "--n", "1", "--steps", "10", "--wait", "--timeout", "3"]
-    )
+    rc = submit_and_wait(timeout_s=3)
     router.join(5)
     out, err = capsys.readouterr()
     job = out.strip()
@@ -102,9 +106,7 @@ def test_ctrl_c_stops_waiting_not_the_job_and_says_so(cluster, capsys):
         cluster.frame(spec, 3)  # wakes the waiting XREAD, so the handler runs
 
     router = stand_in_router(cluster, steps_done=2, then=ctrl_c)
-    rc = main(
-        ["submit", "--queue-anyway", "--label", "1", "--n", "1", "--steps", "10", "--wait", "--timeout", "30"]
-    )
+    rc = submit_and_wait(timeout_s=30)
     router.join(5)
     out, err = capsys.readouterr()
     job = out.strip()
