@@ -103,14 +103,14 @@ class ExpertHealth:
                 self.heartbeats = heartbeats
             elif self.heartbeats is not None:
                 self.heartbeats = 0  # it had heartbeats and they all expired
+        was_live = self.gone_since is None
         silent = (
             beats_trusted
-            and waiting
+            and (waiting or not was_live)  # once gone, it stays gone until it shows life again
             and self.heartbeats == 0
             and now - self.depth_moved >= SILENT_S
             and not self.progressed_within(now, SILENT_S)
         )
-        was_live = self.gone_since is None
         if consumers > 0 and not silent:
             self.absent_since = None
             if not was_live:

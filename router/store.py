@@ -123,7 +123,7 @@ class JobStore:
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._write_steps = client.register_script(_WRITE_STEPS)
-        self._trim_after: float | None = None  # trim_index goes on after this index score (None: oldest)
+        self._trim_from = 0  # trim_index goes on from this position among the old index entries
 
     # -- leases ---------------------------------------------------------------------------------
 
@@ -187,21 +187,22 @@ class JobStore:
         """Look at the next `batch` index entries older than the job TTL and drop those whose job hash
         has expired (the router calls this every heartbeat, so the index does not grow forever). A job
         older than that which still exists (queued for long, or finished less than a TTL ago) keeps its
-        entry. Each call goes on from where the last one stopped and starts over at the oldest after
-        the last old entry, so live entries at the front never hide expired ones behind them. Returns
-        the number dropped."""
-        start = "-inf" if self._trim_after is None else f"({self._trim_after!r}"
+        entry. Each call goes on from where the last one stopped (by position among the old entries,
+        so equal scores are not skipped) and starts over at the oldest after the last page: live entries
+        at the front never hide expired ones behind them. Returns the number dropped."""
         cutoff = time.time() - self.job_ttl_s
-        old = self.r.zrangebyscore(self.names.jobs_index, start, cutoff, 0, batch, withscores=True)
-        self._trim_after = old[-1][1] if len(old) == batch else None  # a full page: more may follow
+        old = self.r.zrangebyscore(self.names.jobs_index, "-inf", cutoff, self._trim_from, batch)
         if not old:
+            self._trim_from = 0
             return 0
         pipe = self.r.pipeline(transaction=False)
-        for job_id, _ in old:
+        for job_id in old:
             pipe.exists(self.names.job(job_id.decode()))
-        gone = [job_id for (job_id, _), alive in zip(old, pipe.execute(), strict=True) if not alive]
+        gone = [job_id for job_id, alive in zip(old, pipe.execute(), strict=True) if not alive]
         if gone:
             self.r.zrem(self.names.jobs_index, *gone)
+        # the live ones of this page stay in front: the next page starts after them
+        self._trim_from = self._trim_from + len(old) - len(gone) if len(old) == batch else 0
         return len(gone)
 
     def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> StepWrites:

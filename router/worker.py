@@ -201,6 +201,10 @@ class RouterWorker:
         try:
             if props.content_type not in (None, CONTENT_TYPE):  # as the experts check their requests
                 raise SchemaError(expected(f"content_type {CONTENT_TYPE!r}", props.content_type))
+        except SchemaError as exc:
+            self._refuse(method.delivery_tag, props, body, f"refused job: {exc}")
+            return
+        try:
             spec = JobSpec.decode(body)
         except SchemaError as exc:
             self._refuse(method.delivery_tag, props, body, f"undecodable job: {exc}")
@@ -425,9 +429,9 @@ class RouterWorker:
             if was_live != health.live:
                 if was_live:
                     log.warning(
-                        "expert %d has had no live worker for %g s (queue %s)",
+                        "expert %d has had no live worker for %.1f s (queue %s)",
                         k,
-                        self.settings.expert_loss_grace_s,
+                        health.gone_for(self.scheduler.clock()),
                         self.names.expert_queue(k),
                     )
                 else:

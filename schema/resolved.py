@@ -15,8 +15,8 @@ from .strategy import Strategy
 
 @dataclass(frozen=True)
 class ResolvedJob:
-    """spec: the JobSpec with strategy (canonical), guidance and on_expert_loss set, what the job hash
-    records; strategy: parsed once, here."""
+    """spec: the JobSpec with strategy, guidance and on_expert_loss set (the strategy as spelled; the
+    job hash records str(strategy), the canonical spelling); strategy: parsed once, here."""
 
     spec: JobSpec
     strategy: Strategy

@@ -34,7 +34,6 @@ from pathlib import Path
 
 import pika
 
-from ddm.runtime.amqp import CONNECTION_ERRORS
 from ddm.runtime.consumer import MAX_WAIT_S, ConsumerRuntime, Session
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, SchemaError, expected
@@ -257,7 +256,8 @@ class ExpertWorker:
         if keepalive.longest_s > allowance_s:
             log.warning(
                 "a %d-row batch went %.1f s without servicing its connection, longer than the heartbeat "
-                "allows (%.1f s): this worker looked silent meanwhile; use smaller --buckets",
+                "allows (%.1f s): this worker looked silent meanwhile; compile smaller --buckets (an eager "
+                "expert's slices are EAGER_SLICE_ROWS rows: this device is too slow for them)",
                 result.rows,
                 keepalive.longest_s,
                 allowance_s,
@@ -323,8 +323,9 @@ class ExpertWorker:
 
 class _KeepAlive:
     """Called between slices of an oversize batch: services the connection (heartbeats, timers, new
-    deliveries) once KEEPALIVE_S has passed. A lost connection is kept, not raised inside serve_batch
-    (which would take it for a failed forward pass), and raised after the batch by raise_if_lost()."""
+    deliveries) once KEEPALIVE_S has passed. An error there (a lost connection, a callback's) is kept,
+    not raised inside serve_batch (which would take it for a failed forward pass), and raised after
+    the batch by raise_if_lost()."""
 
     def __init__(self, conn):
         self.conn = conn
@@ -339,7 +340,7 @@ class _KeepAlive:
         self.longest_s = max(self.longest_s, now - self.last)
         try:
             self.conn.process_data_events(time_limit=0)
-        except CONNECTION_ERRORS as exc:
+        except Exception as exc:  # noqa: BLE001 - raised after the batch, never as a forward-pass error
             self.lost = exc
         self.last = time.monotonic()
 

@@ -409,7 +409,7 @@ class Client(JobFollowing):
             warnings.warn(
                 f"job {job_id} was degraded: {degraded_text(st.degraded)}",
                 DegradedResultWarning,
-                stacklevel=2,
+                stacklevel=3,  # the caller of result(), past the _redis_errors wrapper
             )
         return images
 

@@ -53,12 +53,23 @@ CONNECTION_ERRORS = (
 )
 
 
-# The broker refused the user, the password or the vhost (403 ACCESS_REFUSED / NOT_ALLOWED).
+# What pika raises when the broker closes the connection during the handshake: a refused login
+# (403 ACCESS_REFUSED, 530 NOT_ALLOWED to the vhost), but also a node shutting down (320) or a stream
+# cut mid-handshake. Only the first two are a wrong setting (_refused_login).
 LOGIN_REFUSED = (
     pika.exceptions.ProbableAuthenticationError,
     pika.exceptions.ProbableAccessDeniedError,
     pika.exceptions.AuthenticationError,
 )
+
+
+class LoginRefusedError(ConfigError):
+    """The broker refused this user, password or vhost: a setting to fix, not a node to retry."""
+
+
+def _refused_login(exc: BaseException) -> bool:
+    text = str(exc)
+    return "ACCESS_REFUSED" in text or ("NOT_ALLOWED" in text and "vhost" in text)
 
 
 def login_refused_message(url: str, exc: BaseException) -> str:
@@ -111,8 +122,11 @@ def connect(
             one = urls[i % len(urls)]
             try:
                 conn = pika.BlockingConnection(connection_parameters(one, name=name))
-            except LOGIN_REFUSED as exc:  # no retry helps: the settings are wrong
-                raise ConfigError(login_refused_message(one, exc)) from None
+            except LOGIN_REFUSED as exc:
+                if _refused_login(exc):  # no retry helps: the settings are wrong
+                    raise LoginRefusedError(login_refused_message(one, exc)) from None
+                failures.append((redact(one), repr(exc)))  # pika's name for any drop mid-handshake
+                continue
             except socket.gaierror as exc:
                 failures.append(
                     (redact(one), f"unknown host {pika.URLParameters(one).host!r}: {exc.strerror}")

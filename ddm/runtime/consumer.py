@@ -35,7 +35,7 @@ from typing import Protocol
 
 import pika
 
-from ddm.runtime.amqp import CONNECTION_ERRORS, connect, declare_topology
+from ddm.runtime.amqp import CONNECTION_ERRORS, LoginRefusedError, connect, declare_topology
 from ddm.runtime.deadletter import dead_letter
 from ddm.runtime.heartbeat import Heartbeat
 from ddm.runtime.metrics import serve_metrics
@@ -289,6 +289,10 @@ class ConsumerRuntime:
         while not self._stop.is_set():
             try:
                 return connect(self.settings.amqp_url, attempts=1, name=self.worker_id)
+            except LoginRefusedError as exc:
+                # a worker outlives a password rotation on the broker: keep trying, loudly and slowly
+                log.error("%s; retrying in %.0f s", exc, MAX_BACKOFF_S)
+                self._stop.wait(MAX_BACKOFF_S)
             except (ServiceUnavailableError, *CONNECTION_ERRORS) as exc:
                 log.warning("%s; retrying in about %.1f s", exc, delay)
                 self._stop.wait(delay * (0.5 + random.random()))

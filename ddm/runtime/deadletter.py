@@ -52,7 +52,11 @@ def dead_letter(
         app_id=props.app_id,
     )
     try:
-        confirm_channel.basic_publish(names.dead_letter_exchange, names.dead_letter_queue, body, copy)
+        # mandatory: a copy the exchange cannot route (ddm.dead deleted) comes back as UnroutableError
+        # instead of being confirmed and dropped, so the original is rejected, not acked
+        confirm_channel.basic_publish(
+            names.dead_letter_exchange, names.dead_letter_queue, body, copy, mandatory=True
+        )
     except (pika.exceptions.NackError, pika.exceptions.UnroutableError) as exc:
         log.error("the broker refused a dead letter (%r); rejecting it without our reason", exc)
         channel.basic_reject(delivery_tag, requeue=False)

@@ -78,8 +78,9 @@ def _spec_map(**override) -> dict:
     return base | {"strategy": None, "guidance": None, "seed": 0} | override
 
 
-def _bodies(category: str, rng: random.Random, marker: Path) -> Iterator[tuple[str, str, bytes]]:
-    """(label, target, body) of one category."""
+def _bodies(category: str, rng: random.Random, marker: Path, tag: str) -> Iterator[tuple[str, str, bytes]]:
+    """(label, target, body) of one category; valid bodies carry `tag` in their ids (a dead letter of
+    undecodable properties keeps only its body: the tag says whose it is)."""
     if category == "bytes":
         for target in ("jobs", "expert"):
             yield "random", target, rng.randbytes(rng.randrange(0, 512))
@@ -113,17 +114,20 @@ def _bodies(category: str, rng: random.Random, marker: Path) -> Iterator[tuple[s
         yield "257 rows", "expert", _reshaped_request(257, (1, 32, 32))
         yield "3x32x32 rows", "expert", _reshaped_request(1, (3, 32, 32))
     elif category in ("content-type", "properties"):
-        yield "job", "jobs", JobSpec.new([rng.randrange(10)], steps=2, seed=rng.getrandbits(31)).encode()
-        yield "request", "expert", _request(request_id=f"fuzz.{rng.getrandbits(32):x}").encode()
+        job_id = f"fuzz-{tag}-{rng.getrandbits(32):x}"
+        yield "job", "jobs", JobSpec(job_id, (rng.randrange(10),), 2, seed=rng.getrandbits(31)).encode()
+        yield "request", "expert", _request(request_id=f"fuzz.{tag}.{rng.getrandbits(32):x}").encode()
     elif category == "no-reply-to":
-        yield "request", "expert", _request(request_id=f"fuzz.{rng.getrandbits(32):x}").encode()
+        yield "request", "expert", _request(request_id=f"fuzz.{tag}.{rng.getrandbits(32):x}").encode()
 
 
-def hostile_messages(category: str, rng: random.Random, marker: Path, reply_to: str) -> Iterator[Hostile]:
+def hostile_messages(
+    category: str, rng: random.Random, marker: Path, reply_to: str, tag: str = "run"
+) -> Iterator[Hostile]:
     """The hostile messages of `category` (one round of it; call again for more, the rng moves on)."""
     if category not in CATEGORIES:
         raise ValueError(f"expected a category in {list(CATEGORIES)}, got {category!r}")
-    for label, target, body in _bodies(category, rng, marker):
+    for label, target, body in _bodies(category, rng, marker, tag):
         if category == "properties":
             for how, props in hostile_properties(rng, reply_to.encode()):
                 yield Hostile(category, f"{label}: {how}", target, body, props)

@@ -19,6 +19,7 @@ import random
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from tqdm import tqdm
 
 from ddm.ops.cli.parser import add_deployment_flag
 from ddm.ops.fuzz.messages import CATEGORIES, hostile_messages
+from ddm.schema.errors import ConfigError
 from ddm.schema.messages import JobSpec
 from ddm.schema.settings import Settings
 from ddm.schema.topology import REASON_HEADER
@@ -39,6 +41,7 @@ JOB_STEPS = 8
 class FuzzReport:
     sent: dict[str, int] = field(default_factory=dict)  # category -> hostile messages published
     dead_lettered: dict[str, int] = field(default_factory=dict)  # category -> came back with a reason
+    foreign: int = 0  # dead letters of this prefix that are not this run's (a legitimate refusal)
     without_reason: int = 0  # dead letters with no reason header (a broker's, not a worker's)
     answered: int = 0  # replies to hostile requests (none may decode into a request with a reply)
     jobs: int = 0
@@ -51,7 +54,12 @@ class FuzzReport:
 
     @property
     def lost(self) -> int:
-        return sum(self.sent.values()) - sum(self.dead_lettered.values())
+        """Sent and never back, per category (a duplicate in one cannot hide a loss in another)."""
+        return sum(max(0, n - self.dead_lettered.get(c, 0)) for c, n in self.sent.items())
+
+    @property
+    def duplicates(self) -> int:
+        return sum(max(0, self.dead_lettered.get(c, 0) - n) for c, n in self.sent.items())
 
     @property
     def altered(self) -> int:
@@ -61,6 +69,7 @@ class FuzzReport:
     def ok(self) -> bool:
         return (
             self.lost == 0
+            and self.duplicates == 0
             and self.without_reason == 0
             and self.answered == 0
             and self.altered == 0
@@ -69,7 +78,12 @@ class FuzzReport:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"lost": self.lost, "altered": self.altered, "ok": self.ok}
+        return asdict(self) | {
+            "lost": self.lost,
+            "duplicates": self.duplicates,
+            "altered": self.altered,
+            "ok": self.ok,
+        }
 
 
 def _legit_specs(strategies: tuple[str, ...], jobs: int, rng: random.Random) -> list[JobSpec]:
@@ -105,6 +119,13 @@ def run_fuzz(settings: Settings, deployment_path: Path, *, messages: int, jobs: 
         conn = connect(settings.amqp_url, name="fuzz")
         ch = conn.channel()
         ch.confirm_delivery()
+        waiting = ch.queue_declare(names.dead_letter_queue, passive=True).method.message_count
+        if waiting:  # the ledger takes every dead letter of the prefix: an operator's must not be among them
+            raise ConfigError(
+                f"{names.dead_letter_queue} holds {waiting} message(s): the fuzz run reads every dead "
+                "letter of its prefix; run it on a prefix of its own (DDM_PREFIX=fuzz-1. ...)"
+            )
+        tag = uuid.uuid4().hex[:12]  # this run's: in every message id and valid body it sends
         reply_to = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
         specs = _legit_specs(descriptor.strategies, jobs, rng)
         every = max(1, messages // max(1, jobs))
@@ -113,14 +134,14 @@ def run_fuzz(settings: Settings, deployment_path: Path, *, messages: int, jobs: 
             while sent < messages:
                 category = CATEGORIES[rounds % len(CATEGORIES)]
                 rounds += 1
-                for hostile in hostile_messages(category, rng, marker, reply_to):
+                for hostile in hostile_messages(category, rng, marker, reply_to, tag):
                     if sent >= messages:
                         break
                     queue = names.jobs
                     if hostile.target == "expert":
                         queue = names.expert_queue(rng.randrange(len(descriptor.experts)))
                     if hostile.category != "properties":
-                        hostile.properties.message_id = f"fuzz.{hostile.category}.{sent}"
+                        hostile.properties.message_id = f"fuzz.{tag}.{hostile.category}.{sent}"
                     ch.basic_publish("", queue, hostile.body, hostile.properties)
                     report.sent[hostile.category] += 1
                     sent += 1
@@ -132,7 +153,7 @@ def run_fuzz(settings: Settings, deployment_path: Path, *, messages: int, jobs: 
         results = {
             spec.job_id: client.result(spec.job_id, timeout=600, on_degraded="ignore") for spec in specs
         }
-        _ledger(ch, names, report, expected=sum(report.sent.values()))
+        _ledger(ch, names, report, tag, expected=sum(report.sent.values()))
         report.answered = ch.queue_declare(reply_to, passive=True).method.message_count
         conn.close()
         deployment = Deployment.load(deployment_path)
@@ -153,27 +174,31 @@ def run_fuzz(settings: Settings, deployment_path: Path, *, messages: int, jobs: 
     return report
 
 
-def _ledger(ch, names, report: FuzzReport, *, expected: int, settle_s: float = 30.0) -> None:
-    """Drain ddm.dead into the report: by the message id we gave (category), or by the reason for
-    properties that never decoded (they carry no message id any more)."""
+def _ledger(ch, names, report: FuzzReport, tag: str, *, expected: int, settle_s: float = 30.0) -> None:
+    """Drain ddm.dead into the report: this run's by the message id it gave (the category), or, for
+    properties that never decoded (no message id survives), by the run's tag in the body."""
     got, deadline = 0, time.monotonic() + settle_s
     while time.monotonic() < deadline:
-        method, props, _ = ch.basic_get(names.dead_letter_queue, auto_ack=True)
+        method, props, body = ch.basic_get(names.dead_letter_queue, auto_ack=True)
         if method is None:
             if got >= expected:
                 break
             time.sleep(0.2)
             continue
+        message_id = props.message_id or ""
+        if message_id.startswith(f"fuzz.{tag}."):
+            category = message_id.split(".")[2]
+        elif not message_id and tag.encode() in body:
+            category = "properties"
+        else:
+            report.foreign += 1
+            continue
         got += 1
-        headers = props.headers or {}
-        reason = str(headers.get(REASON_HEADER, ""))
-        if not reason:
-            report.without_reason += 1
-        category = (props.message_id or "").split(".")[1:2] or ["properties"]
-        if category[0] == "properties" and "undecodable AMQP properties" not in reason:
+        reason = str((props.headers or {}).get(REASON_HEADER, ""))
+        if not reason or (category == "properties" and "undecodable AMQP properties" not in reason):
             report.without_reason += 1
             continue
-        report.dead_lettered[category[0]] = report.dead_lettered.get(category[0], 0) + 1
+        report.dead_lettered[category] = report.dead_lettered.get(category, 0) + 1
         deadline = time.monotonic() + settle_s
 
 

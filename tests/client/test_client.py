@@ -146,6 +146,19 @@ def test_trim_index_reaches_expired_entries_behind_a_full_page_of_live_ones(clie
     assert listed == set(live)
 
 
+def test_trim_index_pages_through_entries_that_share_a_score(client):
+    ttl = client.settings.job_ttl_s
+    old = time.time() - ttl - 600
+    live = {f"live{i}": old for i in range(5)}  # five live entries, one score, ahead of the expired
+    client.redis.zadd(client.names.jobs_index, live | {f"x-gone{i}": old for i in range(3)})  # sort after
+    for job_id in live:
+        put_job(client, job_id, "queued", steps=4)
+    store = JobStore(client.redis, client.names, ttl)
+    assert sum(store.trim_index(batch=2) for _ in range(6)) == 3
+    listed = {job_id.decode() for job_id in client.redis.zrange(client.names.jobs_index, 0, -1)}
+    assert listed == set(live)
+
+
 def test_submit_twice_is_refused(client):
     spec = JobSpec.new([1], steps=3)
     client.submit(spec, check=False)

@@ -280,3 +280,13 @@ def test_silence_counts_only_while_requests_wait():
     h.observe(0.0, consumers=1, depth=0, heartbeats=1, served=5)
     assert h.observe(60.0, consumers=1, depth=0, heartbeats=None, served=None, waiting=False) is False
     assert h.live and not h.absent, "an idle expert whose heartbeats expired is not judged by them"
+
+
+def test_an_expert_gone_silent_stays_gone_when_nothing_waits_any_more():
+    """Once its mixing jobs route around it, nothing of ours waits on it: that is no sign of life."""
+    h = ExpertHealth(0, stall_s=100.0, loss_grace_s=0.0, last_progress=0.0)
+    h.observe(0.0, consumers=1, depth=0, heartbeats=1, served=5)
+    assert h.observe(10.0, consumers=1, depth=0, heartbeats=None, served=None) is True and not h.live
+    assert h.observe(10.5, consumers=1, depth=0, heartbeats=None, served=None, waiting=False) is False
+    assert not h.live, "still no heartbeat, no progress: still gone"
+    assert h.observe(11.0, consumers=1, depth=0, heartbeats=1, served=6) is True and h.live

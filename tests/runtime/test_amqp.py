@@ -169,3 +169,16 @@ def test_a_refused_login_says_so_instead_of_asking_to_start_a_broker():
 def test_an_unknown_host_is_named_not_a_traceback():
     with pytest.raises(ServiceUnavailableError, match=r"unknown host 'nosuchhost.invalid'"):
         connect("amqp://guest:guest@nosuchhost.invalid:5672/%2F")
+
+
+def test_only_a_refused_login_is_a_setting_to_fix():
+    """pika raises ProbableAuthenticationError for any close during the handshake; a node shutting
+    down is a node to retry, not a wrong password."""
+    import pika.exceptions
+
+    from ddm.runtime.amqp import _refused_login
+
+    refused = pika.exceptions.ProbableAuthenticationError("(403) 'ACCESS_REFUSED - Login was refused'")
+    vhost = pika.exceptions.ProbableAccessDeniedError("(530) 'NOT_ALLOWED - access to vhost 'x' refused'")
+    shutdown = pika.exceptions.ProbableAuthenticationError("(320) 'CONNECTION_FORCED - broker forced'")
+    assert _refused_login(refused) and _refused_login(vhost) and not _refused_login(shutdown)
