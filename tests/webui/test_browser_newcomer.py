@@ -91,8 +91,9 @@ def test_the_pill_says_when_no_router_serves(ui_server, fake, fake_deployment):
     url = ui_server()
     with chromium_page() as page:
         page.goto(url)
-        page.wait_for_selector("#conn.pill-wait", timeout=15_000)
-        assert page.text_content("#conn") == "no router serving"
+        # "connecting…" wears the same amber class until the first overview: wait for the words
+        page.locator("#conn", has_text="no router serving").wait_for(timeout=15_000)
+        assert "pill-wait" in page.get_attribute("#conn", "class")
         assert "no router has a live heartbeat" in page.get_attribute("#conn", "title")
         fake.all_workers()  # the router beats: live
         page.wait_for_selector("#conn.pill-ok", timeout=15_000)
