@@ -3,10 +3,13 @@ heartbeats say about each one. router/experts.py judges what it means."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from ddm.runtime.heartbeat import read_live_workers
 from ddm.schema.names import Names
+
+log = logging.getLogger("ddm.router")
 
 
 @dataclass(frozen=True)
@@ -28,3 +31,25 @@ def probe_experts(channel, r, names: Names, num_experts: int) -> list[ExpertLook
         served = sum(int(b.counters.get("batches", 0)) for b in mine) if mine else None
         looks.append(ExpertLook(k, method.consumer_count, method.message_count, len(mine) or None, served))
     return looks
+
+
+def report_looks(scheduler, looks: list[ExpertLook], metrics, names: Names, *, beats_trusted: bool) -> None:
+    """Hand each look to the scheduler (which judges it), export the verdicts, and log each expert
+    judged gone or back."""
+    for look in looks:
+        k, health = look.expert, scheduler.experts[look.expert]
+        was_live = health.live
+        scheduler.observe(
+            k, look.consumers, look.depth, look.heartbeats, look.served, beats_trusted=beats_trusted
+        )
+        metrics.expert_live.labels(str(k)).set(int(health.live))
+        metrics.expert_window.labels(str(k)).set(health.window())
+        if was_live and not health.live:
+            log.warning(
+                "expert %d has had no live worker for %.1f s (queue %s)",
+                k,
+                health.gone_for(scheduler.clock()),
+                names.expert_queue(k),
+            )
+        elif health.live and not was_live:
+            log.info("expert %d is served again", k)

@@ -33,7 +33,7 @@ import pika
 import redis
 
 from ddm.router.deployment_loader import describe, load_policy
-from ddm.router.expert_probe import probe_experts
+from ddm.router.expert_probe import probe_experts, report_looks
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle
 from ddm.router.metrics import RouterMetrics
 from ddm.router.outbox import Outbox, Send
@@ -418,24 +418,7 @@ class RouterWorker:
         self._observed_at = time.monotonic()
         looks = probe_experts(self._session.channel, self.store.r, self.names, self.deployment.num_experts)
         trusted = self._observed_at >= self._beats_trusted_at
-        for look in looks:
-            k, health = look.expert, self.scheduler.experts[look.expert]
-            was_live = health.live
-            self.scheduler.observe(
-                k, look.consumers, look.depth, look.heartbeats, look.served, beats_trusted=trusted
-            )
-            self.metrics.expert_live.labels(str(k)).set(int(health.live))
-            self.metrics.expert_window.labels(str(k)).set(health.window())
-            if was_live != health.live:
-                if was_live:
-                    log.warning(
-                        "expert %d has had no live worker for %.1f s (queue %s)",
-                        k,
-                        health.gone_for(self.scheduler.clock()),
-                        self.names.expert_queue(k),
-                    )
-                else:
-                    log.info("expert %d is served again", k)
+        report_looks(self.scheduler, looks, self.metrics, self.names, beats_trusted=trusted)
 
     def _refresh(self) -> None:
         """Every heartbeat: the descriptor again (it expires when no router refreshes it), the jobs index

@@ -21,7 +21,6 @@ schema/jobs.py, the layout docs/PROTOCOL.md. Following a job (frames, wait) is d
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import time
 import warnings
@@ -39,7 +38,8 @@ from ddm.client.errors import (
     NoDeploymentError,
 )
 from ddm.client.following import JobFollowing, read_stream
-from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis, unavailable
+from ddm.client.listing import JobListing, redis_errors
+from ddm.runtime.redis_conn import connect_redis
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, expected
 from ddm.schema.jobs import (
@@ -60,31 +60,7 @@ from ddm.schema.topology import CONTENT_TYPE, check_job_priority
 ON_DEGRADED = ("warn", "raise", "ignore")  # Client.result(on_degraded=...)
 
 
-def _redis_errors(fn):
-    """Turn a lost Redis connection inside a Client method into ServiceUnavailableError."""
-
-    @functools.wraps(fn)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return fn(self, *args, **kwargs)
-        except REDIS_CONNECTION_ERRORS as exc:
-            raise unavailable(self.settings.redis_url, exc) from None
-
-    return wrapper
-
-
-def _job_status(value: JobStatus | str) -> JobStatus:
-    try:
-        return JobStatus(value)
-    except ValueError:
-        raise SchemaError(expected(f"a job status in {[s.value for s in JobStatus]}", value)) from None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-class Client(JobFollowing):
+class Client(JobFollowing, JobListing):
     """Submit jobs to RabbitMQ and read them back from Redis.
 
     Arguments default to Settings.from_env() (DDM_AMQP_URL, DDM_REDIS_URL, DDM_PREFIX). Connections
@@ -155,7 +131,7 @@ class Client(JobFollowing):
 
     # ------------------------------------------------------------ submit
 
-    @_redis_errors
+    @redis_errors
     def deployment(self) -> DeploymentDescriptor:
         """The descriptor the serving router published: what a job on this prefix means (strategies,
         default strategy and guidance, labels, class names). NoDeploymentError when no router serves."""
@@ -191,7 +167,7 @@ class Client(JobFollowing):
             if channel.is_open:
                 channel.close()
 
-    @_redis_errors
+    @redis_errors
     def submit(
         self,
         spec: JobSpec,
@@ -297,7 +273,7 @@ class Client(JobFollowing):
 
     # ------------------------------------------------------------ read
 
-    @_redis_errors
+    @redis_errors
     def status(self, job_id: str) -> JobHash:
         """The job hash, typed (schema/jobs.py JobHash). Raises JobNotFoundError for an unknown job."""
         check_job_id(job_id)
@@ -312,46 +288,7 @@ class Client(JobFollowing):
             f"never submitted there, or expired after job_ttl_s={self.settings.job_ttl_s}"
         )
 
-    @_redis_errors
-    def recent(self, limit: int = 10) -> list[tuple[str, JobHash | None]]:
-        """(job id, job hash) of the newest `limit` jobs of the jobs index, newest first; None for an
-        expired one."""
-        ids = [_text(i) for i in self.redis.zrevrange(self.names.jobs_index, 0, max(0, limit - 1))]
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id in ids:
-            pipe.hgetall(self.names.job(job_id))
-        rows = zip(ids, pipe.execute(), strict=True)
-        return [(job_id, JobHash.decode(job_id, raw) if raw else None) for job_id, raw in rows]
-
-    @_redis_errors
-    def find(
-        self, status: JobStatus | str | None = None, limit: int = 20, scan: int = 10_000
-    ) -> list[JobHash]:
-        """The newest `limit` jobs of the jobs index with this status (None: any), newest first, looking
-        at no more than the `scan` newest ids (expired ones are skipped)."""
-        want = None if status is None else _job_status(status)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise SchemaError(expected("limit, an integer >= 1", limit))
-        found: list[JobHash] = []
-        for start in range(0, scan, 200):  # a page at a time: stop as soon as enough have matched
-            ids = [
-                _text(i)
-                for i in self.redis.zrevrange(self.names.jobs_index, start, min(scan, start + 200) - 1)
-            ]
-            pipe = self.redis.pipeline(transaction=False)
-            for job_id in ids:
-                pipe.hgetall(self.names.job(job_id))
-            for job_id, raw in zip(ids, pipe.execute(), strict=True):
-                job = JobHash.decode(job_id, raw) if raw else None
-                if job is not None and (want is None or job.status == want):
-                    found.append(job)
-                    if len(found) == limit:
-                        return found
-            if len(ids) < 200:
-                break
-        return found
-
-    @_redis_errors
+    @redis_errors
     def cancel(self, job_id: str) -> JobHash:
         """Ask the router to stop the job at its next step; returns the job hash after the request.
 
@@ -380,7 +317,7 @@ class Client(JobFollowing):
         self.redis.transaction(request, key, lease)
         return self.status(job_id)
 
-    @_redis_errors
+    @redis_errors
     def result(self, job_id: str, timeout: float | None = None, *, on_degraded: str = "warn") -> np.ndarray:
         """Wait for the job and return its final latents float32 [n, 1, 32, 32] (about [-1, 1]).
 
@@ -409,11 +346,11 @@ class Client(JobFollowing):
             warnings.warn(
                 f"job {job_id} was degraded: {degraded_text(st.degraded)}",
                 DegradedResultWarning,
-                stacklevel=3,  # the caller of result(), past the _redis_errors wrapper
+                stacklevel=3,  # the caller of result(), past the redis_errors wrapper
             )
         return images
 
-    @_redis_errors
+    @redis_errors
     def stored_result(self, status: JobHash) -> np.ndarray | None:
         """The job's final latents float32 [n, 1, 32, 32] as stored now, without waiting; None when
         there are none (not done yet, failed, cancelled, or expired)."""
