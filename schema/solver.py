@@ -1,0 +1,162 @@
+"""Solvers and time grids: the text a job carries ('heun', 'shift:3'), parsed once into typed values,
+the grids themselves, and the one record a multistep solver must keep across a crash.
+
+    solver 'euler'          one evaluation per step; today's default, unchanged bit for bit
+           'heun'           two per step: Euler predictor, trapezoid corrector (2nd order)
+           'midpoint'       two per step: half an Euler step, then the slope there (2nd order)
+           'ab2', 'ab3'     Adams-Bashforth: ONE evaluation per step, reusing the velocities of the
+                            last 1 or 2 steps (order 2 or 3), bootstrapped by the lower orders
+    grid   'uniform'        t = 0, 1/N, ..., 1 (schema.flow.time_grid, bit for bit)
+           'shift:S'        the uniform noise level sigma = 1 - t warped by S*sigma / (1 + (S-1)*sigma)
+                            (the timestep shift of SD3): S > 1 spends steps near the noise, S < 1 near the
+                            data
+           'edm' / 'edm:R'  Karras et al.'s rho-schedule (R = 7 by default) on the flow's noise-to-signal
+                            ratio sigma = (1 - t) / t from 80 down to 0.002, between t = 0 and t = 1: dense
+                            near the data, where an image's detail is decided
+
+The stepping itself (which x and t each evaluation sees, how the velocities combine) is the router's:
+ddm.router.solvers. What crosses a process boundary lives here: the names, the grid, and
+SolverHistory, the velocities a multistep solver carries from step to step (part of a job's resume
+state, so a router that crashes mid-job resumes to the same image).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import SchemaError, expected
+from .flow import time_grid
+
+# evaluations per step, and how many earlier steps' velocities a solver reuses
+SOLVERS: dict[str, tuple[int, int]] = {
+    "euler": (1, 0),
+    "heun": (2, 0),
+    "midpoint": (2, 0),
+    "ab2": (1, 1),
+    "ab3": (1, 2),
+}
+DEFAULT_SOLVER = "euler"
+DEFAULT_GRID = "uniform"
+GRID_SYNTAX = "grid 'uniform', 'shift:S' (0 < S <= 100) or 'edm' / 'edm:R' (0 < R <= 20)"
+_GRID_RE = re.compile(r"(uniform)|(shift):([0-9]+(?:\.[0-9]+)?)|(edm)(?::([0-9]+(?:\.[0-9]+)?))?")
+EDM_SIGMA_MAX = 80.0
+EDM_SIGMA_MIN = 0.002
+EDM_RHO = 7.0
+
+
+@dataclass(frozen=True)
+class Solver:
+    """A parsed solver name: evaluations per step and the earlier steps' velocities it reuses."""
+
+    name: str
+
+    @classmethod
+    def parse(cls, text: object) -> Solver:
+        if not isinstance(text, str) or text not in SOLVERS:
+            raise SchemaError(expected(f"solver one of {', '.join(SOLVERS)}", text))
+        return cls(text)
+
+    @property
+    def stages(self) -> int:
+        return SOLVERS[self.name][0]
+
+    @property
+    def history(self) -> int:
+        return SOLVERS[self.name][1]
+
+    def nfe(self, steps: int) -> int:
+        """Velocity evaluations (network round trips) for a job of `steps` steps."""
+        return self.stages * steps
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A parsed time grid: kind 'uniform' | 'shift' | 'edm' and its parameter."""
+
+    kind: str
+    param: float | None = None
+
+    @classmethod
+    def parse(cls, text: object) -> Grid:
+        m = _GRID_RE.fullmatch(text) if isinstance(text, str) else None
+        if m is None:
+            raise SchemaError(expected(GRID_SYNTAX, text))
+        if m.group(1):
+            return cls("uniform")
+        if m.group(2):
+            shift = float(m.group(3))
+            if not 0 < shift <= 100:
+                raise SchemaError(expected(GRID_SYNTAX, text))
+            return cls("shift", shift)
+        rho = float(m.group(5)) if m.group(5) else EDM_RHO
+        if not 0 < rho <= 20:
+            raise SchemaError(expected(GRID_SYNTAX, text))
+        return cls("edm", rho)
+
+    def times(self, steps: int) -> np.ndarray:
+        """float32 [steps + 1], strictly increasing from t = 0 (noise) to t = 1 (data)."""
+        if self.kind == "uniform":
+            return time_grid(steps)  # the old grid, bit for bit: Euler jobs keep their images
+        if steps < 1:
+            raise SchemaError(expected("steps >= 1", steps))
+        if self.kind == "shift":
+            sigma = np.linspace(1.0, 0.0, steps + 1)  # uniform in the noise level 1 - t
+            sigma = self.param * sigma / (1.0 + (self.param - 1.0) * sigma)
+            return (1.0 - sigma).astype(np.float32)
+        return _edm_times(steps, self.param)
+
+    def __str__(self) -> str:
+        if self.kind == "uniform":
+            return "uniform"
+        if self.kind == "edm" and self.param == EDM_RHO:
+            return "edm"
+        return f"{self.kind}:{self.param:g}"
+
+
+def _edm_times(steps: int, rho: float) -> np.ndarray:
+    """t = 0, then steps - 1 points of the rho-schedule in sigma = (1 - t) / t, then t = 1."""
+    if steps == 1:
+        return np.array([0.0, 1.0], np.float32)
+    ramp = np.linspace(0.0, 1.0, steps - 1)
+    lo, hi = EDM_SIGMA_MIN ** (1 / rho), EDM_SIGMA_MAX ** (1 / rho)
+    sigma = (hi + ramp * (lo - hi)) ** rho
+    return np.concatenate([[0.0], 1.0 / (1.0 + sigma), [1.0]]).astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class SolverHistory:
+    """The velocities a multistep solver reuses: at most `Solver.history` of them, oldest first, each
+    float32 [n, *sample_shape], evaluated at the grid points just before the current step. A one-step
+    solver's history is always empty. Stored beside x in a job's resume state."""
+
+    velocities: tuple[np.ndarray, ...] = ()
+
+    def push(self, v: np.ndarray, keep: int) -> SolverHistory:
+        """The history after a step whose first evaluation was v, keeping the newest `keep`."""
+        if keep == 0:
+            return SolverHistory()
+        return SolverHistory((*self.velocities, v)[-keep:])
+
+    def to_list(self) -> list[np.ndarray]:
+        return list(self.velocities)
+
+    @classmethod
+    def from_list(cls, arrays: object, solver: Solver, shape: tuple[int, ...]) -> SolverHistory:
+        """Decoded history, checked against the job's solver and x's shape: a resume state that does not
+        fit the job is refused, not silently stepped with the wrong velocities."""
+        want = f"a list of at most {solver.history} velocities for solver {solver}"
+        if not isinstance(arrays, list | tuple):
+            raise SchemaError(expected(want, type(arrays).__name__))
+        if len(arrays) > solver.history:
+            raise SchemaError(expected(want, f"{len(arrays)} of them"))
+        for v in arrays:
+            if not isinstance(v, np.ndarray) or v.dtype != np.float32 or v.shape != shape:
+                got = (getattr(v, "dtype", type(v).__name__), getattr(v, "shape", None))
+                raise SchemaError(expected(f"float32 velocities of shape {shape}", got))
+        return cls(tuple(arrays))
