@@ -15,6 +15,7 @@ from .names import PREFIX_RE, Names
 
 _INT_RE = re.compile(r"-?[0-9]+")  # stricter than int(): no spaces, no underscores, no '+'
 _REGION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_BIND_RE = re.compile(r"[A-Za-z0-9_.:-]{1,253}")  # DDM_METRICS_BIND: an IPv4/IPv6 address or a host name
 _PASSWORD_RE = re.compile(r"(//[^:/@]*:)[^@/]*@")
 QUEUE_TYPES = ("classic", "quorum")  # DDM_QUEUE_TYPE: the work queues' type (schema/topology.py)
 
@@ -144,6 +145,12 @@ class Settings:
         "Workers: serve Prometheus /metrics and /healthz on this TCP port (0: off).",
         within=(0, 65535),
     )
+    metrics_bind: str = setting(
+        "127.0.0.1",
+        "Workers: the address the /metrics and /healthz server listens on. 127.0.0.1: this host only "
+        "(safe where a worker shares the host's network); 0.0.0.0: every interface, as in a container "
+        "that Prometheus scrapes (docker-compose.yml sets it there).",
+    )
     log_level: str = setting(
         "INFO",
         "Long-running processes (workers, `ddm up`, the web UI): DEBUG, INFO, WARNING or ERROR.",
@@ -210,6 +217,10 @@ class Settings:
             raise _fail("region", "1..64 chars [A-Za-z0-9_.-]", self.region)
         if not isinstance(self.data_dir, str) or not self.data_dir or "\x00" in self.data_dir:
             raise _fail("data_dir", "a non-empty path", self.data_dir)
+        if not isinstance(self.metrics_bind, str) or not _BIND_RE.fullmatch(self.metrics_bind):
+            raise _fail(
+                "metrics_bind", "an IP address or host name to listen on (e.g. 127.0.0.1)", self.metrics_bind
+            )
         if not isinstance(self.deployment, str) or "\x00" in self.deployment:
             raise _fail("deployment", "a path (or empty for the shipped deployment)", self.deployment)
         self._check_choice("log_level", LOG_LEVELS, upper=True)

@@ -236,7 +236,7 @@ class ConsumerRuntime:
     def run(self) -> None:
         """Start the handler, then serve until stop(), reconnecting when the broker goes away."""
         self._run_thread = threading.current_thread()
-        server = serve_metrics(self.metrics, self.metrics_port)
+        server = serve_metrics(self.metrics, self.metrics_port, self.settings.metrics_bind)
         try:
             self.handler.start()
             self.heartbeat = Heartbeat(

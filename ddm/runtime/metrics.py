@@ -9,7 +9,9 @@ Every worker builds its metrics on a private CollectorRegistry (not prometheus_c
 several workers can live in one process (tests) without clashing names. The HTTP server runs on a
 daemon thread and only reads: counters are thread-safe, and health is a callable that reads flags the
 worker's connection thread sets. Port from `--metrics-port` or DDM_METRICS_PORT; 0 (the default)
-serves nothing, and the counters are still kept.
+serves nothing, and the counters are still kept. Address from DDM_METRICS_BIND: 127.0.0.1 by default
+(this host only: with host networking, 0.0.0.0 would serve every interface); docker-compose.yml sets
+0.0.0.0 inside its containers, where Prometheus and the healthcheck reach it over the compose network.
 
 Names (all prefixed ddm_):
 
@@ -137,10 +139,10 @@ class _Server(ThreadingHTTPServer):
 
 class MetricsServer:
     """Serve /metrics and /healthz for `metrics` on a daemon thread. start() binds (a busy port raises
-    OSError at once, not later on the thread); close() stops it. Binds all interfaces by default, as
-    prometheus_client.start_http_server does: Prometheus and the container healthcheck must reach it."""
+    OSError at once, not later on the thread); close() stops it. Binds 127.0.0.1 by default (this host
+    only); a container that Prometheus scrapes passes 0.0.0.0 (DDM_METRICS_BIND)."""
 
-    def __init__(self, metrics: WorkerMetrics, port: int, host: str = "0.0.0.0"):
+    def __init__(self, metrics: WorkerMetrics, port: int, host: str = "127.0.0.1"):
         self.metrics, self.host, self.port = metrics, host, port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -161,12 +163,13 @@ class MetricsServer:
             self._server = None
 
 
-def serve_metrics(metrics: WorkerMetrics, port: int) -> MetricsServer | None:
-    """Start a MetricsServer when port > 0; None when port is 0 (off: the counters are still kept)."""
+def serve_metrics(metrics: WorkerMetrics, port: int, host: str = "127.0.0.1") -> MetricsServer | None:
+    """Start a MetricsServer on host:port when port > 0; None when port is 0 (off: the counters are
+    still kept)."""
     if not 0 <= port <= 65535:
         raise ConfigError(expected("a metrics port in 0..65535 (0 = off)", port))
     if not port:
         return None
-    server = MetricsServer(metrics, port)
+    server = MetricsServer(metrics, port, host=host)
     server.start()
     return server

@@ -196,6 +196,36 @@ def test_workers_wait_for_healthy_services_and_expose_health(config):
             assert svc["healthcheck"]["test"][-1] == "http://127.0.0.1:9100/healthz", name
 
 
+def test_each_cpu_service_builds_its_roles_image(config):
+    """One image per role (ops/docker/cpu.Dockerfile targets): the router's carries JAX only because
+    the shipped deployment's router is learned."""
+    router_kind = tomllib.loads(SHIPPED_DEPLOYMENT.read_text())["router"]["kind"]
+    want = {
+        "webui": "webui",
+        "router": "router-learned" if router_kind == "learned" else "router",
+        "expert-torch": "expert-torch",
+        "expert-jax": "expert-jax",
+    }
+    for name, target in want.items():
+        svc = config["services"][name]
+        assert svc["build"]["dockerfile"] == "ops/docker/cpu.Dockerfile", name
+        assert svc["build"].get("target") == target, (name, svc["build"])
+        assert svc["image"] == f"ddm-pipeline:{target}", (name, svc["image"])
+    # torch's source is a build argument: PyTorch's CPU index unless .env says otherwise
+    assert config["services"]["expert-torch"]["build"]["args"] == {
+        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu",
+        "TORCH_FIND_LINKS": "",
+    }
+
+
+def test_workers_serve_metrics_on_the_container_network(config):
+    """DDM_METRICS_BIND defaults to 127.0.0.1; inside a container Prometheus needs every interface."""
+    for name, svc in config["services"].items():
+        env = svc.get("environment", {})
+        if "DDM_METRICS_PORT" in env:
+            assert env["DDM_METRICS_BIND"] == "0.0.0.0", name
+
+
 def test_accelerator_variants(config):
     services = config["services"]
     for name in ("expert-torch-cuda", "expert-jax-gpu"):

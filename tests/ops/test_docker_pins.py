@@ -33,7 +33,7 @@ ACCELERATOR_EXTRAS = ("neuron", "jax-cuda")  # never part of all/dev: CI does no
 JAX_CUDA_STACK = ("jax", "jaxlib", "flax", "optax")
 NEURON_PINS = {"torch": "==2.9.*", "torch-neuronx": "==2.9.*", "neuronx-cc": "==2.*"}
 OPTIONS_WITH_VALUE = {"-c", "--constraint", "-r", "--requirement", "--index-url", "-i", "--extra-index-url"}
-WHEEL = re.compile(r'"\$\(echo /wheels/ddm_pipeline-\*\.whl\)\[([A-Za-z0-9,_-]+)\]"')
+WHEEL = re.compile(r'"\$\(echo /wheels/ddm_pipeline-\*\.whl\)(?:\[([A-Za-z0-9,_-]+)\])?"')
 
 
 # ---------------------------------------------------------------- reading a checkout
@@ -52,7 +52,7 @@ def pip_installs(text: str) -> list[tuple[set[str], list[Requirement]]]:
     for command in re.findall(r"pip install ([^&\n]*)", dockerfile_commands(text)):
         extras: set[str] = set()
         for match in WHEEL.finditer(command):
-            extras |= set(match.group(1).split(","))
+            extras |= set(match.group(1).split(",")) if match.group(1) else set()
         rest = re.sub(r"\$\{[^}]*\}", " ", WHEEL.sub(" ", command))
         requirements, skip = [], False
         for token in shlex.split(rest):
@@ -208,6 +208,44 @@ def test_the_parser_sees_every_install():
     ]
     assert [[str(r) for r in reqs] for _, reqs in installs["cuda"]] == [["torch==2.13.0"], []]
     assert [e for e, _ in installs["neuron"]] == [{"neuron"}]
+
+
+# cpu.Dockerfile's targets, one per role: the extras each installs (issue 27: only what the role imports)
+CPU_TARGETS = {
+    "webui": {"ui"},
+    "router": set(),
+    "router-learned": {"jax"},
+    "expert-jax": {"jax"},
+    "expert-torch": {"torch"},
+}
+
+
+def dockerfile_stages(text: str) -> dict[str, str]:
+    """{stage name: its instructions} of a multi-stage Dockerfile (FROM ... AS name)."""
+    parts = re.split(r"^FROM \S+ AS (\S+)$", dockerfile_commands(text), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_each_cpu_target_installs_only_its_roles_extras():
+    stages = dockerfile_stages((REPO / "ops/docker/cpu.Dockerfile").read_text())
+    assert set(CPU_TARGETS) <= set(stages), sorted(stages)
+    for target, want in CPU_TARGETS.items():
+        installs = pip_installs(stages[target])
+        assert installs, target
+        assert set().union(*(e for e, _ in installs)) == want, target
+        named = {canonicalize_name(r.name) for _, reqs in installs for r in reqs}
+        assert named == ({"torch"} if target == "expert-torch" else set()), (target, named)
+        assert re.search(r"&& pip check\b", stages[target]), target
+        assert "USER ddm" in stages[target], target  # non-root, uid 10001 (the base stage's useradd)
+
+
+def test_torch_source_is_a_build_argument():
+    text = (REPO / "ops/docker/cpu.Dockerfile").read_text()
+    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu\n" in text  # the default, as before
+    assert "ARG TORCH_FIND_LINKS=\n" in text
+    commands = dockerfile_commands(text)
+    assert '${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"}' in commands
+    assert '${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"}' in commands
 
 
 def test_the_neuron_image_gets_no_jax():
