@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-NUM_CLASSES = 10
-NULL_CLASS = NUM_CLASSES  # label index used for the unconditional branch (label dropout)
-IMAGE_SHAPE = (1, 32, 32)  # channels, height, width: MNIST 28x28 padded to 32
+from ddm.schema.sample_space import LEGACY
+
+# Today's sample space (schema/sample_space.py LEGACY), under the names its users import.
+NUM_CLASSES = LEGACY.num_classes  # 10
+NULL_CLASS = LEGACY.null_class  # = NUM_CLASSES: the label of the unconditional branch (label dropout)
+IMAGE_SHAPE = LEGACY.shape  # channels, height, width: (1, 32, 32), MNIST 28x28 padded to 32
 
 
 def _bcast_t(t, x):
