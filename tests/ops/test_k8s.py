@@ -1,0 +1,540 @@
+"""ops/k8s (the Kubernetes manifests: a kustomize base, components and overlays), checked offline.
+
+Every overlay is rendered with `kubectl kustomize` (kustomize built into kubectl; no cluster, no helm)
+from a copy of ops/k8s whose git-ignored Secret env files are the committed *.env.example templates.
+Every core manifest is validated with kubernetes-validate against Kubernetes' own JSON schemas (strict:
+an unknown field is an error); the custom resources (KEDA's ScaledObject and TriggerAuthentication, the
+RabbitMQ Cluster Operator's RabbitmqCluster), for which it has no schema, against ours in
+ops/k8s/schemas/ with jsonschema. Then the references between manifests: every Secret and ConfigMap a
+pod or a TriggerAuthentication reads exists with that key, every ScaledObject scales a Deployment of the
+render, and the expert queues they watch are the experts of the shipped deployment file, under the
+prefix of ddm-config. Mutated manifests show that each check fails when it should.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from ddm.schema.names import Names
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "ops" / "k8s"
+SCHEMAS = K8S / "schemas"
+SHIPPED_DEPLOYMENT = REPO / "checkpoints" / "mnist" / "deployment.toml"
+# The Kubernetes version whose schemas the manifests are checked against: kubectl's here (v1.32), and one
+# that kubernetes-validate ships (it picks its newest schemas not newer than this).
+K8S_VERSION = "1.32.0"
+KUBECTL = shutil.which("kubectl")
+OVERLAYS = sorted(p.name for p in (K8S / "overlays").iterdir() if (p / "kustomization.yaml").exists())
+# Rendered too, though no shipped overlay uses it: cpu-keda plus the scale-to-zero component
+SCALE_TO_ZERO = "cpu-keda+scale-to-zero"
+CUSTOM = {
+    ("keda.sh/v1alpha1", "ScaledObject"): "scaledobject.json",
+    ("keda.sh/v1alpha1", "TriggerAuthentication"): "triggerauthentication.json",
+    ("rabbitmq.com/v1beta1", "RabbitmqCluster"): "rabbitmqcluster.json",
+}
+WORKLOADS = {"Deployment", "StatefulSet"}
+
+pytestmark = pytest.mark.skipif(
+    KUBECTL is None,
+    reason="kubectl is not installed (it renders the kustomizations; the machine image has /usr/bin/kubectl)",
+)
+
+
+# ------------------------------------------------------------------------------------------ rendering
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """A copy of ops/k8s with the Secret env files made from their committed templates, and one more
+    overlay that adds the scale-to-zero component to cpu-keda."""
+    root = tmp_path_factory.mktemp("k8s") / "k8s"
+    shutil.copytree(K8S, root, ignore=shutil.ignore_patterns("*.env"))  # never a developer's real ones
+    for example in (root / "components" / "secrets").glob("*.env.example"):
+        shutil.copy(example, example.with_suffix(""))
+    extra = root / "overlays" / SCALE_TO_ZERO
+    extra.mkdir()
+    kustomization = yaml.safe_load((root / "overlays" / "cpu-keda" / "kustomization.yaml").read_text())
+    kustomization["components"].append("../../components/keda-scale-to-zero")
+    (extra / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return root
+
+
+def render(overlay_dir: Path) -> list[dict]:
+    out = subprocess.run([KUBECTL, "kustomize", str(overlay_dir)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"kubectl kustomize {overlay_dir.name}: {out.stderr}"
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered(tree) -> dict[str, list[dict]]:
+    return {name: render(tree / "overlays" / name) for name in [*OVERLAYS, SCALE_TO_ZERO]}
+
+
+def test_the_overlays_are_there():
+    assert {"cpu", "cpu-keda", "gpu", "neuron"} <= set(OVERLAYS)
+
+
+# ------------------------------------------------------------------------------------------ schemas
+
+
+@functools.cache
+def _custom_validator(filename: str) -> jsonschema.Draft202012Validator:
+    schema = json.loads((SCHEMAS / filename).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _k8s_problems(doc: dict) -> list[str]:
+    try:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path)
+        return [f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}: {where}: {e.message}"]
+    except kubernetes_validate.SchemaNotFoundError as e:
+        return [e.message]
+    return []
+
+
+@functools.cache
+def _k8s_problems_cached(text: str) -> tuple[str, ...]:
+    return tuple(_k8s_problems(json.loads(text)))  # the overlays share most manifests: check each once
+
+
+def schema_problems(doc: dict) -> list[str]:
+    """Every way `doc` breaks its schema: Kubernetes' own (strict), or ours for the custom resources."""
+    key = (doc.get("apiVersion"), doc.get("kind"))
+    if key not in CUSTOM:
+        return list(_k8s_problems_cached(json.dumps(doc, sort_keys=True)))
+    name = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+    problems = [
+        f"{name}: {'/'.join(str(p) for p in e.absolute_path)}: {e.message}"
+        for e in _custom_validator(CUSTOM[key]).iter_errors(doc)
+    ]
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    if doc["kind"] == "ScaledObject":
+        low, high = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            problems.append(f"{name}: minReplicaCount {low} > maxReplicaCount {high}")
+    if doc["kind"] == "RabbitmqCluster":
+        # ours types these two loosely: check them against Kubernetes' core/v1 definitions, in a Pod
+        pod_spec = {"containers": [{"name": "c", "image": "i"}]}
+        pod_spec |= {k: spec[k] for k in ("affinity", "tolerations") if k in spec}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"}, "spec": pod_spec}
+        problems += [f"{name}: {p}" for p in _k8s_problems(pod)]
+    return problems
+
+
+def test_every_manifest_validates(rendered):
+    problems = [
+        f"{overlay}: {p}" for overlay, docs in rendered.items() for d in docs for p in schema_problems(d)
+    ]
+    assert problems == []
+
+
+def test_our_schemas_say_they_are_ours():
+    for filename in CUSTOM.values():
+        comment = json.loads((SCHEMAS / filename).read_text())["$comment"]
+        assert comment.startswith("OURS, not upstream") and "only the fields" in comment, filename
+
+
+def _first(docs: list[dict], kind: str, name: str | None = None) -> dict:
+    return next(d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name))
+
+
+MUTATIONS = [
+    # (what, kind, name, change): each must make schema_problems report something
+    ("replicas of the wrong type", "Deployment", "ddm-router", lambda d: d["spec"].update(replicas="three")),
+    ("an unknown field (strict)", "Deployment", "ddm-webui", lambda d: d["spec"].update(replica=2)),
+    (
+        "a container without a name",
+        "Deployment",
+        "ddm-expert-0",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].pop("name"),
+    ),
+    ("StatefulSet replicas as a list", "StatefulSet", "ddm-redis", lambda d: d["spec"].update(replicas=[3])),
+    (
+        "a probe without a handler field of the right type",
+        "Deployment",
+        "ddm-expert-1",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"].update(
+            periodSeconds="10s"
+        ),
+    ),
+    (
+        "a Service without its port number",
+        "Service",
+        "ddm-webui",
+        lambda d: d["spec"]["ports"][0].pop("port"),
+    ),
+    ("a ScaledObject without triggers", "ScaledObject", "ddm-expert-0", lambda d: d["spec"].pop("triggers")),
+    (
+        "a ScaledObject with no trigger in the list",
+        "ScaledObject",
+        "ddm-router",
+        lambda d: d["spec"].update(triggers=[]),
+    ),
+    (
+        "a rabbitmq trigger without mode",
+        "ScaledObject",
+        "ddm-expert-1",
+        lambda d: d["spec"]["triggers"][0]["metadata"].pop("mode"),
+    ),
+    (
+        "a rabbitmq trigger whose host (with its password) is in the manifest",
+        "ScaledObject",
+        "ddm-expert-1",
+        lambda d: d["spec"]["triggers"][0]["metadata"].update(host="amqp://u:p@h:5672/%2F"),
+    ),
+    (
+        "a numeric trigger value (KEDA wants strings)",
+        "ScaledObject",
+        "ddm-router",
+        lambda d: d["spec"]["triggers"][0]["metadata"].update(value=32),
+    ),
+    ("min above max", "ScaledObject", "ddm-router", lambda d: d["spec"].update(minReplicaCount=9)),
+    (
+        "an unknown ScaledObject field",
+        "ScaledObject",
+        "ddm-router",
+        lambda d: d["spec"].update(minReplicas=1),
+    ),
+    (
+        "a TriggerAuthentication without a key",
+        "TriggerAuthentication",
+        "ddm-rabbitmq",
+        lambda d: d["spec"]["secretTargetRef"][0].pop("key"),
+    ),
+    (
+        "RabbitmqCluster replicas as a string",
+        "RabbitmqCluster",
+        None,
+        lambda d: d["spec"].update(replicas="3"),
+    ),
+    (
+        "RabbitmqCluster affinity that is no core/v1 Affinity",
+        "RabbitmqCluster",
+        None,
+        lambda d: d["spec"]["affinity"].update(podAntiAfinity={}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "kind", "name", "change"), MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_an_invalid_manifest_fails(rendered, what, kind, name, change):
+    doc = copy.deepcopy(_first(rendered["cpu-keda"], kind, name))
+    assert schema_problems(doc) == []
+    change(doc)
+    assert schema_problems(doc), f"{what}: still valid"
+
+
+# ------------------------------------------------------------------------------------------ references
+
+
+def _pod_specs(docs: list[dict]):
+    for d in docs:
+        if d["kind"] in WORKLOADS:
+            yield f"{d['kind']}/{d['metadata']['name']}", d["spec"]["template"]["spec"]
+
+
+def reference_problems(docs: list[dict]) -> list[str]:
+    """Every Secret / ConfigMap (and key) that a pod or a TriggerAuthentication reads exists in `docs`;
+    every ScaledObject scales a Deployment of `docs` and authenticates with a TriggerAuthentication of it;
+    every Service selects some pod; every probe port is a port of its container."""
+    data = {
+        (d["kind"], d["metadata"]["name"]): {**d.get("data", {}), **d.get("stringData", {})} for d in docs
+    }
+    problems = []
+
+    def need(where: str, kind: str, name: str, key: str | None = None, optional: bool = False) -> None:
+        if optional:
+            return
+        if (kind, name) not in data:
+            problems.append(f"{where}: {kind} {name} is not in the render")
+        elif key is not None and key not in data[kind, name]:
+            problems.append(f"{where}: {kind} {name} has no key {key}")
+
+    for where, spec in _pod_specs(docs):
+        for c in [*spec.get("initContainers", []), *spec["containers"]]:
+            for src in c.get("envFrom", []):
+                for field, kind in (("secretRef", "Secret"), ("configMapRef", "ConfigMap")):
+                    if field in src:
+                        need(where, kind, src[field]["name"], optional=src[field].get("optional", False))
+            for env in c.get("env", []):
+                ref = env.get("valueFrom", {})
+                for field, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+                    if field in ref:
+                        r = ref[field]
+                        need(where, kind, r["name"], r["key"], r.get("optional", False))
+            ports = {p.get("name") for p in c.get("ports", [])} | {
+                p["containerPort"] for p in c.get("ports", [])
+            }
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                port = c.get(probe, {}).get("httpGet", {}).get("port")
+                if port is not None and port not in ports:
+                    problems.append(f"{where}: {c['name']} {probe} port {port} is not a container port")
+        for vol in spec.get("volumes", []):
+            if "secret" in vol:
+                need(
+                    where,
+                    "Secret",
+                    vol["secret"]["secretName"],
+                    optional=vol["secret"].get("optional", False),
+                )
+            if "configMap" in vol:
+                need(
+                    where,
+                    "ConfigMap",
+                    vol["configMap"]["name"],
+                    optional=vol["configMap"].get("optional", False),
+                )
+
+    pod_labels = [
+        spec_owner["spec"]["template"]["metadata"]["labels"]
+        for spec_owner in docs
+        if spec_owner["kind"] in WORKLOADS
+    ]
+    for d in docs:
+        where = f"{d['kind']}/{d['metadata']['name']}"
+        if d["kind"] == "TriggerAuthentication":
+            for ref in d["spec"].get("secretTargetRef", []):
+                need(where, "Secret", ref["name"], ref["key"])
+        if d["kind"] == "ScaledObject":
+            target = d["spec"]["scaleTargetRef"]
+            if target.get("kind", "Deployment") != "Deployment" or ("Deployment", target["name"]) not in {
+                (x["kind"], x["metadata"]["name"]) for x in docs
+            }:
+                problems.append(f"{where}: scaleTargetRef {target['name']} is no Deployment of the render")
+            for trigger in d["spec"].get("triggers", []):
+                auth = trigger.get("authenticationRef", {}).get("name")
+                if auth is not None and ("TriggerAuthentication", auth) not in {
+                    (x["kind"], x["metadata"]["name"]) for x in docs
+                }:
+                    problems.append(f"{where}: authenticationRef {auth} is not in the render")
+        if d["kind"] == "Service" and d["spec"].get("selector"):
+            selector = d["spec"]["selector"].items()
+            if not any(selector <= labels.items() for labels in pod_labels):
+                problems.append(f"{where}: its selector matches no pod template")
+    return problems
+
+
+def test_every_reference_resolves(rendered):
+    problems = [f"{overlay}: {p}" for overlay, docs in rendered.items() for p in reference_problems(docs)]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("what", "change"),
+    [
+        (
+            "a missing Secret",
+            lambda docs: [d for d in docs if not d["metadata"]["name"].startswith("ddm-broker")],
+        ),
+        (
+            "a missing key",
+            lambda docs: [
+                d | {"data": {}}
+                if d["metadata"]["name"].startswith("ddm-redis") and d["kind"] == "Secret"
+                else d
+                for d in docs
+            ],
+        ),
+        (
+            "a ScaledObject of nothing",
+            lambda docs: [
+                d for d in docs if d["metadata"]["name"] != "ddm-expert-1" or d["kind"] != "Deployment"
+            ],
+        ),
+        ("a missing ConfigMap", lambda docs: [d for d in docs if d["kind"] != "ConfigMap"]),
+    ],
+)
+def test_a_broken_reference_fails(rendered, what, change):
+    docs = change(copy.deepcopy(rendered["cpu-keda"]))
+    assert reference_problems(docs), what
+
+
+def _config(docs: list[dict]) -> dict:
+    return next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("ddm-config-")
+    )["data"]
+
+
+def _expert_of(doc: dict) -> int:
+    return int(doc["metadata"]["labels"]["ddm-pipeline/expert"])
+
+
+def queue_problems(docs: list[dict], deployment_file: Path = SHIPPED_DEPLOYMENT) -> list[str]:
+    """The expert Deployments are the experts of the deployment file, each running its own expert; the
+    ScaledObjects (when there are any) watch <prefix>ddm.jobs for the router and <prefix>ddm.expert.<k>
+    for expert k's Deployment, with the prefix of ddm-config."""
+    names = Names(_config(docs).get("DDM_PREFIX", ""))
+    experts = {e["id"] for e in tomllib.loads(deployment_file.read_text())["experts"]}
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    expert_deployments = {
+        n: d
+        for n, d in deployments.items()
+        if d["metadata"]["labels"].get("app.kubernetes.io/component") == "expert"
+    }
+    problems = []
+    served = sorted(_expert_of(d) for d in expert_deployments.values())
+    if served != sorted(experts):
+        problems.append(f"expert Deployments serve {served}, the deployment file has {sorted(experts)}")
+    for name, d in expert_deployments.items():
+        command = d["spec"]["template"]["spec"]["containers"][0]["command"]
+        if command[command.index("--expert") + 1] != str(_expert_of(d)):
+            problems.append(f"{name}: runs {command}, labelled expert {_expert_of(d)}")
+    scaled = [d for d in docs if d["kind"] == "ScaledObject"]
+    if not scaled:
+        return problems
+    watched, router_scaled = set(), False
+    for so in scaled:
+        target = deployments.get(so["spec"]["scaleTargetRef"]["name"])
+        queues = [t["metadata"].get("queueName") for t in so["spec"]["triggers"] if t["type"] == "rabbitmq"]
+        if target is None:
+            continue  # reference_problems says so
+        if target["metadata"]["labels"].get("app.kubernetes.io/component") == "router":
+            want, router_scaled = names.jobs, True
+        elif target["metadata"]["name"] in expert_deployments:
+            want = names.expert_queue(_expert_of(target))
+            watched.add(_expert_of(target))
+        else:
+            problems.append(f"ScaledObject {so['metadata']['name']} scales {target['metadata']['name']}")
+            continue
+        if queues != [want]:
+            problems.append(f"ScaledObject {so['metadata']['name']} watches {queues}, not [{want!r}]")
+    if watched != experts:
+        problems.append(
+            f"ScaledObjects watch experts {sorted(watched)}, the deployment file has {sorted(experts)}"
+        )
+    if not router_scaled:
+        problems.append("no ScaledObject for the router's jobs queue")
+    return problems
+
+
+def test_the_queues_are_the_deployments(rendered):
+    problems = [f"{overlay}: {p}" for overlay, docs in rendered.items() for p in queue_problems(docs)]
+    assert problems == []
+    assert sum(d["kind"] == "ScaledObject" for d in rendered["cpu-keda"]) == 3  # router + 2 experts
+
+
+def test_a_wrong_queue_fails(rendered, tmp_path):
+    docs = copy.deepcopy(rendered["cpu-keda"])
+    _first(docs, "ScaledObject", "ddm-expert-1")["spec"]["triggers"][0]["metadata"]["queueName"] = (
+        "ddm.expert.7"
+    )
+    assert queue_problems(docs)
+    # a prefix in ddm-config that the queue names lack
+    docs = copy.deepcopy(rendered["cpu-keda"])
+    _config(docs)["DDM_PREFIX"] = "prod."
+    assert len(queue_problems(docs)) == 3  # each of the three queue names
+    # an expert in the deployment file that has no Deployment
+    more = tmp_path / "deployment.toml"
+    more.write_text(SHIPPED_DEPLOYMENT.read_text() + '\n[[experts]]\nid = 2\ncheckpoint = "x"\n')
+    assert queue_problems(rendered["cpu-keda"], more)
+
+
+# ---------------------------------------------------------------------------------- what each overlay is
+
+
+def _container(docs: list[dict], deployment: str) -> dict:
+    return _first(docs, "Deployment", deployment)["spec"]["template"]["spec"]["containers"][0]
+
+
+def _device(docs: list[dict], deployment: str) -> str:
+    command = _container(docs, deployment)["command"]
+    return command[command.index("--device") + 1]
+
+
+def test_accelerators(rendered):
+    cpu, gpu, neuron = rendered["cpu"], rendered["gpu"], rendered["neuron"]
+    assert (_device(cpu, "ddm-expert-0"), _device(cpu, "ddm-expert-1")) == ("cpu", "cpu")
+    assert (_device(gpu, "ddm-expert-0"), _device(gpu, "ddm-expert-1")) == ("cuda", "gpu")
+    assert (_device(neuron, "ddm-expert-0"), _device(neuron, "ddm-expert-1")) == ("neuron", "gpu")
+    for docs, deployment, resource in [
+        (gpu, "ddm-expert-0", "nvidia.com/gpu"),
+        (gpu, "ddm-expert-1", "nvidia.com/gpu"),
+        (neuron, "ddm-expert-0", "aws.amazon.com/neuroncore"),
+    ]:
+        limits = _container(docs, deployment)["resources"]["limits"]
+        assert limits[resource] == 1, (deployment, limits)
+        assert not {"nvidia.com/gpu", "aws.amazon.com/neuroncore"} - {resource} & limits.keys()
+        pod = _first(docs, "Deployment", deployment)["spec"]["template"]["spec"]
+        assert pod.get("nodeSelector") or pod.get("affinity", {}).get("nodeAffinity"), deployment
+        assert pod.get("tolerations"), deployment
+    for docs in (cpu, gpu, neuron):
+        for d in docs:
+            if d["kind"] in WORKLOADS:
+                for c in d["spec"]["template"]["spec"]["containers"]:
+                    image = c["image"]
+                    assert ":" in image or "@" in image, f"{d['metadata']['name']}: image {image} not set"
+    assert _container(cpu, "ddm-webui")["image"] == "ddm-pipeline:webui"
+    assert _container(cpu, "ddm-router")["image"] == "ddm-pipeline:router-learned"
+    assert _container(cpu, "ddm-expert-0")["image"] == "ddm-pipeline:expert-torch"
+    assert _container(cpu, "ddm-expert-1")["image"] == "ddm-pipeline:expert-jax"
+
+
+def test_pods_run_as_non_root_with_limits_and_probes(rendered):
+    for overlay, docs in rendered.items():
+        for where, spec in _pod_specs(docs):
+            assert spec["securityContext"]["runAsNonRoot"] is True, (overlay, where)
+            assert spec.get("automountServiceAccountToken") is False, (overlay, where)
+            for c in [*spec.get("initContainers", []), *spec["containers"]]:
+                assert c["securityContext"]["allowPrivilegeEscalation"] is False, (overlay, where, c["name"])
+                assert {"cpu", "memory"} <= c["resources"]["limits"].keys(), (overlay, where, c["name"])
+                assert {"cpu", "memory"} <= c["resources"]["requests"].keys(), (overlay, where, c["name"])
+            for c in spec["containers"]:
+                assert "readinessProbe" in c and "livenessProbe" in c, (overlay, where, c["name"])
+
+
+def test_scaling(rendered):
+    keda = {d["metadata"]["name"]: d["spec"] for d in rendered["cpu-keda"] if d["kind"] == "ScaledObject"}
+    zero = {d["metadata"]["name"]: d["spec"] for d in rendered[SCALE_TO_ZERO] if d["kind"] == "ScaledObject"}
+    for spec in keda.values():
+        (trigger,) = spec["triggers"]
+        assert trigger["type"] == "rabbitmq" and trigger["metadata"]["mode"] == "QueueLength"
+        assert float(trigger["metadata"]["activationValue"]) < float(trigger["metadata"]["value"])
+        assert trigger["authenticationRef"]["name"] == "ddm-rabbitmq"
+    assert keda["ddm-router"]["minReplicaCount"] == zero["ddm-router"]["minReplicaCount"] == 1
+    assert {zero[n]["minReplicaCount"] for n in zero if n.startswith("ddm-expert-")} == {0}
+    # the router waits for an expert waking from zero instead of failing its jobs after 30 s
+    assert int(_config(rendered[SCALE_TO_ZERO])["DDM_EXPERT_GRACE_S"]) >= 300
+    assert "DDM_EXPERT_GRACE_S" not in _config(rendered["cpu-keda"])
+
+
+def test_broker_and_redis(rendered):
+    docs = rendered["cpu"]
+    cluster = _first(docs, "RabbitmqCluster")
+    assert cluster["spec"]["replicas"] == 3
+    assert "consumer_timeout = 86400000" in cluster["spec"]["rabbitmq"]["additionalConfig"]
+    assert _config(docs)["DDM_QUEUE_TYPE"] == "quorum"
+    redis = _first(docs, "StatefulSet", "ddm-redis")
+    assert redis["spec"]["replicas"] == 3
+    assert {c["name"] for c in redis["spec"]["template"]["spec"]["containers"]} == {"redis", "sentinel"}
+    example = (K8S / "components" / "secrets" / "redis.env.example").read_text()
+    assert "DDM_REDIS_URL=redis+sentinel://" in example
+
+
+def test_no_password_is_committed():
+    """The Secrets come from git-ignored env files; only the templates, with placeholders, are in git."""
+    secrets = K8S / "components" / "secrets"
+    assert "*.env" in (secrets / ".gitignore").read_text().split()
+    tracked = subprocess.run(
+        ["git", "ls-files", str(K8S)], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [p for p in tracked if p.endswith(".env")], tracked
+    for example in secrets.glob("*.env.example"):
+        for line in example.read_text().splitlines():
+            if line and not line.startswith("#"):
+                value = line.partition("=")[2]
+                assert "PASSWORD" in value, f"{example.name}: {line} holds no placeholder"
