@@ -1,5 +1,9 @@
 """The datasets ddm knows: official file names, their md5s, class names, where to find them offline.
 
+Two sources: "idx" datasets (MNIST, Fashion-MNIST) are official files, downloaded or found on disk;
+"render" datasets (emoji, emoji-64) are drawn from two Debian packages into the data directory
+(ddm.ops.data.emoji_cache) and have no files to download.
+
 Files are checked twice over: a download must match the md5 of the official archive; a file found
 on disk must match the md5 of the official *decompressed* payload (so a re-gzipped or unpacked
 copy of the right data is accepted, and, say, Fashion-MNIST files sitting where MNIST is expected
@@ -10,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ddm.ops.data.emoji_cache import APT_INSTALL
+from ddm.ops.data.emoji_list import GROUPS
 from ddm.schema.errors import ConfigError, expected
 
 
@@ -34,6 +40,8 @@ class DatasetSpec:
     classes: tuple[str, ...]
     offline_dirs: tuple[str, ...]
     offline_hint: str
+    source: str = "idx"  # "idx": official files; "render": drawn from system packages (emoji_cache)
+    image_shape: tuple[int, ...] = (28, 28)  # one image in Dataset.images: [H, W] or [C, H, W]
 
 
 # Decompressed md5s were checked against an offline copy of the MNIST test split and the Debian
@@ -125,6 +133,28 @@ DATASETS: dict[str, DatasetSpec] = {
         ),
     ),
 }
+
+
+def _emoji(name: str, size: int) -> DatasetSpec:
+    return DatasetSpec(
+        name=name,
+        base_url="",
+        files={},
+        classes=GROUPS,
+        offline_dirs=(),
+        offline_hint=(
+            f"the emoji are rendered here from two Debian packages (`{APT_INSTALL}`) into "
+            f"DATA_DIR/emoji/ by `ddm data fetch {name}`; docs/DATA.md"
+        ),
+        source="render",
+        image_shape=(3, size, size),
+    )
+
+
+# Colour emoji, 9 Unicode groups as labels; "train" and "test" are the held-out split by a hash of
+# each base emoji (ddm.ops.data.emoji_list). Rendered, not downloaded: no files, no md5s.
+DATASETS["emoji"] = _emoji("emoji", 32)
+DATASETS["emoji-64"] = _emoji("emoji-64", 64)
 
 SPLITS = ("train", "test")
 

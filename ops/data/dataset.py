@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -17,12 +18,19 @@ from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NUM_CLASSES, pad_to_32
 
 
+def _spec_shape(name: str) -> tuple[int, ...]:
+    spec = DATASETS.get(name)
+    return spec.image_shape if spec else (28, 28)
+
+
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """A loaded split: images uint8 [N, 28, 28], labels int64 [N] (both read-only).
+    """A loaded split: images uint8 [N, *image_shape], labels int64 [N] (both read-only).
 
-    `split` is canonical ("test[:8000]", "test"); together with `name` and the bytes it makes `sha256`,
-    which a partition manifest records so training refuses data other than what was partitioned.
+    image_shape is the catalog's: [28, 28] for MNIST and Fashion-MNIST (and any unknown name),
+    [3, S, S] channel-first RGB for emoji. `split` is canonical ("test[:8000]", "test"); together
+    with `name` and the bytes it makes `sha256`, which a partition manifest records so training
+    refuses data other than what was partitioned.
     """
 
     name: str
@@ -32,15 +40,16 @@ class Dataset:
 
     def __post_init__(self) -> None:
         images, labels = self.images, self.labels
-        if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28):
-            raise ConfigError(expected("images uint8 [N, 28, 28]", f"{images.dtype} {images.shape}"))
+        shape = _spec_shape(self.name)
+        if images.dtype != np.uint8 or images.ndim != 1 + len(shape) or images.shape[1:] != shape:
+            want = f"images uint8 [N, {', '.join(map(str, shape))}]"
+            raise ConfigError(expected(want, f"{images.dtype} {images.shape}"))
         if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
             raise ConfigError(expected(f"labels [N={images.shape[0]}]", labels.shape))
         labels = labels.astype(np.int64)
-        if labels.size and (labels.min() < 0 or labels.max() >= NUM_CLASSES):
-            raise ConfigError(
-                expected(f"labels in [0, {NUM_CLASSES})", (int(labels.min()), int(labels.max())))
-            )
+        k = len(self.classes)
+        if labels.size and (labels.min() < 0 or labels.max() >= k):
+            raise ConfigError(expected(f"labels in [0, {k})", (int(labels.min()), int(labels.max()))))
         images = np.array(images, copy=True)
         images.setflags(write=False)
         labels.setflags(write=False)
@@ -67,11 +76,14 @@ class Dataset:
         return spec.classes if spec else tuple(str(c) for c in range(NUM_CLASSES))
 
     def label_counts(self) -> np.ndarray:
-        """int64 [10]: samples per class."""
-        return label_histogram(self.labels)
+        """int64 [len(classes)]: samples per class."""
+        return np.bincount(self.labels, minlength=len(self.classes)).astype(np.int64)
 
     def as_model_input(self) -> np.ndarray:
-        """float32 [N, 1, 32, 32] in [-1, 1] (zero border = -1), the UNet's input layout."""
+        """float32 [N, C, 32, 32] in [-1, 1], the UNet's input layout: MNIST-like 28x28 padded to 32
+        (zero border = -1, C = 1); channel-first images (emoji) scaled as they are (x / 127.5 - 1)."""
+        if self.images.ndim == 4:
+            return self.images.astype(np.float32) / 127.5 - 1.0
         return pad_to_32(self.images)
 
 
@@ -104,9 +116,10 @@ def load_dataset(
     data_dir=None resolves through resolve_data_dir (flag, $DDM_DATA_DIR, ./data). With verify (the
     default) the decompressed files must match the official md5s.
     """
-    get_spec(name)
+    spec = get_spec(name)
     split, start, stop = parse_split(split_spec)
-    spec = DATASETS[name]
+    if spec.source == "render":
+        return _load_rendered(name, split, start, stop, split_spec, data_dir)
     images_path, labels_path = find_split_files(name, split, resolve_data_dir(data_dir))
     images_df, labels_df = spec.files[split]
     images = _load_checked(images_path, images_df, verify)
@@ -117,6 +130,10 @@ def load_dataset(
         )
     if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
         raise ConfigError(f"{labels_path}: {expected(f'{images.shape[0]} labels [N]', labels.shape)}")
+    return _slice(name, split, start, stop, split_spec, images, labels)
+
+
+def _slice(name, split, start, stop, split_spec, images, labels) -> Dataset:
     total = images.shape[0]
     stop = total if stop is None else stop
     if start >= total or stop > total:
@@ -127,3 +144,17 @@ def load_dataset(
         images=images[start:stop],
         labels=labels[start:stop].astype(np.int64),
     )
+
+
+def _load_rendered(name, split, start, stop, split_spec, data_dir) -> Dataset:
+    """A split of a rendered dataset (emoji): from its cache, rendered first when there is none
+    (seconds; `ddm data fetch emoji` does it ahead and prints the checksum). "test" is the held-out
+    split, "train" the rest, each in emoji-test.txt order."""
+    from ddm.ops.data.emoji_cache import ensure_cache
+
+    rendered, note = ensure_cache(resolve_data_dir(data_dir), DATASETS[name].image_shape[-1])
+    if note != "present and valid":
+        print(f"{name}: {note}, checksum {rendered.meta['checksum']}", file=sys.stderr)
+    a = rendered.arrays
+    pick = a["heldout"] if split == "test" else ~a["heldout"]
+    return _slice(name, split, start, stop, split_spec, a["images"][pick], a["labels"][pick])

@@ -113,6 +113,13 @@ def partition_kmeans(ds: Dataset, K: int, fine: int = 64, seed: int = 0, dims: i
     and the experts agree); `centroids` are the size-weighted means of each cluster's fine centroids.
     """
     N = len(ds)
+    if ds.images.shape[1:] != (28, 28):
+        # The manifest's k-means model (ddm.schema.partition.KMeansModel) holds a PCA of 784 grey pixels.
+        raise ConfigError(
+            f"kmeans partitions read 28x28 grey images (schema.partition PCA_INPUT); "
+            f"{expected('images [N, 28, 28]', f'{ds.name} {list(ds.images.shape)}')}: k-means over other "
+            "sample spaces waits for the sample space in the manifest; use labels or random for now"
+        )
     if not 1 <= K <= fine:
         raise ConfigError(expected(f"1 <= K <= fine ({fine})", K))
     if fine > N:

@@ -33,18 +33,21 @@ def summary(manifest: PartitionManifest, class_names: tuple[str, ...] | None = N
 
 
 def preview_grid(manifest: PartitionManifest, ds: Dataset, per_cluster: int = 8, gap: int = 2) -> np.ndarray:
-    """uint8 [H, W]: one row per cluster, `per_cluster` samples spread evenly over the cluster."""
+    """uint8 [H, W] (grey datasets) or [H, W, 3] (channel-first RGB ones, emoji): one row per cluster,
+    `per_cluster` samples spread evenly over the cluster."""
     manifest.check_dataset(ds)
     K = manifest.num_clusters
-    H = K * 28 + (K + 1) * gap
-    W = per_cluster * 28 + (per_cluster + 1) * gap
-    grid = np.full((H, W), 64, dtype=np.uint8)
+    rgb = ds.images.ndim == 4
+    h, w = ds.images.shape[-2:]
+    H = K * h + (K + 1) * gap
+    W = per_cluster * w + (per_cluster + 1) * gap
+    grid = np.full((H, W, 3) if rgb else (H, W), 64, dtype=np.uint8)
     for k in range(K):
         idx = manifest.indices(k)
         pick = idx[np.linspace(0, len(idx) - 1, num=min(per_cluster, len(idx))).round().astype(int)]
         for j, i in enumerate(pick):
-            y, x = gap + k * (28 + gap), gap + j * (28 + gap)
-            grid[y : y + 28, x : x + 28] = ds.images[i]
+            y, x = gap + k * (h + gap), gap + j * (w + gap)
+            grid[y : y + h, x : x + w] = ds.images[i].transpose(1, 2, 0) if rgb else ds.images[i]
     return grid
 
 
@@ -56,4 +59,39 @@ def save_preview(manifest: PartitionManifest, ds: Dataset, path: str | Path) -> 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(grid).resize((grid.shape[1] * 2, grid.shape[0] * 2), Image.NEAREST).save(path)
+    return path
+
+
+def class_grid(images: np.ndarray, labels: np.ndarray, num_classes: int, per_class: int = 12, gap: int = 2):
+    """uint8 [H, W, 3] (or [H, W] for grey images): one row per class, `per_class` samples spread evenly
+    over the class (in dataset order).
+
+    images uint8 [N, 3, h, w] (channel-first RGB) or [N, h, w]; the gaps are dark grey.
+    """
+    images = np.asarray(images)
+    rgb = images.ndim == 4
+    h, w = images.shape[-2:]
+    H = num_classes * h + (num_classes + 1) * gap
+    W = per_class * w + (per_class + 1) * gap
+    grid = np.full((H, W, 3) if rgb else (H, W), 40, dtype=np.uint8)
+    for k in range(num_classes):
+        idx = np.flatnonzero(np.asarray(labels) == k)
+        pick = (
+            idx[np.linspace(0, len(idx) - 1, num=min(per_class, len(idx))).round().astype(int)]
+            if len(idx)
+            else idx
+        )
+        for j, i in enumerate(pick):
+            y, x = gap + k * (h + gap), gap + j * (w + gap)
+            grid[y : y + h, x : x + w] = images[i].transpose(1, 2, 0) if rgb else images[i]
+    return grid
+
+
+def save_class_grid(images: np.ndarray, labels: np.ndarray, num_classes: int, path: str | Path, **kw) -> Path:
+    """class_grid as a PNG."""
+    from PIL import Image
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(class_grid(images, labels, num_classes, **kw)).save(path, optimize=True)
     return path

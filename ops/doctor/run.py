@@ -1,12 +1,13 @@
 """The doctor's order of checks: settings first (everything else reads them), then the services and
 their permissions, what the role serves (the deployment file and its checkpoints; for a client, the
-deployment the running router serves), the packages the role needs, the data folder."""
+deployment the running router serves), the packages the role needs, the data folder, the emoji
+dataset's system packages."""
 
 from __future__ import annotations
 
 import contextlib
 
-from ddm.ops.doctor import files, packages, services
+from ddm.ops.doctor import emoji, files, packages, services
 from ddm.ops.doctor.checks import FAIL, OK, SKIP, Check, DoctorOptions, guarded
 from ddm.schema.errors import ConfigError, expected
 
@@ -76,6 +77,7 @@ def run_doctor(options: DoctorOptions) -> list[Check]:
     needed = packages.needed_extras(options.role, frameworks, router_kind)
     checks.append(guarded("packages", lambda: packages.packages(needed)))
     checks.append(guarded("data folder", lambda: files.data_folder(options.data_dir)))
+    checks.append(guarded("emoji sources", emoji.emoji_sources))
     return checks
 
 

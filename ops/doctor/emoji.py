@@ -1,0 +1,26 @@
+"""Doctor check of the two Debian packages the emoji dataset is rendered from (ddm.ops.data.emoji_cache)."""
+
+from __future__ import annotations
+
+from ddm.ops.doctor.checks import FAIL, OK, SKIP, Check
+
+
+def emoji_sources() -> Check:
+    """The emoji dataset's sources (fonts-noto-color-emoji, unicode-data) and Pillow's raqm layout. Only
+    rendering the emoji needs them (a rendered cache loads without): missing is a skip naming the
+    packages and the apt-get line; present but unusable (no raqm) is a FAIL."""
+    from PIL import features
+
+    from ddm.ops.data.emoji_cache import APT_INSTALL, SOURCE_FILES, missing_packages
+
+    missing = missing_packages()
+    if missing:
+        detail = (
+            f"missing {', '.join(missing)} (only rendering the emoji dataset needs them): `{APT_INSTALL}`"
+        )
+        return Check("emoji sources", SKIP, detail, APT_INSTALL)
+    found = ", ".join(f"{pkg} ({path})" for pkg, path in SOURCE_FILES.items())
+    if not features.check("raqm"):
+        fix = "install a Pillow wheel (it bundles libraqm), or apt-get install -y libraqm0"
+        return Check("emoji sources", FAIL, f"{found}; Pillow has no raqm layout (ZWJ emoji and flags)", fix)
+    return Check("emoji sources", OK, found)
