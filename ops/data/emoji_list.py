@@ -12,7 +12,7 @@ Decisions (docs/DATA.md, "Emoji"):
 - Skin-tone variants are folded: a family is the emoji with its skin-tone modifiers (U+1F3FB-1F3FF)
   and variation selectors (U+FE0F) removed, and only its first member in file order without a
   modifier (its base, which Unicode lists before its variants) is kept. Kept, they would be about
-  two thirds of People & Body and half of the whole set, all near-copies differing in one hue.
+  five sixths of People & Body and half of the whole set, all near-copies differing in one hue.
 - The held-out split is a hash of the family key, so every variant of one emoji falls on the same
   side, and an emoji's side never changes when a newer emoji-test.txt adds others.
 """
