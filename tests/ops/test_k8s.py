@@ -510,6 +510,11 @@ def test_scaling(rendered):
     # the router waits for an expert waking from zero instead of failing its jobs after 30 s
     assert int(_config(rendered[SCALE_TO_ZERO])["DDM_EXPERT_GRACE_S"]) >= 300
     assert "DDM_EXPERT_GRACE_S" not in _config(rendered["cpu-keda"])
+    # KEDA owns the replicas of what it scales: a `replicas:` left in would be reset by every apply
+    for overlay, docs in rendered.items():
+        for so in (d for d in docs if d["kind"] == "ScaledObject"):
+            target = _first(docs, "Deployment", so["spec"]["scaleTargetRef"]["name"])
+            assert "replicas" not in target["spec"], (overlay, target["metadata"]["name"])
 
 
 def test_broker_and_redis(rendered):
