@@ -543,3 +543,12 @@ def test_no_password_is_committed():
             if line and not line.startswith("#"):
                 value = line.partition("=")[2]
                 assert "PASSWORD" in value, f"{example.name}: {line} holds no placeholder"
+
+
+def test_the_redis_start_script_parses():
+    """init.sh runs under the redis image's /bin/sh (dash): at least it parses there. (It was run once by
+    hand against three local redis-servers and Sentinels: docs/KUBERNETES.md.)"""
+    shell = shutil.which("dash") or shutil.which("sh")
+    script = K8S / "components" / "redis-sentinel" / "init.sh"
+    out = subprocess.run([shell, "-n", str(script)], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
