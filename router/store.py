@@ -9,6 +9,9 @@
     names.result(id)  string codec.packb(float32 [n,1,32,32]) - the final latents
     names.jobs_index  zset   job id -> created_at (recent jobs; expired ones trimmed by trim_index)
     names.deployment  string DeploymentDescriptor JSON, EX heartbeat_ttl_s (publish_descriptor)
+    names.queue       zset   the jobs not started yet (schema/queue.py): a job leaves it when it starts
+                             (start) or ends unrun (finish, fail, cancel)
+    names.job_ends    list   JobEnd of every job this router ran, at its end (newest first, ENDS_KEPT)
 
     names.lease(id)   string the running router's token, PX lease_ttl (one owner per job)
 
@@ -34,8 +37,9 @@ import redis
 from ddm.schema import jobs
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.jobs import JobHash, ResumeState
-from ddm.schema.messages import Frame, JobSpec
+from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.names import Names
+from ddm.schema.queue import ENDS_KEPT, JobEnd
 from ddm.schema.resolved import ResolvedJob
 
 # Lua, so that checking a lease and writing under it is one atomic step on the server.
@@ -105,6 +109,10 @@ class StepWrites:
     cancelled: list[str]
 
 
+QUEUED = JobStatus.QUEUED.value.encode()
+BEGAN_KEPT = 4096  # start times kept for jobs that may end here
+
+
 def _pairs(mapping: dict) -> list:
     return [len(mapping), *(item for pair in mapping.items() for item in pair)]
 
@@ -124,6 +132,9 @@ class JobStore:
         self._release = client.register_script(_RELEASE)
         self._write_steps = client.register_script(_WRITE_STEPS)
         self._trim_from = 0  # trim_index goes on from this position among the old index entries
+        # job id -> (Redis's clock at its start here, steps it had to run): its JobEnd at the end
+        self._began: dict[str, tuple[float, int]] = {}
+        self._prune_from = "-inf"  # prune_queue goes on after this score
 
     # -- leases ---------------------------------------------------------------------------------
 
@@ -181,7 +192,13 @@ class JobStore:
         pipe.hset(key, mapping=jobs.running_fields(job, router_id, resumed_from, now))
         pipe.hincrby(key, jobs.ATTEMPTS, 1)
         pipe.zadd(self.names.jobs_index, {job_id: now}, nx=True)
-        pipe.execute()
+        pipe.zrem(self.names.queue, job_id)  # started: no longer waiting
+        pipe.time()
+        sec, usec = pipe.execute()[-1]
+        self._began.pop(job_id, None)
+        self._began[job_id] = (sec + usec / 1e6, max(0, job.spec.steps - resumed_from))
+        while len(self._began) > BEGAN_KEPT:  # jobs dropped without an end here (lease lost): forget
+            del self._began[next(iter(self._began))]
 
     def trim_index(self, batch: int = 200) -> int:
         """Look at the next `batch` index entries older than the job TTL and drop those whose job hash
@@ -204,6 +221,26 @@ class JobStore:
         # the live ones of this page stay in front: the next page starts after them
         self._trim_from = self._trim_from + len(old) - len(gone) if len(old) == batch else 0
         return len(gone)
+
+    def prune_queue(self, batch: int = 200) -> int:
+        """Look at the next `batch` entries of the queue and drop those whose job hash is gone or no longer
+        queued (a client that died between its submit and its publish, a job that expired): readers skip
+        such entries too, this keeps the set from growing when nobody reads it. Called every heartbeat,
+        each call going on after the last one's page (by score: each entry has its own). Returns the
+        number dropped."""
+        page = self.r.zrangebyscore(
+            self.names.queue, self._prune_from, "+inf", start=0, num=batch, withscores=True
+        )
+        self._prune_from = f"({page[-1][1]!r}" if len(page) == batch else "-inf"
+        if not page:
+            return 0
+        pipe = self.r.pipeline(transaction=False)
+        for job_id, _ in page:
+            pipe.hget(self.names.job(job_id.decode()), "status")
+        stale = [job_id for (job_id, _), status in zip(page, pipe.execute(), strict=True) if status != QUEUED]
+        if stale:
+            self.r.zrem(self.names.queue, *stale)
+        return len(stale)
 
     def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> StepWrites:
         """Frame to the stream, full-precision state and progress to Redis, in one transaction."""
@@ -241,7 +278,7 @@ class JobStore:
             pipe.hset(self.names.job(job_id), mapping=jobs.done_fields(time.time()))
             pipe.delete(self.names.state(job_id))  # the result supersedes it
 
-        return self._end(job_id, write)
+        return self._end(job_id, write, "done")
 
     def fail(self, job_id: str, error: str) -> bool:
         """Mark failed with `error` (2000 chars kept); every key of the job expires after job_ttl_s.
@@ -250,7 +287,7 @@ class JobStore:
         def write(pipe) -> None:
             pipe.hset(self.names.job(job_id), mapping=jobs.failed_fields(error, time.time()))
 
-        return self._end(job_id, write)
+        return self._end(job_id, write, "failed")
 
     def now(self) -> float:
         """Redis's clock (TIME), the one job deadlines are set and compared on."""
@@ -269,11 +306,19 @@ class JobStore:
             pipe.hset(self.names.job(job_id), mapping=jobs.cancelled_fields(now, reason))
             pipe.delete(self.names.state(job_id))  # nothing will resume it
 
-        return self._end(job_id, write)
+        return self._end(job_id, write, "cancelled")
 
-    def _end(self, job_id: str, write) -> bool:
-        """Run `write` and the expiries in one transaction, only while the lease is ours (WATCH)."""
+    def _end(self, job_id: str, write, status: str) -> bool:
+        """Run `write` and the expiries in one transaction, only while the lease is ours (WATCH). The job
+        leaves the queue (ended unrun), and one this store started records its JobEnd (the throughput
+        behind queue ETAs)."""
         lease = self.names.lease(job_id)
+        began = self._began.get(job_id)
+        end = None
+        if began is not None:
+            now = self.now()
+            steps = began[1] if status == "done" else 0
+            end = JobEnd(now, max(0.0, now - began[0]), steps, status).encode()
         with self.r.pipeline(transaction=True) as pipe:
             try:
                 if self.owner:
@@ -285,9 +330,14 @@ class JobStore:
                 write(pipe)
                 self._expire(pipe, job_id)
                 pipe.delete(lease)
+                pipe.zrem(self.names.queue, job_id)
+                if end is not None:
+                    pipe.lpush(self.names.job_ends, end)
+                    pipe.ltrim(self.names.job_ends, 0, ENDS_KEPT - 1)
                 pipe.execute()
             except redis.WatchError:
                 return False
+        self._began.pop(job_id, None)
         return True
 
     def _expire(self, pipe, job_id: str) -> None:

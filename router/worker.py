@@ -422,10 +422,11 @@ class RouterWorker:
 
     def _refresh(self) -> None:
         """Every heartbeat: the descriptor again (it expires when no router refreshes it), the jobs index
-        trimmed."""
+        trimmed, stale queue entries dropped."""
         try:
             self.store.publish_descriptor(self.descriptor, int(self.settings.heartbeat_ttl_s))
             self.store.trim_index()
+            self.store.prune_queue()
         except redis.RedisError as exc:
             log.warning("could not refresh the descriptor in Redis (%r); will retry", exc)
 

@@ -111,3 +111,21 @@ class Names:
     def jobs_index(self) -> str:
         """Index of known job ids."""
         return f"{self.prefix}ddm:jobs"
+
+    @property
+    def queue(self) -> str:
+        """Sorted set of the jobs submitted and not yet started, scored in the order ddm.jobs delivers
+        them (schema/queue.py queue_score): queue positions."""
+        return f"{self.prefix}ddm:queue"
+
+    @property
+    def queue_seq(self) -> str:
+        """Counter (INCR at submit) that orders jobs of one priority first in, first out on Redis's side,
+        whatever the submitting hosts' clocks say."""
+        return f"{self.prefix}ddm:queue:seq"
+
+    @property
+    def job_ends(self) -> str:
+        """List of the latest job ends a router measured (schema/queue.py JobEnd), newest first: the
+        throughput behind queue ETAs."""
+        return f"{self.prefix}ddm:ends"

@@ -16,6 +16,7 @@ import numpy as np
 from ddm.schema.flow import to_uint8
 from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import Frame, JobStatus
+from ddm.schema.queue import QueuePosition
 
 WEIGHT_DECIMALS = 3
 
@@ -64,9 +65,33 @@ def grid_cols(labels: list[int] | tuple[int, ...]) -> int:
     return -best[2]
 
 
-def job_payload(job: JobHash) -> dict[str, Any]:
+def queue_payload(pos: QueuePosition | None) -> dict[str, Any] | None:
+    """A queued job's place (Client.queue_position) as the page shows it: {"position" (1 = next),
+    "queued" (in all), "ahead", "start_in_s", "done_in_s" (whole seconds; None: no estimate), "measured"
+    (job ends the estimate rests on), "serving" (a router is up), "text" (the words `ddm status` prints)}."""
+    if pos is None:
+        return None
+
+    def whole(s: float | None) -> int | None:
+        return None if s is None else max(1, round(s))
+
+    return {
+        "position": pos.position,
+        "queued": pos.queued,
+        "ahead": pos.ahead,
+        "start_in_s": whole(pos.start_in_s),
+        "done_in_s": whole(pos.done_in_s),
+        "measured": pos.measured,
+        "serving": pos.serving,
+        "text": pos.text(),
+    }
+
+
+def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, Any]:
     """A job hash -> what the page shows about it (no internal fields). strategy and guidance are the
-    values the router resolved; while queued, the submitted ones (None: the deployment's default)."""
+    values the router resolved; while queued, the submitted ones (None: the deployment's default).
+    "queue": a queued job's place and estimate (queue_payload of `queue`); None for a job not queued, and
+    where no place was read (the recent jobs of the overview)."""
     spec = job.spec
     labels = list(job.labels)
     out = {
@@ -89,6 +114,7 @@ def job_payload(job: JobHash) -> dict[str, Any]:
         "resumed_from": job.resumed_from,
         # steps run without an expert that had no live worker: not the model that was asked for there
         "degraded": degraded_text(job.degraded) if job.degraded else None,
+        "queue": queue_payload(queue) if job.status is JobStatus.QUEUED else None,
     }
     if job.status is JobStatus.DONE:
         out["result_png"] = f"/api/jobs/{job.job_id}/result.png"

@@ -22,6 +22,7 @@ from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.descriptor import DIGITS, UNCONDITIONAL
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.schema.flow import NULL_CLASS
+from ddm.schema.messages import JobStatus
 from ddm.schema.names import check_job_id
 from ddm.webui.body import BodyError, json_body
 from ddm.webui.jobs import MAX_IMAGES, SubmitError
@@ -144,7 +145,10 @@ def _register_jobs(app: Flask, state) -> None:
     @app.get("/api/jobs/<job_id>")
     def job(job_id: str):
         status, err = _job(job_id)
-        return err or jsonify(job_payload(status))
+        if err:
+            return err
+        queued = status.status is JobStatus.QUEUED
+        return jsonify(job_payload(status, state.client.queue_position(job_id) if queued else None))
 
     @app.get("/api/jobs/<job_id>/result.png")
     def result_png(job_id: str):

@@ -6,8 +6,9 @@
 The reader follows every watched job's trajectory stream with a single XREAD BLOCK over all of them (one
 thread and one Redis connection, however many jobs are watched) and emits each new step once to the
 room `job:<id>`, encoded once for every viewer in it. It re-reads the watched jobs' hashes (one
-pipeline) every STATUS_EVERY_S and emits a status that changed; at a terminal status it drains the
-stream and emits the final status, and the job is read no more.
+pipeline) every STATUS_EVERY_S and emits a status that changed (a queued job's place in the queue and
+its estimate included: one reading of the queue for every watched queued job); at a terminal status it
+drains the stream and emits the final status, and the job is read no more.
 
 Bounded memory, whatever a browser does (docs/WEBUI.md, "Limits"):
 - a viewer joins out of the room and is caught up by the Replayer (replay.py), which sends the steps so
@@ -46,6 +47,7 @@ STATUS_EVERY_S = 0.5  # how often the reader re-reads a watched job's hash
 NEAR_END_STATUS_S = 0.1  # ... once its last step is in: the final status follows soon
 READ_IMAGES = 1024  # images one XREAD may return in all (COUNT per stream is derived from it)
 TERMINAL = {s.value for s in JobStatus if s.terminal}
+QUEUED_BYTES = JobStatus.QUEUED.value.encode()
 
 
 def parse_xread(reply) -> list[tuple[bytes, list]]:
@@ -97,7 +99,9 @@ class TailHub:
     def _watch(self, sid: str, job_id: object, address: str, token: str | None) -> dict[str, Any]:
         self.gate.admit(sid, token)
         check_job_id(job_id)
-        status = job_payload(self.client.status(job_id))
+        job = self.client.status(job_id)
+        queued = job.status is JobStatus.QUEUED
+        status = job_payload(job, self._queue_positions().get(job_id) if queued else None)
         self.unwatch(sid)
         with self.lock:
             self.gate.check_address(address, self.per_address.get(address, 0))
@@ -260,19 +264,33 @@ class TailHub:
         pipe = self.client.redis.pipeline(transaction=False)
         for tailer in due:
             pipe.hgetall(self.names.job(tailer.job_id))
-        for tailer, raw in zip(due, pipe.execute(), strict=True):
+        raws = pipe.execute()
+        queued = QUEUED_BYTES in (raw.get(b"status") for raw in raws)
+        places = self._queue_positions() if queued else {}
+        for tailer, raw in zip(due, raws, strict=True):
             near_end = tailer.steps and tailer.last_step >= tailer.steps
             tailer.next_status = now + (NEAR_END_STATUS_S if near_end else STATUS_EVERY_S)
-            self._status(tailer, raw)
+            self._status(tailer, raw, places)
 
-    def _status(self, tailer: Tailer, raw: dict) -> None:
+    def _queue_positions(self) -> dict:
+        """Every queued job's place (Client.queue_positions); {} when they cannot be read (logged): the
+        statuses go on without them. A lost Redis is the reader's to handle."""
+        try:
+            return self.client.queue_positions()
+        except REDIS_CONNECTION_ERRORS:
+            raise
+        except Exception:  # noqa: BLE001 - the places are extra: never stop the statuses for them
+            log.exception("cannot read the queue positions")
+            return {}
+
+    def _status(self, tailer: Tailer, raw: dict, places: dict) -> None:
         if not raw:
             expired = {"job_id": tailer.job_id, "status": "expired"}
             expired["error"] = "the job is no longer in Redis (it expired or was deleted)"
             self._emit_status(tailer, expired, final=True)
             return
         try:
-            payload = job_payload(JobHash.decode(tailer.job_id, raw))
+            payload = job_payload(JobHash.decode(tailer.job_id, raw), places.get(tailer.job_id))
         except SchemaError as exc:
             log.warning("job %s: its hash does not decode (%s)", tailer.job_id, exc)
             failed = {"job_id": tailer.job_id, "status": "failed"}

@@ -75,5 +75,6 @@ class Tailer:
 
 
 def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
-    """Whether a viewer that was sent `old` needs `new` (a status, error or start time differs)."""
-    return old is None or any(old.get(k) != new.get(k) for k in ("status", "error", "started_at"))
+    """Whether a viewer that was sent `old` needs `new` (a status, error, start time or a queued job's
+    place differs)."""
+    return old is None or any(old.get(k) != new.get(k) for k in ("status", "error", "started_at", "queue"))

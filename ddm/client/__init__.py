@@ -25,6 +25,7 @@ from ddm.client.images import pil_images, png_bytes
 from ddm.schema.errors import DDMError, ServiceUnavailableError
 from ddm.schema.jobs import JobHash
 from ddm.schema.messages import Frame, JobSpec, JobStatus
+from ddm.schema.queue import QueuePosition
 
 __all__ = [
     "AsyncClient",
@@ -42,6 +43,7 @@ __all__ = [
     "JobStatus",
     "JobTimeoutError",
     "NoDeploymentError",
+    "QueuePosition",
     "ServiceUnavailableError",
     "pil_images",
     "png_bytes",

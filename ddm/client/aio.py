@@ -24,13 +24,14 @@ import numpy as np
 from ddm.client.client import Client
 from ddm.schema.jobs import JobHash
 from ddm.schema.messages import Frame, JobSpec, JobStatus
+from ddm.schema.queue import QueuePosition
 
 _END = object()  # frames(): the blocking iterator has ended
 
 
 class AsyncClient:
-    """The Client's submit, status, find, wait, result, frames and cancel as coroutines. Takes the
-    Client's arguments (settings, amqp_url, redis_url, prefix), or an existing `client` to drive."""
+    """The Client's submit, status, queue_position, find, wait, result, frames and cancel as coroutines.
+    Takes the Client's arguments (settings, amqp_url, redis_url, prefix), or an existing `client` to drive."""
 
     def __init__(self, *args, client: Client | None = None, **kwargs):
         self.client = client if client is not None else Client(*args, **kwargs)
@@ -47,6 +48,9 @@ class AsyncClient:
 
     async def status(self, job_id: str) -> JobHash:
         return await asyncio.to_thread(self.client.status, job_id)
+
+    async def queue_position(self, job_id: str) -> QueuePosition | None:
+        return await asyncio.to_thread(self.client.queue_position, job_id)
 
     async def find(self, status: JobStatus | str | None = None, limit: int = 20) -> list[JobHash]:
         return await asyncio.to_thread(self.client.find, status, limit)

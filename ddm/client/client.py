@@ -13,7 +13,8 @@
 
 The client needs no deployment file: it validates against the descriptor the serving router publishes
 (Client.deployment). It writes only at submit time (the job hash, status queued, and the JobSpec on
-ddm.jobs) and to cancel (the request; a job no router has taken yet it ends at once). Everything else is
+ddm.jobs, with its place in the queue: schema/queue.py) and to cancel (the request; a job no router has
+taken yet it ends at once). Everything else is
 written by the router worker, which records the strategy and guidance it resolved; the records are
 schema/jobs.py, the layout docs/PROTOCOL.md. Following a job (frames, wait) is ddm/client/following.py.
 """
@@ -39,6 +40,7 @@ from ddm.client.errors import (
 )
 from ddm.client.following import JobFollowing, read_stream
 from ddm.client.listing import JobListing, redis_errors
+from ddm.client.queue import QueueReading
 from ddm.runtime.redis_conn import connect_redis
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, expected
@@ -54,13 +56,14 @@ from ddm.schema.jobs import (
 )
 from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import check_job_id
+from ddm.schema.queue import queue_score
 from ddm.schema.settings import Settings
 from ddm.schema.topology import CONTENT_TYPE, check_job_priority
 
 ON_DEGRADED = ("warn", "raise", "ignore")  # Client.result(on_degraded=...)
 
 
-class Client(JobFollowing, JobListing):
+class Client(JobFollowing, JobListing, QueueReading):
     """Submit jobs to RabbitMQ and read them back from Redis.
 
     Arguments default to Settings.from_env() (DDM_AMQP_URL, DDM_REDIS_URL, DDM_PREFIX). Connections
@@ -225,12 +228,15 @@ class Client(JobFollowing, JobListing):
             if pipe.exists(key):
                 raise SchemaError(f"job {spec.job_id} already exists in Redis ({key}); submit a new job id")
             fields = queued_fields(spec, now)
+            # its place in the queue: Redis's counter, so clients on other hosts agree on first-in order
+            score = queue_score(priority, pipe.incr(self.names.queue_seq))
             if deadline_s is not None:
                 sec, usec = pipe.time()  # the clock every router compares it with
                 fields[DEADLINE_FIELD] = stamp(sec + usec / 1e6 + deadline_s)
             pipe.multi()
             pipe.hset(key, mapping=fields)
             pipe.zadd(self.names.jobs_index, {spec.job_id: now})
+            pipe.zadd(self.names.queue, {spec.job_id: score})  # before the publish: a router removes it
 
         self.redis.transaction(create, key)
         try:
@@ -239,6 +245,7 @@ class Client(JobFollowing, JobListing):
             # nothing was queued: leave no queued-forever hash behind
             self.redis.delete(key)
             self.redis.zrem(self.names.jobs_index, spec.job_id)
+            self.redis.zrem(self.names.queue, spec.job_id)
             raise
         return spec.job_id
 
@@ -311,8 +318,9 @@ class Client(JobFollowing, JobListing):
             now = time.time()
             pipe.multi()
             pipe.hset(key, mapping=cancel_fields(now) | (cancelled_fields(now) if untaken else {}))
-            if untaken:  # the end of the job: its hash expires like any ended job's
+            if untaken:  # the end of the job: its hash expires like any ended job's, it leaves the queue
                 pipe.expire(key, self.settings.job_ttl_s)
+                pipe.zrem(self.names.queue, job_id)
 
         self.redis.transaction(request, key, lease)
         return self.status(job_id)
@@ -369,6 +377,8 @@ class Client(JobFollowing, JobListing):
         guidance: float | None = None,
         seed: int = 0,
         on_expert_loss: str | None = None,
+        solver: str | None = None,
+        grid: str | None = None,
         queue_anyway: bool = False,
         timeout: float | None = None,
         on_degraded: str = "warn",
@@ -376,8 +386,9 @@ class Client(JobFollowing, JobListing):
         """Submit, wait and return the images in one call: float32 [len(labels) * n, 1, 32, 32].
 
         labels: one label or a list (NULL_CLASS, 10: an unconditional image); the list is repeated n
-        times (n images per label, as `ddm submit --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance
-        and on_expert_loss None take the serving deployment's defaults; on_degraded as in result(). Raises
+        times (n images per label, as `ddm submit --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance,
+        on_expert_loss, solver and grid None take the serving deployment's defaults (a solver or grid it
+        does not serve is refused, naming the ones it does); on_degraded as in result(). Raises
         what submit and result raise (JobFailedError, JobTimeoutError, ExpertUnavailableError unless
         queue_anyway, JobDegradedError with on_degraded="raise", ...).
         """
@@ -391,6 +402,8 @@ class Client(JobFollowing, JobListing):
             guidance=guidance,
             seed=seed,
             on_expert_loss=on_expert_loss,
+            solver=solver,
+            grid=grid,
         )
         return self.result(
             self.submit(spec, queue_anyway=queue_anyway), timeout=timeout, on_degraded=on_degraded

@@ -1,5 +1,6 @@
 """`ddm status`: one job's state from Redis (a table or --json), or the most recent jobs. Shows the
-strategy and guidance the router resolved (the job's own, or the serving deployment's defaults)."""
+strategy and guidance the router resolved (the job's own, or the serving deployment's defaults), and a
+queued job's place in the queue with an estimate of when it starts (schema/queue.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import time
 
 from ddm.schema.descriptor import labels_summary
 from ddm.schema.jobs import JobHash, degraded_text
+from ddm.schema.messages import JobStatus
+from ddm.schema.queue import QueuePosition
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Show a job's status from Redis (DDM_REDIS_URL, DDM_PREFIX): progress, the strategy and guidance "
-        "the router resolved, timings, errors. "
+        "the router resolved, timings, errors; a queued job's position in the queue and an estimate of "
+        "when it starts, from the throughput measured over recent jobs. "
         "Without a JOB, --recent lists the newest jobs."
     )
     parser.add_argument("job", nargs="?", help="job id (as printed by `ddm submit`)")
@@ -38,8 +42,9 @@ def _routing(job: JobHash) -> str:
     return ", ".join(asked) + " (not resolved yet)"
 
 
-def format_status(job: JobHash, now: float | None = None) -> str:
-    """A job hash (Client.status) as aligned `key  value` lines."""
+def format_status(job: JobHash, now: float | None = None, queue: QueuePosition | None = None) -> str:
+    """A job hash (Client.status) as aligned `key  value` lines; a queued job's place (Client.queue_position)
+    as `queued  position 3 of 7, starts in about 12 s (...)`."""
     now = time.time() if now is None else now
     progress = f"{job.step}/{job.steps} steps"
     if job.steps:
@@ -47,6 +52,7 @@ def format_status(job: JobHash, now: float | None = None) -> str:
     rows = [
         ("job", job.job_id),
         ("status", job.status.value),
+        *_queue_row(job, queue),
         ("progress", progress),
         ("images", f"{job.n} (labels {labels_summary(job.labels)})"),
         ("strategy", _routing(job)),
@@ -71,6 +77,14 @@ def format_status(job: JobHash, now: float | None = None) -> str:
         rows.append(("cancel", f"requested {_when(job.cancel_requested_at, now)}; stops at its next step"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _queue_row(job: JobHash, queue: QueuePosition | None) -> list[tuple[str, str]]:
+    if job.status is not JobStatus.QUEUED:
+        return []
+    if queue is None:  # submitted by a client from before queue positions, or it started just now
+        return [("queued", "position unknown")]
+    return [("queued", queue.text())]
 
 
 def format_recent(jobs: list[tuple[str, JobHash | None]], now: float | None = None) -> str:
@@ -111,10 +125,11 @@ def main(args: argparse.Namespace) -> int:
     with Client() as client:
         if args.job is not None:
             st = client.status(args.job)
+            queue = client.queue_position(args.job) if st.status is JobStatus.QUEUED else None
             if args.json:
-                print_json(st.to_dict())
+                print_json(st.to_dict() | {"queue": queue.to_dict() if queue is not None else None})
             else:
-                print(format_status(st))
+                print(format_status(st, queue=queue))
         if args.recent is not None:
             jobs = client.recent(args.recent)
             if args.json:

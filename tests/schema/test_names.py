@@ -23,6 +23,9 @@ def test_every_name_is_pinned(prefix):
     assert n.jobs_index == f"{p}ddm:jobs"
     assert n.deployment == f"{p}ddm:deployment"
     assert n.lease("j1") == f"{p}ddm:lease:j1"
+    assert n.queue == f"{p}ddm:queue"
+    assert n.queue_seq == f"{p}ddm:queue:seq"
+    assert n.job_ends == f"{p}ddm:ends"
 
 
 def test_literal_formats():
@@ -42,6 +45,7 @@ def test_literal_formats():
         "ddm:worker:w",
     ]
     assert (n.workers_index, n.jobs_index) == ("ddm:workers", "ddm:jobs")
+    assert (n.queue, n.queue_seq, n.job_ends) == ("ddm:queue", "ddm:queue:seq", "ddm:ends")
     assert Names("ci.").job("j") == "ci.ddm:job:j"
 
 

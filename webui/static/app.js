@@ -355,6 +355,7 @@
     $("download").hidden = true;
     $("scrub-row").hidden = true;
     setStatus("queued");
+    showQueue(null);
     if (spec) setupJob({ job_id: jobId, steps: spec.steps, labels: spec.labels, n: spec.labels.length });
     sendWatch();
   }
@@ -397,6 +398,15 @@
     badge.textContent = degraded ? status + " · degraded" : status;
     badge.className = "badge badge-" + status + (degraded ? " badge-degraded" : "");
     badge.title = degraded ? "degraded: " + degraded : "";
+  }
+
+  // A queued job's place and the estimate of when it starts (from the throughput measured over recent
+  // jobs: an estimate, and said so); the server words it as `ddm status` does.
+  function showQueue(place) {
+    const p = $("job-queue");
+    p.hidden = !place;
+    p.textContent = place ? "In the queue: " + place.text + "." : "";
+    p.dataset.position = place ? String(place.position) : "";
   }
 
   function setupJob(info) {
@@ -629,6 +639,7 @@
     job.status = info.status;
     setStatus(info.status, info.degraded);
     setupJob(info);
+    showQueue(info.status === "queued" ? info.queue : null);
     const note = $("job-degraded");
     note.hidden = !info.degraded;
     note.textContent = info.degraded ? "Degraded: " + info.degraded + ". These images are not the full model." : "";
