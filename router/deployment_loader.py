@@ -3,6 +3,7 @@ descriptor the router publishes (what a job on this deployment means)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -10,13 +11,49 @@ import numpy as np
 from ddm.router.policies import RoutingPolicy, build_policy
 from ddm.schema.deployment import Deployment
 from ddm.schema.descriptor import DeploymentDescriptor, ExpertInfo
-from ddm.schema.errors import ConfigError
+from ddm.schema.errors import ConfigError, expected
+from ddm.schema.expert_card import ExpertCard, card_of
 from ddm.schema.strategy import default_strategy
 from ddm.workers.checkpoint import read_meta
 
 
+def space_difference(a: ExpertCard, b: ExpertCard) -> str:
+    """What differs between two experts' sample spaces and conditioning ('' when nothing). A card derived
+    for an old checkpoint (no card in its meta) declares no class names of its own: names are then not
+    compared, only shape, value range and the number of classes."""
+    space_a, space_b = a.sample_space, b.sample_space
+    if (a.derived or b.derived) and space_a.num_classes == space_b.num_classes:
+        space_b = dataclasses.replace(space_b, class_names=space_a.class_names)
+    return space_a.describe_difference(space_b)
+
+
+def expert_cards(deployment: Deployment) -> dict[int, ExpertCard]:
+    """Each expert's card (schema/expert_card.py), read from its meta.json (weights untouched), checked
+    to agree: one sample space and one conditioning for the whole deployment, as many classes as the
+    deployment names. ConfigError naming both experts and the difference otherwise."""
+    entries = {e.id: e for e in deployment.experts}
+    cards = {k: card_of(read_meta(e.checkpoint), f"{e.checkpoint}/meta.json") for k, e in entries.items()}
+    if not cards:
+        return cards
+    first = next(iter(cards))
+    for k, card in cards.items():
+        if difference := space_difference(cards[first], card):
+            raise ConfigError(
+                f"{deployment.path}: experts {first} ({entries[first].checkpoint}) and {k} "
+                f"({entries[k].checkpoint}) declare different sample spaces: {difference} "
+                "(a deployment serves one sample space)"
+            )
+    space = cards[first].sample_space
+    if space.num_classes != len(deployment.class_names):
+        want = f"experts conditioned on the deployment's {len(deployment.class_names)} classes"
+        raise ConfigError(f"{deployment.path}: {expected(want, space.describe())}")
+    return cards
+
+
 def expert_label_counts(deployment: Deployment) -> np.ndarray:
-    """int64 [K, 10]: each expert's training label counts, read from its meta.json (weights untouched)."""
+    """int64 [K, 10]: each expert's training label counts, read from its meta.json (weights untouched).
+    Refuses experts whose sample spaces or conditioning differ (expert_cards)."""
+    expert_cards(deployment)
     rows = []
     for entry in deployment.experts:
         meta = read_meta(entry.checkpoint)
@@ -41,6 +78,7 @@ def load_experts(deployment: Deployment, device: str | None = None) -> dict:
     entry's device if given; a precision that device lacks is refused, not changed)."""
     from ddm.workers import load_expert
 
+    expert_cards(deployment)  # one sample space, before any weights are loaded
     return {
         e.id: load_expert(e.checkpoint, device=device or e.device, precision=e.precision)
         for e in deployment.experts
@@ -71,4 +109,5 @@ def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> D
         class_names=deployment.class_names,
         router_id=router_id,
         published_at=round(time.time(), 3),
+        sampling=deployment.sampling,
     )

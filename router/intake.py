@@ -29,6 +29,7 @@ from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.jobs import JobHash, past_deadline, spec_digest
 from ddm.schema.messages import JobSpec
 from ddm.schema.resolved import ResolvedJob
+from ddm.schema.solver import SolverHistory
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,12 +105,13 @@ class Intake:
             return Fail(str(exc))
         try:
             state = self.store.load_state(spec.job_id, spec.n)
+            step, x, stored_history = state if state is not None else (0, initial_noise(spec), ())
+            history = SolverHistory.from_list(stored_history, resolved.solver, x.shape)
         except SchemaError as exc:
             self.store.start(spec.job_id, self.router_id, 0, resolved, spec)
             return Fail(f"its stored state cannot be resumed: {exc}")
-        step, x = state if state is not None else (0, initial_noise(spec))
         self.store.start(spec.job_id, self.router_id, step, resolved, spec)
-        job = JobRun(JobArrays.of(resolved), delivery, x, step)
+        job = JobRun(JobArrays.of(resolved), delivery, x, step, history)
         if stored is not None and stored.degraded and step:  # a resumed job keeps its record
             job.degraded = {k: list(steps) for k, steps in stored.degraded.items()}
         return Run(job)
@@ -119,7 +121,12 @@ class Intake:
         its first router recorded."""
         if stored is not None and stored.strategy is not None and stored.guidance is not None:
             spec = dataclasses.replace(
-                spec, strategy=stored.strategy, guidance=stored.guidance, on_expert_loss=stored.on_expert_loss
+                spec,
+                strategy=stored.strategy,
+                guidance=stored.guidance,
+                on_expert_loss=stored.on_expert_loss,
+                solver=stored.solver or spec.solver,
+                grid=stored.grid or spec.grid,
             )
         resolved = self.descriptor.resolve(spec)
         self.descriptor.check(resolved.spec)

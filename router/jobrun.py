@@ -8,18 +8,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ddm.router.sampler import JobArrays, StepPlan
+from ddm.schema.solver import SolverHistory
 
 
 @dataclass
 class JobRun:
-    """One running job: its arrays, its latent after `step` steps, and the step in progress."""
+    """One running job: its arrays, its latent after `step` steps, and the step in progress (its
+    solver's evaluations so far, the point of the one being planned or in flight)."""
 
     arrays: JobArrays
     tag: object  # the glue's handle on the job message (its delivery tag), opaque here
     x: np.ndarray  # float32 [n,1,32,32]
     step: int  # steps done
+    history: SolverHistory = field(default_factory=SolverHistory)  # a multistep solver's velocities
     plan: StepPlan | None = None
-    round: int = 0  # plans made: a reply to an earlier plan of the same step is not this one's
+    round: int = 0  # plans made: a reply to an earlier plan (or stage) of the same step is not this one's
+    mixed: list[np.ndarray] = field(default_factory=list)  # this step's evaluations so far, mixed
+    first_plan: StepPlan | None = None  # the routing of the step's first evaluation (its frame's)
+    missing: set[int] = field(default_factory=set)  # experts routed around at any evaluation of the step
+    x_eval: np.ndarray | None = None  # the evaluation point being planned or in flight
+    t_eval: float = 0.0
     got: dict[int, np.ndarray] = field(default_factory=dict)  # expert -> its rows' velocities
     compute_ms: float = 0.0  # the slowest expert forward pass that served this step
     precisions: dict[int, str] = field(default_factory=dict)  # expert -> what it computed this step at

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ddm.schema.messages import Frame
+from ddm.schema.solver import SolverHistory
 
 if TYPE_CHECKING:
     from ddm.router.jobrun import JobRun
@@ -27,14 +28,16 @@ class Send:
 
 @dataclass(frozen=True)
 class StepDone:
-    """A finished step to store: its frame, the full-precision latent, the job's mean step time, and
-    the steps it has run so far without one of their experts (expert -> steps)."""
+    """A finished step to store: its frame, the full-precision latent, the job's mean step time, the
+    steps it has run so far without one of their experts (expert -> steps), and the solver's history
+    (part of the resume state)."""
 
     frame: Frame
     x: np.ndarray
     mean_step_ms: float
     latency_ms: float
     degraded: dict[int, list[int]] = field(default_factory=dict)
+    history: SolverHistory = field(default_factory=SolverHistory)
 
 
 @dataclass

@@ -1,8 +1,11 @@
-"""The DDM sampler: one step = route, ask each chosen expert for its rows, mix, Euler.
+"""The DDM sampler: one evaluation = route, ask each chosen expert for its rows, mix; a step = the
+job's solver's evaluations (one for Euler and Adams-Bashforth, two for Heun and midpoint), then its
+update (router/solvers.py).
 
-The step is split into pure pieces (plan_step, combine, schema.flow.euler_step) so that two drivers
-share one implementation: `sample_local` below calls experts in-process; the router worker sends the
-same plan's rows over RabbitMQ and calls `combine` when the replies are in.
+The step is split into pure pieces (plan_step, combine, solvers.stage_point and finish) so that two
+drivers share one implementation: `sample_local` below calls experts in-process; the router worker
+sends the same plan's rows over RabbitMQ and calls `combine` when the replies are in. Routing happens
+at every evaluation.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddm.router.policies import RoutingPolicy, without_gone
-from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS, euler_step, time_grid
+from ddm.router.solvers import finish, stage_point
+from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS
 from ddm.schema.messages import JobSpec
 from ddm.schema.resolved import ResolvedJob
+from ddm.schema.solver import Solver, SolverHistory
 from ddm.schema.strategy import Strategy
 
 # velocity(x f32 [b,1,32,32], t f32 [b], y i64 [b], guidance f32 [b]) -> v f32 [b,1,32,32]
@@ -33,7 +38,7 @@ class JobArrays:
     guidance rows. Both drivers (sample_local, the router worker) step with it."""
 
     job: ResolvedJob
-    grid: np.ndarray  # float64 [steps + 1], t of each step
+    grid: np.ndarray  # float32 [steps + 1], t of each step (the job's grid)
     labels: np.ndarray  # int64 [n], NULL_CLASS for an unconditional image
     guidance: np.ndarray  # float32 [n], 1 on unconditional rows
 
@@ -43,7 +48,7 @@ class JobArrays:
         labels = np.asarray(spec.labels, dtype=np.int64)  # NULL_CLASS: an unconditional image
         return cls(
             job=job,
-            grid=time_grid(spec.steps),
+            grid=job.grid.times(spec.steps),
             labels=labels,
             # an unconditional row's guided velocity is v_null + g * (v_null - v_null) = v_null: guidance
             # 1 there says so, and spares the expert the extra null-class row it would add for g != 1
@@ -58,21 +63,30 @@ class JobArrays:
     def strategy(self) -> Strategy:
         return self.job.strategy
 
+    @property
+    def solver(self) -> Solver:
+        return self.job.solver
+
     def t(self, step: int) -> float:
         """t before step `step` (0-based)."""
         return float(self.grid[step])
 
-    def inputs(self, x: np.ndarray, step: int, rows: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The arguments of a VelocityFn for `rows` of the latent x at step `step`."""
-        t_rows = np.full(len(rows), self.grid[step], np.float32)
+    def eval_point(self, x: np.ndarray, step: int, velocities: list[np.ndarray]) -> tuple[np.ndarray, float]:
+        """The x and t of step `step`'s next evaluation, after this step's `velocities` so far."""
+        return stage_point(self.solver, self.grid, step, x, velocities)
+
+    def inputs(self, x: np.ndarray, t: float, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The arguments of a VelocityFn for `rows` of the latent x at time t (an evaluation point)."""
+        t_rows = np.full(len(rows), t, np.float32)
         return x[rows], t_rows, self.labels[rows], self.guidance[rows]
 
     def advance(
-        self, x: np.ndarray, step: int, plan: StepPlan, velocities: Mapping[int, np.ndarray]
-    ) -> np.ndarray:
-        """x after step `step`: mix the experts' velocities by the plan, then one Euler step."""
-        v = combine(plan, velocities, self.spec.n)
-        return euler_step(x, v, self.grid[step], self.grid[step + 1]).astype(np.float32)
+        self, x: np.ndarray, step: int, velocities: list[np.ndarray], history: SolverHistory
+    ) -> tuple[np.ndarray, SolverHistory]:
+        """x after step `step` from this step's mixed velocities (one per evaluation), and the solver's
+        history after it."""
+        x_next = finish(self.solver, self.grid, step, x, velocities, history)
+        return x_next, history.push(velocities[0], self.solver.history)
 
 
 @dataclass(frozen=True)
@@ -150,15 +164,22 @@ def sample_local(
 ) -> np.ndarray:
     """Sample a resolved job in-process. Returns x at t = 1, float32 [n,1,32,32].
 
-    on_step(step, t, x, plan) is called after each Euler step with the new x (step counts from 1).
+    on_step(step, t, x, plan) is called after each step with the new x (step counts from 1) and the
+    routing of the step's first evaluation (the one at x before the step, which frames record).
     """
     job = JobArrays.of(resolved)
     spec = resolved.spec
-    x = initial_noise(spec)
+    x, history = initial_noise(spec), SolverHistory()
     for i in range(spec.steps):
-        plan = plan_step(policy, job.strategy, x, job.t(i), job.labels)
-        velocities = {k: experts[k](*job.inputs(x, i, rows)) for k, rows in plan.rows.items()}
-        x = job.advance(x, i, plan, velocities)
+        mixed: list[np.ndarray] = []
+        plans: list[StepPlan] = []
+        for _ in range(job.solver.stages):
+            x_eval, t_eval = job.eval_point(x, i, mixed)
+            plan = plan_step(policy, job.strategy, x_eval, t_eval, job.labels)
+            velocities = {k: experts[k](*job.inputs(x_eval, t_eval, rows)) for k, rows in plan.rows.items()}
+            mixed.append(combine(plan, velocities, spec.n))
+            plans.append(plan)
+        x, history = job.advance(x, i, mixed, history)
         if on_step is not None:
-            on_step(i + 1, job.t(i + 1), x, plan)
+            on_step(i + 1, job.t(i + 1), x, plans[0])
     return x

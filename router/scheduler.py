@@ -1,8 +1,9 @@
 """The router's scheduling, pure: no broker, no Redis, a clock passed in (tests use a fake one).
 
 Each job is a small state machine: due -> planned (rows held per expert) -> requests in flight ->
-every reply in -> combine, Euler -> due again, or done. Calls report what the glue must do in an
-Outbox: requests to publish, finished steps to store, jobs done or failed.
+every reply in -> combine -> due again for the step's next evaluation (Heun, midpoint), or the solver's
+update (router/solvers.py) -> due again for the next step, or done. Calls report what the glue must do
+in an Outbox: requests to publish, finished steps to store, jobs done or failed.
 
     flush(out)          plan every due step with ONE router call per strategy, then send each expert
                         requests carrying the rows of all due jobs it serves (ROWS_PER_REQUEST at most)
@@ -30,7 +31,7 @@ from ddm.router.experts import ExpertHealth
 from ddm.router.jobrun import JobRun, Part, Request
 from ddm.router.outbox import Outbox, Send, StepDone
 from ddm.router.policies import RoutingPolicy
-from ddm.router.sampler import plan_steps
+from ddm.router.sampler import combine, plan_steps
 from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.messages import Frame, VelocityReply, VelocityRequest
 from ddm.schema.precision import DEFAULT_PRECISION
@@ -186,13 +187,15 @@ class Scheduler:
             by_strategy.setdefault((job.arrays.strategy, job.arrays.job.routes_around), []).append(job)
         planned: list[JobRun] = []
         gone = self._gone()
+        for job in due:
+            job.x_eval, job.t_eval = job.arrays.eval_point(job.x, job.step, job.mixed)
         for (strategy, around), jobs in by_strategy.items():
             try:
                 plans = plan_steps(
                     self.policy,
                     strategy,
-                    [j.x for j in jobs],
-                    [j.arrays.t(j.step) for j in jobs],
+                    [j.x_eval for j in jobs],
+                    [j.t_eval for j in jobs],
                     [j.arrays.labels for j in jobs],
                     gone if around else frozenset(),
                 )
@@ -205,7 +208,8 @@ class Scheduler:
                 planned.append(job)
         sent = self.clock()  # a step's latency_ms runs from here: transport, queueing, compute
         for job in planned:
-            job.step_started = sent
+            if not job.mixed:  # the step's first evaluation
+                job.step_started = sent
             for k in job.plan.rows:
                 self._held.setdefault(k, []).append(job)
         for k in list(self._held):
@@ -247,7 +251,7 @@ class Scheduler:
 
     def _request(self, expert: int, jobs: list[JobRun], out: Outbox) -> None:
         """One VelocityRequest to `expert` with the rows it serves of each job, at each job's own t."""
-        inputs = [job.arrays.inputs(job.x, job.step, job.plan.rows[expert]) for job in jobs]
+        inputs = [job.arrays.inputs(job.x_eval, job.t_eval, job.plan.rows[expert]) for job in jobs]
         x, t, y, g = (np.concatenate(column) for column in zip(*inputs, strict=True))
         self._request_seq += 1
         request_id = f"{self._request_prefix}.{self._request_seq}"
@@ -301,29 +305,46 @@ class Scheduler:
             job.compute_ms = max(job.compute_ms, reply.compute_ms)
             job.precisions[request.expert] = reply.precision
             if len(job.got) == len(job.plan.rows):
-                self._step(job, out)
+                self._evaluated(job, out)
+
+    def _evaluated(self, job: JobRun, out: Outbox) -> None:
+        """Every expert answered an evaluation: mix; then the step's next evaluation, or the step."""
+        job.mixed.append(combine(job.plan, job.got, job.arrays.spec.n))
+        job.missing.update(job.plan.missing)
+        if job.first_plan is None:
+            job.first_plan = job.plan
+        if len(job.mixed) == job.arrays.solver.stages:
+            self._step(job, out)
+            return
+        job.plan, job.got = None, {}
+        job.round += 1  # replies to the finished evaluation's requests are not the next one's
+        self._due.append(job)
 
     def _step(self, job: JobRun, out: Outbox) -> None:
-        """Every expert answered: mix, Euler, and the frame to store; then the next step or done."""
-        arrays, i, plan = job.arrays, job.step, job.plan
-        x = arrays.advance(job.x, i, plan, job.got)
+        """Every evaluation of the step is in: the solver's update, and the frame to store (with the
+        routing of the step's first evaluation); then the next step or done."""
+        arrays, i, plan = job.arrays, job.step, job.first_plan
+        x, history = arrays.advance(job.x, i, job.mixed, job.history)
+        missing = tuple(sorted(job.missing))
+        job.mixed, job.first_plan, job.missing = [], None, set()
         latency_ms = (self.clock() - job.step_started) * 1000.0
         precisions = tuple(job.precisions.get(k, DEFAULT_PRECISION) for k in plan.experts)
         try:
             frame = Frame.from_latent(
                 job.job_id, i + 1, arrays.t(i + 1), x, plan.experts, plan.weights, latency_ms, job.compute_ms,
-                plan.missing, () if set(precisions) <= {DEFAULT_PRECISION} else precisions,
+                missing, () if set(precisions) <= {DEFAULT_PRECISION} else precisions,
             )  # fmt: skip
         except SchemaError as exc:  # the latent diverged (NaN or beyond float16): fail, do not store it
             self.fail(job, f"step {i + 1}: {exc}", out)
             return
-        job.x, job.step = x, i + 1
+        job.x, job.step, job.history = x, i + 1, history
+        job.plan, job.got = None, {}
         job.step_ms_total += latency_ms
         job.steps_run += 1
-        for k in plan.missing:
+        for k in missing:
             job.degraded.setdefault(k, []).append(i + 1)
         out.steps.append(
-            StepDone(frame, x, job.step_ms_total / job.steps_run, latency_ms, dict(job.degraded))
+            StepDone(frame, x, job.step_ms_total / job.steps_run, latency_ms, dict(job.degraded), history)
         )
         if job.finished:
             self._settle(job, out)

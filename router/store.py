@@ -4,7 +4,8 @@
                              step, steps, n, router, resumed_from, attempts, *_at, error, mean_step_ms,
                              cancel_requested_at (written by Client.cancel)
     names.traj(id)    stream one entry per step: {"frame": Frame.encode()}
-    names.state(id)   hash   ResumeState {"step": str, "x": float32 [n,1,32,32] raw bytes} - what a
+    names.state(id)   hash   ResumeState {"step": str, "x": float32 [n,1,32,32] raw bytes, and for a
+                             multistep solver "history": its velocities, raw bytes} - what a
                              redelivered job resumes from (x at full precision, unlike the float16 frame)
     names.result(id)  string codec.packb(float32 [n,1,32,32]) - the final latents
     names.jobs_index  zset   job id -> created_at (recent jobs; expired ones trimmed by trim_index)
@@ -41,6 +42,7 @@ from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.names import Names
 from ddm.schema.queue import ENDS_KEPT, JobEnd
 from ddm.schema.resolved import ResolvedJob
+from ddm.schema.solver import SolverHistory
 
 # Lua, so that checking a lease and writing under it is one atomic step on the server.
 _ACQUIRE = """
@@ -244,9 +246,11 @@ class JobStore:
 
     def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> StepWrites:
         """Frame to the stream, full-precision state and progress to Redis, in one transaction."""
-        return self.write_steps([(frame, x, mean_step_ms, None)])
+        return self.write_steps([(frame, x, mean_step_ms, None, SolverHistory())])
 
-    def write_steps(self, steps: list[tuple[Frame, np.ndarray, float, dict | None]]) -> StepWrites:
+    def write_steps(
+        self, steps: list[tuple[Frame, np.ndarray, float, dict | None, SolverHistory]]
+    ) -> StepWrites:
         """write_step for several jobs in ONE atomic script and one round trip (the router writes every
         step that finished in one burst of replies together; per-step round trips dominated its time).
         Only the jobs whose lease this store holds are written (the others come back as lost); a written
@@ -256,12 +260,12 @@ class JobStore:
             return StepWrites([], [])
         keys, args = [], [self.owner, jobs.FRAME_FIELD, jobs.CANCEL_FIELD, jobs.DEADLINE_FIELD]
         now = time.time()
-        for frame, x, mean_step_ms, degraded in steps:
+        for frame, x, mean_step_ms, degraded, history in steps:
             job_id = frame.job_id
             keys += [self.names.lease(job_id), self.names.traj(job_id)]
             keys += [self.names.state(job_id), self.names.job(job_id)]
             args.append(jobs.traj_entry(frame)[jobs.FRAME_FIELD])
-            args += _pairs(ResumeState(frame.step, x).encode())
+            args += _pairs(ResumeState(frame.step, x, history.velocities).encode())
             args += _pairs(jobs.step_fields(frame.step, mean_step_ms, now, degraded))
         lost, cancelled = self._write_steps(keys=keys, args=args)
         return StepWrites(

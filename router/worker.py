@@ -369,7 +369,9 @@ class RouterWorker:
         step, nothing else (velocity is a pure function)."""
         if self._writes:
             steps, self._writes = self._writes, []
-            written = self.store.write_steps([(d.frame, d.x, d.mean_step_ms, d.degraded) for d in steps])
+            written = self.store.write_steps(
+                [(d.frame, d.x, d.mean_step_ms, d.degraded, d.history) for d in steps]
+            )
             for job_id in written.lost:
                 self._lose(job_id)
             for job_id in written.cancelled:

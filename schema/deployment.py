@@ -23,6 +23,12 @@
     kind = "oracle"              # oracle | label-prior | learned
     checkpoint = "router"        # learned only
 
+    [sampling]                   # optional (schema/solver.py)
+    solver = "euler"             # what a job that names none gets (default: euler)
+    grid = "uniform"             # (default: uniform)
+    solvers = ["euler", "heun"]  # the ones jobs may ask for (default: every solver)
+    grids = ["uniform", "edm"]   # (default: uniform, shift:3, edm)
+
 Read by `ddm sample --local`, the workers, `ddm up`, eval and bench. Written by one writer,
 Deployment.to_toml() / write() (every producer: `ddm deployment write` for shell scripts).
 """
@@ -39,6 +45,7 @@ from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.flow import NUM_CLASSES
 from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY, EXPERT_LOSS_POLICIES, MAX_GUIDANCE
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
+from ddm.schema.solver import SamplingOffer
 from ddm.schema.strategy import Strategy
 
 ROUTER_KINDS = ("oracle", "label-prior", "learned")
@@ -91,6 +98,7 @@ class Deployment:
     strategy: str | None = None  # None: the router's rule (schema.strategy.default_strategy)
     class_names: tuple[str, ...] = tuple(str(c) for c in range(NUM_CLASSES))
     on_expert_loss: str = DEFAULT_EXPERT_LOSS_POLICY  # JobSpec.on_expert_loss a job gets when it names none
+    sampling: SamplingOffer = SamplingOffer()  # the solvers and grids it serves, and their defaults
 
     @property
     def num_experts(self) -> int:
@@ -112,8 +120,8 @@ class Deployment:
     ) -> Deployment:
         """A deployment to write at `path`: checkpoints are folders (absolute, or relative to path's
         folder), or (folder, device) or (folder, device, precision) tuples, experts 0..K-1 in order;
-        `fields`: name, guidance, strategy, class_names, on_expert_loss. Checked as from_dict checks
-        a file."""
+        `fields`: name, guidance, strategy, class_names, on_expert_loss, sampling (a [sampling] table as a
+        dict). Checked as from_dict checks a file."""
         path = Path(path)
         experts = []
         for i, entry in enumerate(checkpoints):
@@ -149,6 +157,17 @@ class Deployment:
         lines += ["", "[router]", f"kind = {json.dumps(self.router.kind)}"]
         if self.router.checkpoint is not None:
             lines.append(f"checkpoint = {json.dumps(rel(self.router.checkpoint))}")
+        if self.sampling != SamplingOffer():
+            lines += ["", "[sampling]"]
+            offer = self.sampling
+            lines += [
+                f"solver = {json.dumps(offer.default_solver)}",
+                f"grid = {json.dumps(offer.default_grid)}",
+            ]
+            lines += [
+                f"solvers = {json.dumps(list(offer.solvers))}",
+                f"grids = {json.dumps(list(offer.grids))}",
+            ]
         return "\n".join(lines) + "\n"
 
     def write(self, comment: str = "") -> Path:
@@ -179,9 +198,10 @@ class Deployment:
             "on_expert_loss",
             "experts",
             "router",
+            "sampling",
         }
         if unknown:
-            keys = "keys name, guidance, strategy, class_names, on_expert_loss, experts, router"
+            keys = "keys name, guidance, strategy, class_names, on_expert_loss, experts, router, sampling"
             raise ConfigError(f"{path}: {expected(keys, sorted(unknown))}")
         strategy = data.get("strategy")
         try:
@@ -218,6 +238,10 @@ class Deployment:
                 f"{path}: {expected('[router] checkpoint exactly when kind = learned', raw_router)}"
             )
         router = RouterEntry(kind=kind, checkpoint=(base / checkpoint) if checkpoint else None)
+        try:
+            sampling = SamplingOffer.from_dict(_sampling_table(data.get("sampling", {})))
+        except SchemaError as exc:
+            raise ConfigError(f"{path}: [sampling]: {exc}") from None
         return cls(
             name=str(data.get("name", path.stem)),
             path=path.resolve(),
@@ -227,7 +251,17 @@ class Deployment:
             strategy=strategy,
             class_names=tuple(class_names),
             on_expert_loss=on_expert_loss,
+            sampling=sampling,
         )
+
+
+def _sampling_table(table: object) -> dict:
+    """The file's [sampling] table as SamplingOffer fields: its solver and grid are the defaults."""
+    keys = {"solver": "default_solver", "grid": "default_grid", "solvers": "solvers", "grids": "grids"}
+    if not isinstance(table, dict) or set(table) - set(keys):
+        got = sorted(set(table) - set(keys)) if isinstance(table, dict) else table
+        raise SchemaError(expected(f"keys among {sorted(keys)}", got))
+    return {keys[key]: value for key, value in table.items()}
 
 
 def _expert_entries(raw_experts: object, base: Path, path: Path) -> tuple[ExpertEntry, ...]:

@@ -7,7 +7,8 @@ descriptor's defaults (resolve), and the router records the values it used in th
 
     {"name", "protocol_version", "router_kind", "experts": [{"id", "framework", "device", "labels",
      "cluster", "label_counts" (optional)}], "strategies", "default_strategy", "default_guidance",
-     "default_on_expert_loss", "class_names", "router_id", "published_at"}
+     "default_on_expert_loss", "class_names", "router_id", "published_at", "sampling" (optional:
+     {"solvers", "grids", "default_solver", "default_grid"}; absent: Euler on the uniform grid only)}
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .messages import (
 )
 from .names import check_worker_id
 from .resolved import ResolvedJob
+from .solver import LEGACY_OFFER, SamplingOffer
 from .strategy import Strategy
 
 DIGITS = tuple(str(c) for c in range(NUM_CLASSES))  # class names when a deployment names none
@@ -133,6 +135,7 @@ class DeploymentDescriptor:
     published_at: float
     default_on_expert_loss: str = DEFAULT_EXPERT_LOSS_POLICY  # what a job that names none gets
     protocol_version: int = PROTOCOL_VERSION
+    sampling: SamplingOffer = LEGACY_OFFER  # the solvers and grids it serves, and their defaults
 
     def __post_init__(self) -> None:
         if self.protocol_version != PROTOCOL_VERSION:
@@ -175,6 +178,10 @@ class DeploymentDescriptor:
         where = f"deployment {self.name!r} (served by {self.router_id})"
         if spec.strategy is not None and str(Strategy.parse(spec.strategy)) not in self.strategies:
             raise SchemaError(f"{where}: " + expected(f"strategy in {list(self.strategies)}", spec.strategy))
+        try:
+            self.sampling.check(spec.solver, spec.grid)
+        except SchemaError as exc:
+            raise SchemaError(f"{where}: {exc}") from None
         unknown = sorted(set(spec.labels) - set(self.labels) - {NULL_CLASS})
         if unknown:
             raise SchemaError(
@@ -232,6 +239,8 @@ class DeploymentDescriptor:
                 strategy=self.default_strategy_for(spec) if spec.strategy is None else spec.strategy,
                 guidance=self.default_guidance if spec.guidance is None else spec.guidance,
                 on_expert_loss=spec.on_expert_loss or self.default_on_expert_loss,
+                solver=spec.solver or self.sampling.default_solver,
+                grid=spec.grid or self.sampling.default_grid,
             )
         )
 
@@ -239,6 +248,7 @@ class DeploymentDescriptor:
         d = dataclasses.asdict(self)
         d["experts"] = [e.to_dict() for e in self.experts]
         d["strategies"], d["class_names"] = list(self.strategies), list(self.class_names)
+        d["sampling"] = self.sampling.to_dict()
         return d
 
     def encode(self) -> bytes:
@@ -251,11 +261,13 @@ class DeploymentDescriptor:
             d = json.loads(data)
         except (TypeError, ValueError, RecursionError) as exc:
             raise SchemaError(expected("a deployment descriptor as JSON", data)) from exc
-        d = _exact_keys("deployment descriptor", d, cls)
+        d = _exact_keys("deployment descriptor", d, cls, optional=("sampling",))
         for key in ("strategies", "class_names", "experts"):
             if not isinstance(d[key], list):
                 raise SchemaError(expected(f"descriptor {key} as a list", d[key]))
         d["experts"] = tuple(ExpertInfo.from_dict(e) for e in d["experts"])
+        if "sampling" in d:
+            d["sampling"] = SamplingOffer.from_dict(d["sampling"])
         d["strategies"], d["class_names"] = tuple(d["strategies"]), tuple(d["class_names"])
         return cls(**d)
 

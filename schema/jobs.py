@@ -88,6 +88,9 @@ class JobHash:
     # expert -> the steps run without it (it had no live worker; a mixing strategy routed around it)
     degraded: dict[int, tuple[int, ...]] | None = None
     on_expert_loss: str | None = None  # what the router resolved (JobSpec.on_expert_loss)
+    solver: str | None = None  # what the router resolved (JobSpec.solver, schema/solver.py)
+    grid: str | None = None  # what the router resolved (JobSpec.grid)
+    nfe: int | None = None  # velocity evaluations the job costs: steps x its solver's per step
 
     @property
     def labels(self) -> tuple[int, ...]:
@@ -264,6 +267,9 @@ def running_fields(job: ResolvedJob, router_id: str, resumed_from: int, now: flo
         "strategy": str(job.strategy),
         "guidance": repr(job.guidance),
         "on_expert_loss": job.on_expert_loss,
+        "solver": str(job.solver),
+        "grid": str(job.grid),
+        "nfe": str(job.nfe),
     }
 
 
@@ -321,29 +327,47 @@ def decode_traj_entry(job_id: str, fields: dict, *, max_bytes: int = DEFAULT_MAX
 
 
 class ResumeState(NamedTuple):
-    """What a redelivered job resumes from: steps done and x float32 [n, 1, 32, 32] at full precision
-    (unlike the float16 frame). Unpacks as (step, x)."""
+    """What a redelivered job resumes from: steps done, x float32 [n, 1, 32, 32] at full precision
+    (unlike the float16 frame), and a multistep solver's history (the velocities it reuses, oldest
+    first; empty for one-step solvers, and then not stored: a state from before solvers reads the same).
+    Unpacks as (step, x, history)."""
 
     step: int
     x: np.ndarray
+    history: tuple[np.ndarray, ...] = ()
 
     def encode(self) -> dict[str, str | bytes]:
-        return {"step": str(int(self.step)), "x": np.ascontiguousarray(self.x, "<f4").tobytes()}
+        fields = {"step": str(int(self.step)), "x": np.ascontiguousarray(self.x, "<f4").tobytes()}
+        if self.history:
+            fields["history"] = b"".join(np.ascontiguousarray(v, "<f4").tobytes() for v in self.history)
+        return fields
 
     @classmethod
     def decode(cls, raw: dict, n: int) -> ResumeState:
-        """The state hash -> ResumeState of n latents; SchemaError for a wrong length or step."""
+        """The state hash -> ResumeState of n latents; SchemaError for a wrong length or step. How many
+        velocities the history may hold is the job's solver's to check (SolverHistory.from_list)."""
         fields = {_text(k): v for k, v in raw.items()}
         step, data = fields.get("step"), fields.get("x")
-        if step is None or data is None or set(fields) != {"step", "x"}:
-            raise SchemaError(expected("a stored state with fields step and x", sorted(fields)))
+        if step is None or data is None or not {"step", "x"} <= set(fields) <= {"step", "x", "history"}:
+            raise SchemaError(expected("a stored state with fields step, x (and history)", sorted(fields)))
         step = _text(step)
         if not _INT_RE.fullmatch(step) or int(step) < 0:
             raise SchemaError(expected("a stored state step >= 0", step))
-        if not isinstance(data, bytes) or len(data) != n * LATENT_BYTES:
-            got = f"{len(data)} bytes" if isinstance(data, bytes) else type(data).__name__
-            raise SchemaError(expected(f"a stored state of {n} latents ({n * LATENT_BYTES} bytes)", got))
-        return cls(int(step), np.frombuffer(data, dtype="<f4").reshape(n, *IMAGE_SHAPE).copy())
+        x = _latents(data, n, f"a stored state of {n} latents ({n * LATENT_BYTES} bytes)")
+        history = fields.get("history", b"")
+        if not isinstance(history, bytes) or len(history) % (n * LATENT_BYTES):
+            got = f"{len(history)} bytes" if isinstance(history, bytes) else type(history).__name__
+            raise SchemaError(expected(f"a stored history of whole sets of {n} latents", got))
+        chunks = [history[i : i + n * LATENT_BYTES] for i in range(0, len(history), n * LATENT_BYTES)]
+        return cls(int(step), x, tuple(_latents(c, n, "a history entry") for c in chunks))
+
+
+def _latents(data: object, n: int, what: str) -> np.ndarray:
+    """n latents float32 [n, 1, 32, 32] from their raw little-endian bytes."""
+    if not isinstance(data, bytes) or len(data) != n * LATENT_BYTES:
+        got = f"{len(data)} bytes" if isinstance(data, bytes) else type(data).__name__
+        raise SchemaError(expected(what, got))
+    return np.frombuffer(data, dtype="<f4").reshape(n, *IMAGE_SHAPE).copy()
 
 
 # ---------------------------------------------------------------- result

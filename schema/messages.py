@@ -23,6 +23,7 @@ from .errors import SchemaError, expected
 from .flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES
 from .names import MAX_EXPERT_ID, check_job_id, check_worker_id
 from .precision import DEFAULT_PRECISION, PRECISIONS
+from .solver import Grid, Solver
 from .strategy import Strategy
 
 PROTOCOL_VERSION = 1
@@ -173,7 +174,7 @@ DEFAULT_EXPERT_LOSS_POLICY = "wait"
 
 @dataclasses.dataclass(frozen=True)
 class JobSpec(_Message):
-    """A sampling job: n = len(labels) images, `steps` Euler steps, routing `strategy`.
+    """A sampling job: n = len(labels) images, `steps` steps of `solver` on `grid`, routing `strategy`.
 
     labels: one per image, 0..9 a class, or NULL_CLASS (10, schema/flow.py) for an unconditional image:
     the null class of label dropout, so the router reads x_t and t alone for that row and its expert
@@ -187,11 +188,14 @@ class JobSpec(_Message):
     chose has no live worker: 'degrade' (full and topk:K >= 2 route over the live experts and record the
     step as degraded; oracle and top1 wait) or 'wait' (every strategy waits; the router bounds the wait
     by its grace period, then fails the job naming the expert).
+    solver and grid (schema/solver.py) may be None too: the deployment's defaults (Euler on the uniform
+    grid unless it says otherwise). Left unset they are not encoded, so a spec from before them keeps
+    its bytes and its digest.
     """
 
     TYPE: ClassVar[str] = "job_spec"
     _TUPLES: ClassVar[tuple[str, ...]] = ("labels",)
-    _OPTIONAL: ClassVar[tuple[str, ...]] = ("on_expert_loss",)
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("on_expert_loss", "solver", "grid")
 
     job_id: str
     labels: tuple[int, ...]
@@ -200,6 +204,8 @@ class JobSpec(_Message):
     guidance: float | None = None
     seed: int = 0
     on_expert_loss: str | None = None
+    solver: str | None = None  # schema/solver.py; None: the deployment's default
+    grid: str | None = None  # canonical spelling ('shift:3', not 'shift:3.0'); None: the default
 
     def __post_init__(self) -> None:
         self.validate()
@@ -231,6 +237,10 @@ class JobSpec(_Message):
             raise SchemaError(
                 expected(f"on_expert_loss in {list(EXPERT_LOSS_POLICIES)}", self.on_expert_loss)
             )
+        if self.solver is not None:
+            Solver.parse(self.solver)
+        if self.grid is not None:
+            object.__setattr__(self, "grid", str(Grid.parse(self.grid)))
 
     @classmethod
     def new(
@@ -242,10 +252,14 @@ class JobSpec(_Message):
         guidance: float | None = None,
         seed: int = 0,
         on_expert_loss: str | None = None,
+        solver: str | None = None,
+        grid: str | None = None,
     ) -> JobSpec:
-        """A JobSpec with a fresh uuid4-hex job_id; strategy, guidance, on_expert_loss None = the
-        deployment's."""
-        return cls(uuid.uuid4().hex, tuple(labels), steps, strategy, guidance, seed, on_expert_loss)
+        """A JobSpec with a fresh uuid4-hex job_id; strategy, guidance, on_expert_loss, solver, grid
+        None = the deployment's."""
+        return cls(
+            uuid.uuid4().hex, tuple(labels), steps, strategy, guidance, seed, on_expert_loss, solver, grid
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict (labels as a list)."""

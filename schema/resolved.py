@@ -10,28 +10,47 @@ from dataclasses import dataclass
 
 from .errors import SchemaError, expected
 from .messages import DEFAULT_EXPERT_LOSS_POLICY, JobSpec
+from .solver import DEFAULT_GRID, DEFAULT_SOLVER, Grid, Solver
 from .strategy import Strategy
 
 
 @dataclass(frozen=True)
 class ResolvedJob:
-    """spec: the JobSpec with strategy, guidance and on_expert_loss set (the strategy as spelled; the
-    job hash records str(strategy), the canonical spelling); strategy: parsed once, here."""
+    """spec: the JobSpec with strategy, guidance, on_expert_loss, solver and grid set (the strategy as
+    spelled; the job hash records str(strategy), the canonical spelling); strategy: parsed once, here."""
 
     spec: JobSpec
     strategy: Strategy
 
     @classmethod
     def of(cls, spec: JobSpec) -> ResolvedJob:
-        """A spec that names its strategy and guidance (on_expert_loss unset: 'wait', the default)."""
+        """A spec that names its strategy and guidance (on_expert_loss unset: 'wait', the default; solver
+        and grid unset: Euler on the uniform grid)."""
         if spec.strategy is None or spec.guidance is None:
             raise SchemaError(
                 f"job {spec.job_id}: "
                 + expected("a resolved spec (strategy and guidance set)", (spec.strategy, spec.guidance))
             )
-        if spec.on_expert_loss is None:
-            spec = dataclasses.replace(spec, on_expert_loss=DEFAULT_EXPERT_LOSS_POLICY)
+        spec = dataclasses.replace(
+            spec,
+            on_expert_loss=spec.on_expert_loss or DEFAULT_EXPERT_LOSS_POLICY,
+            solver=spec.solver or DEFAULT_SOLVER,
+            grid=spec.grid or DEFAULT_GRID,
+        )
         return cls(spec, Strategy.parse(spec.strategy))
+
+    @property
+    def solver(self) -> Solver:
+        return Solver.parse(self.spec.solver)
+
+    @property
+    def grid(self) -> Grid:
+        return Grid.parse(self.spec.grid)
+
+    @property
+    def nfe(self) -> int:
+        """Velocity evaluations the job costs (each one a round trip to its experts)."""
+        return self.solver.nfe(self.spec.steps)
 
     @property
     def guidance(self) -> float:

@@ -160,3 +160,65 @@ class SolverHistory:
                 got = (getattr(v, "dtype", type(v).__name__), getattr(v, "shape", None))
                 raise SchemaError(expected(f"float32 velocities of shape {shape}", got))
         return cls(tuple(arrays))
+
+
+# What a deployment serves when its file says nothing: every solver and these grids, Euler on the
+# uniform grid by default (the images jobs have always had). A descriptor without "sampling" (a router
+# from before solvers) serves LEGACY_OFFER: Euler on the uniform grid only.
+OFFERED_GRIDS = ("uniform", "shift:3", "edm")
+
+
+@dataclass(frozen=True)
+class SamplingOffer:
+    """The solvers and grids a deployment serves (canonical spellings), and what a job that names
+    none gets. Written in the deployment file's [sampling] table and the descriptor's "sampling"."""
+
+    solvers: tuple[str, ...] = tuple(SOLVERS)
+    grids: tuple[str, ...] = OFFERED_GRIDS
+    default_solver: str = DEFAULT_SOLVER
+    default_grid: str = DEFAULT_GRID
+
+    def __post_init__(self) -> None:
+        for what, names, parse in (
+            ("solvers", self.solvers, Solver.parse),
+            ("grids", self.grids, Grid.parse),
+        ):
+            if not isinstance(names, tuple) or not names:
+                raise SchemaError(expected(f"sampling {what} as a non-empty list", names))
+            for name in names:
+                if str(parse(name)) != name:
+                    raise SchemaError(expected(f"sampling {what} in canonical spelling", name))
+        self.check(self.default_solver, self.default_grid, "sampling default_")
+
+    def check(self, solver: str | None, grid: str | None, what: str = "") -> None:
+        """Refuse a solver or grid this deployment does not serve, listing the ones it does."""
+        if solver is not None and str(Solver.parse(solver)) not in self.solvers:
+            raise SchemaError(expected(f"{what}solver one of {', '.join(self.solvers)}", solver))
+        if grid is not None and str(Grid.parse(grid)) not in self.grids:
+            raise SchemaError(expected(f"{what}grid one of {', '.join(self.grids)}", grid))
+
+    def to_dict(self) -> dict:
+        return {
+            "solvers": list(self.solvers),
+            "grids": list(self.grids),
+            "default_solver": self.default_solver,
+            "default_grid": self.default_grid,
+        }
+
+    @classmethod
+    def from_dict(cls, d: object) -> SamplingOffer:
+        """A [sampling] table or a descriptor's "sampling": every key optional, nothing else allowed."""
+        keys = {"solvers", "grids", "default_solver", "default_grid"}
+        if not isinstance(d, dict) or set(d) - keys:
+            got = sorted(set(d) - keys) if isinstance(d, dict) else type(d).__name__
+            raise SchemaError(expected(f"sampling with keys among {sorted(keys)}", got))
+        fields = dict(d)
+        for key in ("solvers", "grids"):
+            if key in fields:
+                if not isinstance(fields[key], list):
+                    raise SchemaError(expected(f"sampling {key} as a list", fields[key]))
+                fields[key] = tuple(fields[key])
+        return cls(**fields)
+
+
+LEGACY_OFFER = SamplingOffer(solvers=(DEFAULT_SOLVER,), grids=(DEFAULT_GRID,))

@@ -7,6 +7,7 @@ import argparse
 from ddm.schema.errors import ConfigError
 from ddm.schema.flow import NULL_CLASS
 from ddm.schema.messages import MAX_SAMPLES
+from ddm.schema.solver import SOLVERS
 
 NULL_WORD = "null"  # how an unconditional image (the null label) is spelled in --labels
 
@@ -45,7 +46,24 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"images per label (default: 8 for one label, else 4); a job holds at most {MAX_SAMPLES} "
         "images: --n times the number of labels",
     )
-    parser.add_argument("--steps", type=int, default=50, help="Euler steps (default: 50)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=50,
+        help="solver steps (default: 50; --solver heun/midpoint: 2 evaluations each)",
+    )
+    parser.add_argument(
+        "--solver",
+        default=None,
+        help=f"{' | '.join(SOLVERS)}: how each step integrates the flow (ab2/ab3 reuse earlier steps' "
+        "velocities: one evaluation per step; default: the deployment's, euler unless it says otherwise)",
+    )
+    parser.add_argument(
+        "--grid",
+        default=None,
+        help="uniform | shift:S | edm[:R]: where the steps fall in t (default: the deployment's, uniform "
+        "unless it says otherwise; one it does not serve is refused, naming the ones it does)",
+    )
     parser.add_argument(
         "--strategy",
         default=None,

@@ -50,7 +50,13 @@ def main(args: argparse.Namespace) -> int:
     deployment = Deployment.load(resolve_deployment(args.deployment))
     policy = load_policy(deployment)
     spec = JobSpec.new(
-        labels, steps=args.steps, strategy=args.strategy, guidance=args.guidance, seed=args.seed
+        labels,
+        steps=args.steps,
+        strategy=args.strategy,
+        guidance=args.guidance,
+        seed=args.seed,
+        solver=args.solver,
+        grid=args.grid,
     )
     # Exactly as the router does: check against the deployment's descriptor, fill in its defaults.
     descriptor = describe(deployment, policy, "local")
@@ -94,7 +100,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     served = ", ".join(f"expert {k} ({experts[k].meta.framework}): {used[k]} img-steps" for k in experts)
     print(
-        f"{spec.n} images, {spec.steps} steps, strategy {spec.strategy}, guidance {spec.guidance:g}: {served}"
+        f"{spec.n} images, {spec.steps} steps of {spec.solver} on the {spec.grid} grid "
+        f"({job.nfe} evaluations), strategy {spec.strategy}, guidance {spec.guidance:g}: {served}"
     )
     print(f"load {load_s:.1f} s, sampling {sample_s:.1f} s; wrote {', '.join(map(str, saved))}")
     return 0

@@ -86,6 +86,8 @@ def main(args: argparse.Namespace) -> int:
         guidance=args.guidance,
         seed=args.seed,
         on_expert_loss=args.on_expert_loss,
+        solver=args.solver,
+        grid=args.grid,
     )
     with Client() as client:
         job_id = client.submit(

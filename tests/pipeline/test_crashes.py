@@ -34,10 +34,12 @@ def test_kill9_one_of_two_expert_replicas(shared_labels_deployment, tmp_path):
 
 
 def test_kill9_router_mid_job_resumes_from_stored_step(shared_labels_deployment, tmp_path):
+    """Under a multistep solver (ab3 reuses the velocities of the last two steps, stored with x), so
+    the resumed job must carry its history on to reach the uninterrupted image."""
     with Pipeline(shared_labels_deployment, tmp_path) as pipe:
         pipe.up({"a0": 0, "b0": 1}, routers=["router-1"])
         client = pipe.client()
-        spec = JobSpec.new([1, 4, 7], steps=60, strategy="topk:2", seed=11)
+        spec = JobSpec.new([1, 4, 7], steps=60, strategy="topk:2", seed=11, solver="ab3", grid="edm")
         client.submit(spec)
         wait_for_step(client, spec.job_id, 10)
         pipe.kill9("router-1")

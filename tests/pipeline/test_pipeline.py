@@ -51,6 +51,35 @@ def test_router_strategies_equal_local(shared_pipeline, shared_labels_deployment
     assert diff <= 1e-4
 
 
+@pytest.mark.parametrize(
+    ("solver", "grid", "strategy"),
+    [
+        ("heun", "uniform", "top1"),
+        ("midpoint", "edm", "full"),
+        ("ab2", "shift:3", "topk:2"),
+        ("ab3", "edm", "top1"),
+    ],
+)
+def test_every_solver_through_the_pipeline_equals_it_in_process(
+    shared_pipeline, shared_labels_deployment, solver, grid, strategy
+):
+    """One implementation, two drivers: the router routes every evaluation (two per step for Heun and
+    midpoint) and steps as sample_local does; the job hash records what it cost."""
+    spec = JobSpec.new(
+        [0, 3, 5, 9], steps=6, strategy=strategy, guidance=1.5, seed=5, solver=solver, grid=grid
+    )
+    client = shared_pipeline.client()
+    client.submit(spec)
+    got = client.result(spec.job_id, timeout=120)
+    diff = float(np.abs(got - local_reference(shared_labels_deployment, spec)).max())
+    print(f"{solver} on {grid} ({strategy}): max |pipeline - local| = {diff:.2e}")
+    assert diff <= 1e-4
+    status = client.status(spec.job_id)
+    per_step = 2 if solver in ("heun", "midpoint") else 1
+    assert (status.solver, status.grid, status.nfe) == (solver, grid, 6 * per_step)
+    assert [f.step for f in client.frames(spec.job_id, follow=False)] == list(range(1, 7))
+
+
 def test_sixteen_concurrent_jobs_share_requests_and_batches(shared_pipeline, shared_labels_deployment):
     """The router sends each expert one request with the rows of every due job; the rows come back to
     the right jobs (each result equals the local sampler's)."""

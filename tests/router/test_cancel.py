@@ -14,6 +14,7 @@ from ddm.router.store import JobStore, StepWrites
 from ddm.router.worker import RouterWorker
 from ddm.schema import jobs
 from ddm.schema.messages import Frame, JobSpec, JobStatus
+from ddm.schema.solver import SolverHistory
 
 
 @pytest.fixture
@@ -37,10 +38,12 @@ def run_job(router: RouterWorker, steps: int = 6) -> JobSpec:
 
 
 def step(spec: JobSpec, k: int) -> tuple:
-    """Step k of `spec` as the router hands it to write_steps: (frame, x, mean step ms, degraded)."""
+    """Step k of `spec` as the router hands it to write_steps: (frame, x, mean step ms, degraded,
+    solver history)."""
     x = np.zeros((spec.n, 1, 32, 32), np.float32)
     weights = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
-    return Frame.from_latent(spec.job_id, k, k / spec.steps, x, (0, 1), weights, 3.0), x, 3.0, None
+    frame = Frame.from_latent(spec.job_id, k, k / spec.steps, x, (0, 1), weights, 3.0)
+    return frame, x, 3.0, None, SolverHistory()
 
 
 def test_a_queued_job_no_router_holds_is_cancelled_at_once_and_its_message_settled(client, router):

@@ -90,7 +90,9 @@ def test_the_one_writer_round_trips_every_field(tmp_path):
         strategy="topk:2",
         class_names=[f"class {c}" for c in range(10)],
         on_expert_loss="degrade",
+        sampling={"solver": "ab2", "grid": "edm", "solvers": ["euler", "ab2"], "grids": ["uniform", "edm"]},
     )
+    assert (built.sampling.default_solver, built.sampling.grids) == ("ab2", ("uniform", "edm"))
     path = built.write(comment="first line\nsecond line")
     assert path.read_text().startswith("# first line\n# second line\n")
     assert Deployment.load(path) == built
@@ -100,3 +102,28 @@ def test_the_one_writer_round_trips_every_field(tmp_path):
 def test_the_writer_refuses_what_the_reader_refuses(tmp_path):
     with pytest.raises(ConfigError, match="checkpoint exactly when kind = learned"):
         Deployment.build(tmp_path / "d.toml", ["e0"], "learned")
+
+
+def test_sampling_defaults_to_every_solver_with_euler_on_the_uniform_grid(tmp_path):
+    path = tmp_path / "deployment.toml"
+    path.write_text(GOOD)
+    offer = Deployment.load(path).sampling
+    assert (offer.default_solver, offer.default_grid) == ("euler", "uniform")
+    assert offer.solvers == ("euler", "heun", "midpoint", "ab2", "ab3")
+    assert "[sampling]" not in Deployment.load(path).to_toml(), "a default offer writes nothing"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('solver = "rk4"', "solver one of euler, heun, midpoint, ab2, ab3, got 'rk4'"),
+        ('solvers = ["euler"]\nsolver = "heun"', "default_solver one of euler, got 'heun'"),
+        ('grids = ["uniform", "shift:3.0"]', "canonical spelling"),
+        ("steps = 8", "keys among"),
+    ],
+)
+def test_a_bad_sampling_table_names_the_allowed_values(tmp_path, table, message):
+    path = tmp_path / "deployment.toml"
+    path.write_text(GOOD + "[sampling]\n" + table + "\n")
+    with pytest.raises(ConfigError, match=rf"\[sampling\]: .*{message}"):
+        Deployment.load(path)

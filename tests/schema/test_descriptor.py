@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
 from ddm.schema import JobSpec, SchemaError
 from ddm.schema.descriptor import DeploymentDescriptor, ExpertInfo
+from ddm.schema.solver import LEGACY_OFFER, SamplingOffer
 from ddm.schema.strategy import Strategy, accepted_strategies, default_strategy
 from tests.support.descriptors import demo_descriptor
 
@@ -59,8 +63,36 @@ def test_resolve_fills_only_what_the_job_left_unset():
     spec = JobSpec("j", (3,))
     assert (str(d.resolve(spec).strategy), d.resolve(spec).guidance) == ("oracle", 1.5)
     assert d.resolve(spec).on_expert_loss == "wait", "the default: no silent change of model"
-    chosen = JobSpec("j", (3,), strategy="full", guidance=1.0, on_expert_loss="wait")
+    chosen = JobSpec(
+        "j", (3,), strategy="full", guidance=1.0, on_expert_loss="wait", solver="euler", grid="uniform"
+    )
     assert d.resolve(chosen).spec == chosen
+    assert (d.resolve(spec).spec.solver, d.resolve(spec).spec.grid) == ("euler", "uniform")
+
+
+def test_solvers_and_grids_resolve_to_the_deployments_defaults_and_refuse_what_it_does_not_serve():
+    offer = SamplingOffer(
+        solvers=("euler", "heun", "ab2"), grids=("uniform", "edm"), default_solver="ab2", default_grid="edm"
+    )
+    d = dataclasses.replace(descriptor(), sampling=offer)
+    resolved = d.resolve(JobSpec("j", (3,)))
+    assert (str(resolved.solver), str(resolved.grid), resolved.nfe) == ("ab2", "edm", 50)
+    assert d.resolve(JobSpec("j", (3,), steps=8, solver="heun")).nfe == 16
+    with pytest.raises(SchemaError, match="solver one of euler, heun, ab2, got 'ab3'"):
+        d.check(JobSpec("j", (3,), solver="ab3"))
+    with pytest.raises(SchemaError, match="grid one of uniform, edm, got 'shift:3'"):
+        d.check(JobSpec("j", (3,), grid="shift:3.0"))
+    assert DeploymentDescriptor.decode(d.encode()).sampling == offer
+
+
+def test_a_descriptor_from_before_solvers_serves_euler_on_the_uniform_grid_only():
+    wire = descriptor().to_dict()
+    del wire["sampling"]
+    old = DeploymentDescriptor.decode(json.dumps(wire))
+    assert old.sampling == LEGACY_OFFER
+    old.check(JobSpec("j", (3,), solver="euler", grid="uniform"))
+    with pytest.raises(SchemaError, match="solver one of euler, got 'heun'"):
+        old.check(JobSpec("j", (3,), solver="heun"))
 
 
 def test_the_experts_a_job_needs_follow_its_strategy_and_expert_loss_policy():

@@ -89,12 +89,25 @@ def test_trajectory_entry_round_trip_and_checks():
 def test_resume_state_round_trip_and_length_check():
     x = np.random.default_rng(0).standard_normal((3, 1, 32, 32)).astype(np.float32)
     raw = as_redis(ResumeState(9, x).encode())
-    step, back = ResumeState.decode(raw, 3)
-    assert step == 9 and np.array_equal(back, x) and back.flags.writeable
+    assert set(raw) == {b"step", b"x"}, "no history field: a state from before solvers reads the same"
+    step, back, history = ResumeState.decode(raw, 3)
+    assert step == 9 and np.array_equal(back, x) and back.flags.writeable and history == ()
     with pytest.raises(SchemaError, match="a stored state of 2 latents"):
         ResumeState.decode(raw, 2)
     with pytest.raises(SchemaError, match="step"):
         ResumeState.decode({**raw, b"step": b"-1"}, 3)
+
+
+def test_resume_state_keeps_a_multistep_history():
+    x, v1, v2 = np.random.default_rng(1).standard_normal((3, 2, 1, 32, 32)).astype(np.float32)
+    raw = as_redis(ResumeState(4, x, (v1, v2)).encode())
+    step, back, history = ResumeState.decode(raw, 2)
+    assert step == 4 and np.array_equal(back, x)
+    assert len(history) == 2 and np.array_equal(history[0], v1) and np.array_equal(history[1], v2)
+    with pytest.raises(SchemaError, match="a stored history of whole sets of 2 latents"):
+        ResumeState.decode({**raw, b"history": raw[b"history"][:-4]}, 2)
+    with pytest.raises(SchemaError, match="fields step, x"):
+        ResumeState.decode({**raw, b"other": b""}, 2)
 
 
 def test_result_round_trip_and_shape_check():
