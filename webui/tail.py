@@ -7,8 +7,9 @@ The reader follows every watched job's trajectory stream with a single XREAD BLO
 thread and one Redis connection, however many jobs are watched) and emits each new step once to the
 room `job:<id>`, encoded once for every viewer in it. It re-reads the watched jobs' hashes (one
 pipeline) every STATUS_EVERY_S and emits a status that changed (a queued job's place in the queue and
-its estimate included: one reading of the queue for every watched queued job); at a terminal status it
-drains the stream and emits the final status, and the job is read no more.
+its estimate included: one reading of the queue for every watched queued job, at most every
+QUEUE_EVERY_S); at a terminal status it drains the stream and emits the final status, and the job is
+read no more.
 
 Bounded memory, whatever a browser does (docs/WEBUI.md, "Limits"):
 - a viewer joins out of the room and is caught up by the Replayer (replay.py), which sends the steps so
@@ -48,6 +49,7 @@ NEAR_END_STATUS_S = 0.1  # ... once its last step is in: the final status follow
 READ_IMAGES = 1024  # images one XREAD may return in all (COUNT per stream is derived from it)
 TERMINAL = {s.value for s in JobStatus if s.terminal}
 QUEUED_BYTES = JobStatus.QUEUED.value.encode()
+QUEUE_EVERY_S = 1.0  # the reader reads the queue (every watched queued job's place) at most this often
 
 
 def parse_xread(reply) -> list[tuple[bytes, list]]:
@@ -81,6 +83,7 @@ class TailHub:
         self.dropped = 0  # viewers disconnected for taking nothing
         self._reader_started = False
         self._closed = False
+        self._places: tuple[float, dict] = (-1.0, {})  # (monotonic time read, job id -> QueuePosition)
 
     # ------------------------------------------------------------ viewers
 
@@ -266,7 +269,9 @@ class TailHub:
             pipe.hgetall(self.names.job(tailer.job_id))
         raws = pipe.execute()
         queued = QUEUED_BYTES in (raw.get(b"status") for raw in raws)
-        places = self._queue_positions() if queued else {}
+        if queued and now - self._places[0] >= QUEUE_EVERY_S:  # O(queue length): not at every poll
+            self._places = (now, self._queue_positions())
+        places = self._places[1] if queued else {}
         for tailer, raw in zip(due, raws, strict=True):
             near_end = tailer.steps and tailer.last_step >= tailer.steps
             tailer.next_status = now + (NEAR_END_STATUS_S if near_end else STATUS_EVERY_S)

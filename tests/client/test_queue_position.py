@@ -155,3 +155,16 @@ def test_ddm_status_prints_the_place_and_json_carries_it(client, deployment, mon
     assert place["start_in_s"] > 0 and "starts in about" in place["text"] and "1 recent job)" in place["text"]
     assert main(["status", order[0], "--json"]) == 0  # not queued: no place
     assert json.loads(capsys.readouterr().out)["queue"] is None
+
+
+def test_the_async_client_reads_a_place_too(client):
+    import asyncio
+
+    from ddm.client import AsyncClient
+
+    ids = submit_mixed(client)
+
+    async def read():
+        return await AsyncClient(client=client).queue_position(ids[3])
+
+    assert asyncio.run(read()).position == 1
