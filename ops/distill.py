@@ -30,6 +30,7 @@ from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.strategy import Strategy
+from ddm.workers.architectures import model_title
 from ddm.workers.checkpoint import expert_meta
 from ddm.workers.training import BatchFn, TrainConfig, training_batch
 
@@ -136,14 +137,22 @@ def distilled_from(deployment, strategy: str, steps: int) -> dict:
 
 
 def student_meta(
-    framework: str, preset: str, data: dict, labels: np.ndarray, record: dict, device: str
+    framework: str,
+    preset: str,
+    data: dict,
+    labels: np.ndarray,
+    record: dict,
+    device: str,
+    architecture: str = "unet",
 ) -> dict:
     """A student's meta before training adds its numbers: a normal expert record (expert 0, classes and
     label_counts of the data it saw) with `distilled_from`. data: {dataset, split, data_sha256}."""
     counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=NUM_CLASSES).tolist()
     # not a cluster of a manifest: the data the student saw, as a one-cluster "partition"
     partition = {"id": DISTILLED_METHOD, **data, "method": DISTILLED_METHOD, "num_clusters": 1}
-    return expert_meta(framework, preset, 0, partition, counts, device, distilled_from=record)
+    return expert_meta(
+        framework, preset, 0, partition, counts, device, architecture=architecture, distilled_from=record
+    )
 
 
 def check_distill_resume(out: Path, meta: dict) -> None:
@@ -241,7 +250,7 @@ def student_summary(meta: dict) -> str:
     part = meta.get("partition", {})
     teachers = ", ".join(f"{t['id']}: {t['framework']} {t['preset']}" for t in src.get("teachers", []))
     return (
-        f"A {meta.get('preset')} conditional UNet flow-matching student distilled (`ddm distill`) from "
+        f"A {meta.get('preset')} {model_title(meta)} flow-matching student distilled (`ddm distill`) from "
         f"deployment `{src.get('deployment')}` ({src.get('router_kind')} router, strategy "
         f"`{src.get('strategy')}`, guidance 1; teachers {teachers}): trained on the routed ensemble's "
         f"velocity at x_t of {part.get('dataset')} `{part.get('split')}`, classes {meta.get('classes')}."

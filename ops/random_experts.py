@@ -14,22 +14,25 @@ from ddm.schema.flow import NUM_CLASSES
 RANDOM_PARTITION = {"id": "test", "dataset": "synthetic", "split": "none"}
 
 
-def make_random_expert(folder: Path, framework: str, classes, preset: str = "tiny", seed: int = 0) -> Path:
-    """A checkpoint folder with random (not trained) weights, O(1) outputs, and a real meta.json."""
+def make_random_expert(
+    folder: Path, framework: str, classes, preset: str = "tiny", seed: int = 0, architecture: str = "unet"
+) -> Path:
+    """A checkpoint folder with random (not trained) weights, O(1) outputs, and a real meta.json.
+    architecture: a name in ddm.workers.architectures."""
     import torch
 
-    from ddm.workers.checkpoint import expert_meta
+    from ddm.workers.architectures import expert_architecture
+    from ddm.workers.checkpoint import config_of, expert_meta
     from ddm.workers.frameworks import expert_framework
-    from ddm.workers.torch_expert.unet import UNet
 
     target = expert_framework(framework)
     counts = [100 if c in classes else 0 for c in range(NUM_CLASSES)]
-    meta = expert_meta(framework, preset, 0, RANDOM_PARTITION, counts, steps=0)
-    cfg = target.config_from(meta["config"])
-    # The canonical layout is the PyTorch UNet's state_dict: every framework's weights start there.
+    meta = expert_meta(framework, preset, 0, RANDOM_PARTITION, counts, steps=0, architecture=architecture)
+    cfg = config_of(meta)
+    # The canonical layout is the architecture's PyTorch state_dict: every framework's weights start there.
     torch.manual_seed(seed)
-    model = UNet(cfg)
-    for p in model.parameters():  # out_conv is zero-initialised; give every weight a real value
+    model = expert_architecture(architecture).build("torch", cfg)
+    for p in model.parameters():  # output layers are zero-initialised; give every weight a real value
         torch.nn.init.normal_(p, std=0.04)
     canonical = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     folder.mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,9 @@ or favours high ones only about 2:1 (4.x), so there the position is an approxima
 ETA: an estimate, never a promise. jobs_per_s is measured over the job ends of the last WINDOW_S seconds
 (k ends, from the earliest start among them to the latest end: k / that span, which is right both for
 jobs run one after another and for a batch run side by side); a queued job starts in about
-position / jobs_per_s and then runs for about its steps x the measured seconds per step of recent done
-jobs. With no job end in the window there is no estimate (None: "unknown").
+position / jobs_per_s (with the jobs ahead weighed by their steps: positions()) and then runs for about
+its steps x the measured seconds per step of recent done jobs. With no job end in the window there is
+no estimate (None: "unknown").
 """
 
 from __future__ import annotations
@@ -94,11 +95,12 @@ class JobEnd:
 @dataclass(frozen=True)
 class Throughput:
     """What the recent job ends say: jobs leaving the queue per second, seconds per step of a done job
-    (None when none finished done), and how many ends it rests on."""
+    (None when none finished done), how many ends it rests on, and their mean run time."""
 
     jobs_per_s: float
     s_per_step: float | None
     measured: int
+    mean_ran_s: float | None = None
 
 
 def measure(ends: list[JobEnd], now: float, window_s: float = WINDOW_S) -> Throughput | None:
@@ -110,7 +112,8 @@ def measure(ends: list[JobEnd], now: float, window_s: float = WINDOW_S) -> Throu
     jobs_per_s = len(recent) / max(span, 1e-3)
     done = [e for e in recent if e.status == "done" and e.steps > 0]
     s_per_step = sum(e.ran_s for e in done) / sum(e.steps for e in done) if done else None
-    return Throughput(jobs_per_s, s_per_step, len(recent))
+    mean_ran_s = sum(e.ran_s for e in recent) / len(recent)
+    return Throughput(jobs_per_s, s_per_step, len(recent), mean_ran_s)
 
 
 @dataclass(frozen=True)
@@ -153,15 +156,26 @@ def positions(
     waiting: list[tuple[str, float, int]], throughput: Throughput | None, serving: bool
 ) -> dict[str, QueuePosition]:
     """The QueuePosition of every job in `waiting`: (job id, names.queue score, steps) of the queued
-    jobs, in delivery order (ascending score)."""
+    jobs, in delivery order (ascending score).
+
+    With seconds per step and a mean run time measured, the jobs ahead count by their steps: the routers
+    run about `slots` = jobs_per_s x mean_ran_s jobs side by side (Little's law), and a job starts once
+    the work ahead of it (their steps x seconds per step) and one slot freeing (a mean run) are done:
+    (work ahead + mean_ran_s) / slots, which is position / jobs_per_s when every job is alike. Otherwise
+    position / jobs_per_s."""
     rate = throughput.jobs_per_s if throughput is not None else None
     per_step = throughput.s_per_step if throughput is not None else None
     measured = throughput.measured if throughput is not None else 0
-    out = {}
+    mean_ran = throughput.mean_ran_s if throughput is not None else None
+    slots = rate * mean_ran if rate and mean_ran and per_step is not None else None
+    out, work_ahead = {}, 0.0
     for i, (job_id, score, steps) in enumerate(waiting):
         position = i + 1
-        start = position / rate if rate is not None and serving else None
+        start = None
+        if rate is not None and serving:
+            start = (work_ahead + mean_ran) / slots if slots else position / rate
         done = start + steps * per_step if start is not None and per_step is not None else None
+        work_ahead += steps * (per_step or 0.0)
         out[job_id] = QueuePosition(
             job_id, position, len(waiting), score_parts(score)[0], start, done, rate, measured, serving
         )

@@ -1,14 +1,16 @@
 """Expert checkpoint folders, whatever their framework: the expert meta's one builder and its checked
 reader, and the rules of resuming.
 
-    meta.json                 framework, preset, config, partition, expert, classes, steps, ... (JSON,
+    meta.json                 framework, architecture (absent: unet), preset, config, partition,
+                              expert, classes, steps, ... (JSON,
                               the record of ddm.schema.checkpoint_meta, built by `expert_meta`)
     <weights file>            EMA weights: model.safetensors (torch, the canonical layout of
                               ddm.workers.layout), model.msgpack (jax, the Flax params tree)
     <train state file>        the resumable state (raw weights, optimizer, step)
     loss.csv                  step, loss, lr, wall seconds
 
-Each framework's file names are in its record (ddm.workers.frameworks).
+Each framework's file names are in its record (ddm.workers.frameworks); each architecture's config
+class and presets in its own (ddm.workers.architectures).
 Nothing here is ever unpickled: safetensors and msgpack only.
 """
 
@@ -18,18 +20,34 @@ from pathlib import Path
 
 from ddm.schema import checkpoint_meta
 from ddm.schema.errors import ConfigError, expected
+from ddm.schema.expert_card import FLOW, ExpertCard, Objective, card_of, new_card
+from ddm.schema.sample_space import LEGACY, SampleSpace
+from ddm.workers.architectures import DEFAULT_ARCHITECTURE, ExpertArchitecture, expert_architecture
 from ddm.workers.frameworks import ExpertFramework, expert_framework
 
 # What must match between a run and the run it resumes.
-RESUME_KEYS = ("framework", "preset", "expert", "partition")
+RESUME_KEYS = ("framework", "architecture", "preset", "expert", "partition")
+
+
+def architecture_name(meta: dict) -> object:
+    """meta.json's `architecture`; a meta without one is a UNet's (written before the field existed)."""
+    return meta.get("architecture", DEFAULT_ARCHITECTURE)
+
+
+def architecture_of(meta: dict, source: str = checkpoint_meta.META_FILE) -> ExpertArchitecture:
+    """The architecture of an expert's meta record; ConfigError naming the known ones otherwise."""
+    return expert_architecture(architecture_name(meta), f"{source} architecture")
 
 
 def check_expert_meta(meta: dict, source: str = checkpoint_meta.META_FILE) -> ExpertFramework:
-    """The framework of an expert's meta record, its `config` checked by that framework's config class.
-    The schema checks the record's shape only (ddm.schema.checkpoint_meta); this is its expert half."""
+    """The framework of an expert's meta record; its architecture known and written in that framework,
+    its `config` checked by the architecture's config class. The schema checks the record's shape only
+    (ddm.schema.checkpoint_meta); this is its expert half."""
     framework = expert_framework(meta.get("framework"), f"{source} framework")
+    architecture = architecture_of(meta, source)
     try:
-        framework.config_from(meta.get("config"))
+        architecture.code(framework.name)
+        architecture.config_from(meta.get("config"))
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return framework
@@ -43,12 +61,45 @@ def read_meta(path: str | Path) -> dict:
     framework = check_expert_meta(meta, str(folder / checkpoint_meta.META_FILE))
     if not (folder / framework.weights_file).is_file():
         raise ConfigError(expected(f"{framework.weights_file} in {folder}", "missing"))
+    check_card(meta, str(folder / checkpoint_meta.META_FILE))
     return meta
 
 
+def check_card(meta: dict, source: str = checkpoint_meta.META_FILE) -> ExpertCard:
+    """The expert's card (the derived LEGACY one when its meta has none), checked: a valid record that
+    agrees with the meta's framework and architecture, and with its model config where the config
+    names the sample's channels, size or classes. ConfigError naming what differs."""
+    card = card_of(meta, source)
+    config = config_of(meta)
+    space = card.sample_space
+    for field, want in (
+        ("in_channels", space.shape[0]),
+        ("image_size", space.shape[1] if space.shape[1] == space.shape[2] else space.shape[1:]),
+        ("num_classes", space.num_classes),
+    ):
+        have = getattr(config, field, want)
+        if have != want:
+            raise ConfigError(
+                f"{source}: {expected(f'config {field} {want} (the card: {space.describe()})', have)}"
+            )
+    return card
+
+
+def check_weights_digest(folder: str | Path, meta: dict) -> None:
+    """Refuse weights that are not the ones the card describes (when the card records a digest)."""
+    digest = card_of(meta).weights_sha256
+    if digest is None:
+        return
+    path = Path(folder) / expert_framework(meta["framework"]).weights_file
+    if checkpoint_meta.file_sha256(path) != digest:
+        raise ConfigError(expected(f"{path} with the card's sha256 {digest[:12]}...", "other bytes"))
+
+
 def config_of(meta: dict):
-    """The meta's config as its framework's config object (a UNetConfig for torch and jax)."""
-    return expert_framework(meta["framework"], "meta.json framework").config_from(meta["config"])
+    """The meta's config as its architecture's config object (a UNetConfig for a UNet); its framework
+    must be known too."""
+    expert_framework(meta["framework"], "meta.json framework")
+    return architecture_of(meta).config_from(meta["config"])
 
 
 def expert_meta(
@@ -58,6 +109,10 @@ def expert_meta(
     partition: dict,
     label_counts,
     device: str | None = None,
+    architecture: str = DEFAULT_ARCHITECTURE,
+    *,
+    objective: Objective = FLOW,
+    sample_space: SampleSpace = LEGACY,
     **more,
 ) -> dict:
     """THE builder of an expert's meta record (training, distillation, random experts, test fakes),
@@ -65,13 +120,18 @@ def expert_meta(
 
     partition: the manifest's identity (PartitionManifest.identity()), or what stands for one;
     label_counts: int [classes], the samples per class the expert learns from (classes follow);
-    device: where it trains (omitted when None); more: further fields (steps, distilled_from).
+    device: where it trains (omitted when None); architecture: which model (ddm.workers.architectures);
+    objective, sample_space: the card's (schema/expert_card.py; default flow-velocity, t0-noise, LEGACY);
+    more: further fields (steps, distilled_from).
     """
-    record = expert_framework(framework)
+    expert_framework(framework)
+    record = expert_architecture(architecture)
+    record.code(framework)  # written in that framework
     counts = [int(n) for n in label_counts]
     meta = {
         "kind": "expert",
         "framework": framework,
+        "architecture": architecture,
         "preset": preset,
         "config": record.preset(preset).to_dict(),
         "expert": int(expert),
@@ -82,9 +142,11 @@ def expert_meta(
     }
     if device is not None:
         meta["device"] = device
-    if clash := sorted(meta.keys() & more.keys()):
+    if clash := sorted((meta.keys() | {"card"}) & more.keys()):
         raise TypeError(f"expert_meta: {clash} are built here, not passed in")
-    return {**meta, **more}
+    meta = {**meta, **more}
+    # the card: what it predicts and in which sample space; the weights digest comes with the weights
+    return {**meta, "card": new_card(meta, objective, sample_space).to_dict()}
 
 
 def check_resume(out: Path, meta: dict, resume: bool) -> None:
@@ -99,8 +161,15 @@ def check_resume(out: Path, meta: dict, resume: bool) -> None:
             f"{out} already holds a training run; pass --resume to continue it or pick another --out"
         )
     old = checkpoint_meta.read_meta(out, kind="expert")
+    old = {**old, "architecture": architecture_name(old)}
+    meta = {**meta, "architecture": architecture_name(meta)}
     for key in RESUME_KEYS:
         if old.get(key) != meta[key]:
             raise ConfigError(
                 expected(f"--resume with the same {key} as {out}", f"{meta[key]} vs {old.get(key)}")
             )
+    before, now = card_of(old).objective, card_of(meta).objective
+    if before != now:
+        raise ConfigError(
+            expected(f"--resume with the same objective as {out}", f"{now.describe()} vs {before.describe()}")
+        )

@@ -1,4 +1,5 @@
-"""UNet presets as frozen dataclasses; the config is saved with every checkpoint."""
+"""UNet presets as frozen dataclasses; the config is saved with every checkpoint. UNET is the
+architecture's record in the registry (ddm.workers.architectures)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NUM_CLASSES
+from ddm.workers.architectures import ExpertArchitecture, twin_models
 
 
 @dataclass(frozen=True)
@@ -43,3 +45,16 @@ def get_preset(name: str) -> UNetConfig:
         return PRESETS[name]
     except KeyError:
         raise ConfigError(expected(f"a preset in {sorted(PRESETS)}", name)) from None
+
+
+UNET = ExpertArchitecture(
+    "unet",
+    UNetConfig,
+    PRESETS,
+    twin_models(
+        "ddm.workers.torch_expert.unet:UNet",
+        "ddm.workers.jax_expert.unet:UNet",
+        "ddm.workers.jax_expert.unet:init_params",
+    ),
+    title="conditional UNet",
+)

@@ -1,15 +1,16 @@
 """Convert an expert checkpoint to another framework (same weights, same meta, new framework): the
-source's record reads its weights into the canonical layout (ddm.workers.layout), the target's writes
-them (ddm.workers.frameworks)."""
+source's record reads its weights into the canonical layout (ddm.workers.layout, through the
+architecture's hooks), the target's writes them (ddm.workers.frameworks, ddm.workers.architectures)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from ddm.schema.checkpoint_meta import write_meta
+from ddm.schema.checkpoint_meta import file_sha256, write_meta
 from ddm.schema.errors import ConfigError
-from ddm.workers.checkpoint import config_of, read_meta
+from ddm.schema.expert_card import stamp_card
+from ddm.workers.checkpoint import architecture_of, config_of, read_meta
 from ddm.workers.frameworks import expert_framework
 
 
@@ -23,10 +24,14 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict:
     meta = read_meta(src)
     if src.resolve() == out.resolve():
         raise ConfigError("--out must differ from the source checkpoint folder")
-    canonical = expert_framework(meta["framework"]).load_canonical(src)
+    architecture = architecture_of(meta)
+    architecture.code(to)  # the architecture is written in the target framework
+    canonical = expert_framework(meta["framework"]).load_canonical(src, architecture)
     out.mkdir(parents=True, exist_ok=True)
     target.save_canonical(out, canonical, config_of(meta))
     new_meta = {**meta, "framework": to, "converted_from": {"framework": meta["framework"], "path": str(src)}}
+    # the card follows: its framework, and the digest of the weights just written
+    new_meta = stamp_card(new_meta, file_sha256(out / target.weights_file))
     write_meta(out, new_meta)
     if (src / "loss.csv").is_file():
         shutil.copyfile(src / "loss.csv", out / "loss.csv")

@@ -15,10 +15,13 @@ from typing import Any
 import numpy as np
 
 from ddm.schema.errors import SchemaError, expected
-from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES, guided_velocity
+from ddm.schema.expert_card import ExpertCard, card_of
+from ddm.schema.flow import NUM_CLASSES, guided_velocity
 from ddm.schema.precision import DEFAULT_PRECISION
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.buckets import run_bucketed
-from ddm.workers.frameworks import expert_framework
+from ddm.workers.checkpoint import architecture_name, config_of
+from ddm.workers.objectives import conversion_for
 
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 
@@ -29,7 +32,7 @@ class ExpertMeta:
 
     framework: str  # a name in ddm.workers.frameworks.FRAMEWORKS
     preset: str
-    config: Any  # the framework's config object (its record's `config` class: UNetConfig for torch, jax)
+    config: Any  # the architecture's config object (its record's `config` class: UNetConfig for a UNet)
     expert: int  # cluster id in the partition it was trained on
     partition_id: str
     classes: tuple[int, ...]  # labels present in its training cluster
@@ -37,13 +40,17 @@ class ExpertMeta:
     device: str  # where it runs now: cpu, cuda, neuron, cpu-traced, gpu
     path: str
     precision: str = DEFAULT_PRECISION  # fp32 | tf32 | bf16 (schema/precision.py)
+    # its card (schema/expert_card.py): objective, time convention, sample space...; None: the LEGACY
+    # card derived from the other fields (flow-velocity, t0-noise, 1x32x32, 10 classes)
+    card: ExpertCard | None = None
+    architecture: str = "unet"  # a name in ddm.workers.architectures (meta.json without one: unet)
 
     @classmethod
     def from_json(cls, meta: dict, device: str, path: str, precision: str = DEFAULT_PRECISION) -> ExpertMeta:
         return cls(
             framework=meta["framework"],
             preset=meta.get("preset", "?"),
-            config=expert_framework(meta["framework"], "meta.json framework").config_from(meta["config"]),
+            config=config_of(meta),
             expert=int(meta.get("expert", 0)),
             partition_id=str(meta.get("partition", {}).get("id", "")),
             classes=tuple(int(c) for c in meta.get("classes", range(NUM_CLASSES))),
@@ -51,14 +58,21 @@ class ExpertMeta:
             device=device,
             path=path,
             precision=precision,
+            architecture=architecture_name(meta),
+            card=card_of(meta, f"{path}/meta.json"),
         )
 
 
-def check_inputs(x, t, y, guidance) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Validate and normalise velocity inputs; returns x f32 [B,1,32,32], t f32 [B], y i64 [B], g f32 [B]."""
+def check_inputs(
+    x, t, y, guidance, space: SampleSpace = LEGACY
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validate and normalise velocity inputs against the expert's sample space; returns x f32
+    [B, C, H, W], t f32 [B], y i64 [B] (0 .. space.null_class), g f32 [B]."""
     x = np.asarray(x)
-    if x.dtype != np.float32 or x.ndim != 4 or x.shape[1:] != IMAGE_SHAPE:
-        raise SchemaError(expected("x float32 [B, 1, 32, 32]", f"{x.dtype} {x.shape}"))
+    if x.dtype != np.float32 or x.ndim != 4 or x.shape[1:] != space.shape:
+        raise SchemaError(
+            expected(f"x float32 [B, {', '.join(map(str, space.shape))}]", f"{x.dtype} {x.shape}")
+        )
     B = x.shape[0]
     t = np.asarray(t, dtype=np.float32).reshape(-1)
     y = np.asarray(y)
@@ -66,8 +80,8 @@ def check_inputs(x, t, y, guidance) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         raise SchemaError(expected(f"t [B={B}]", t.shape))
     if y.shape != (B,) or not np.issubdtype(y.dtype, np.integer):
         raise SchemaError(expected(f"y integer [B={B}]", f"{y.dtype} {y.shape}"))
-    if B and (y.min() < 0 or y.max() > NULL_CLASS):
-        raise SchemaError(expected(f"labels in [0, {NULL_CLASS}]", (int(y.min()), int(y.max()))))
+    if B and (y.min() < 0 or y.max() > space.null_class):
+        raise SchemaError(expected(f"labels in [0, {space.null_class}]", (int(y.min()), int(y.max()))))
     g = np.broadcast_to(np.asarray(guidance, dtype=np.float32), (B,)).copy()
     return x, t, y.astype(np.int64), g
 
@@ -82,21 +96,40 @@ class Expert(ABC):
     # what loading compiled: {"compiled": buckets compiled, "loaded": buckets from a cache, "compile_s"}
     compile_report: dict | None = None
 
-    def velocity(self, x, t, y, guidance=1.0) -> np.ndarray:
-        """v(x, t, y) with classifier-free guidance.
+    @property
+    def card(self) -> ExpertCard:
+        """The expert's card (schema/expert_card.py); the derived LEGACY card for a meta without one."""
+        card = getattr(self.meta, "card", None)
+        if card is None:
+            card = ExpertCard(framework=self.meta.framework, derived=True)
+        return card
 
-        x float32 [B,1,32,32], t float32 [B] in [0,1], y int64 [B] (0-9, or 10 = unconditional),
-        guidance scalar or [B]. Rows whose guidance is not 1 get an extra null-class row in the same
-        forward pass: v = v_null + g * (v_y - v_null). Returns float32 [B,1,32,32].
+    def velocity(self, x, t, y, guidance=1.0) -> np.ndarray:
+        """v(x, t, y) with classifier-free guidance, in the deployment's one velocity convention
+        (schema/flow.py) whatever the expert was trained to predict (its card's objective).
+
+        x float32 [B, C, H, W] (the card's sample space; LEGACY: [B,1,32,32]), t float32 [B] in [0,1],
+        y int64 [B] (a class, or the null class = unconditional: 10 in LEGACY), guidance scalar or [B].
+        Rows whose guidance is not 1 get an extra null-class row in the same forward pass:
+        v = v_null + g * (v_y - v_null). Returns float32 [B, C, H, W].
         """
-        x, t, y, g = check_inputs(x, t, y, guidance)
+        card = self.card
+        x, t, y, g = check_inputs(x, t, y, guidance, card.sample_space)
         B = len(x)
         guided = np.flatnonzero(g != 1.0)
         if len(guided):
             x = np.concatenate([x, x[guided]])
             t = np.concatenate([t, t[guided]])
-            y = np.concatenate([y, np.full(len(guided), NULL_CLASS, dtype=np.int64)])
-        v = self._run(x, t, y)
+            y = np.concatenate([y, np.full(len(guided), card.sample_space.null_class, dtype=np.int64)])
+        conversion = conversion_for(card.objective)
+        if conversion is None:  # flow-velocity, t0-noise: the network's output is the answer, as is
+            v = self._run(x, t, y)
+        else:
+            # Converted row by row (time mapping and x rescale before the forward, the prediction to
+            # x1 - x0 after: ddm.workers.objectives), THEN guided. The conversion is affine in the
+            # prediction for fixed x and t, so guiding converted velocities equals converting the
+            # guided prediction (tests/workers/test_objectives.py checks it).
+            v = conversion.velocity(lambda x_in, s: self._run(x_in, s, y), x, t)
         out = v[:B].copy()
         if len(guided):
             out[guided] = guided_velocity(out[guided], v[B:], g[guided])
@@ -109,7 +142,7 @@ class Expert(ABC):
     def warmup(self) -> None:
         """Run every bucket once (compiles them where the backend compiles)."""
         for b in self.buckets or (1,):
-            x = np.zeros((b, *IMAGE_SHAPE), np.float32)
+            x = np.zeros((b, *self.card.sample_space.shape), np.float32)
             self._forward(x, np.zeros(b, np.float32), np.zeros(b, np.int64))
 
     @abstractmethod

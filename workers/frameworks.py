@@ -1,9 +1,11 @@
 """The registry of expert frameworks: the one table that knows which frameworks an expert may be
 written in. Whatever used to ask "torch or jax?" asks it: load_expert, make_trainer, convert, the
 worker's start-up line, the random experts, the expert-meta builder and reader, `ddm doctor`, the
-install extras (ddm.ops.extras) and the CLI's --framework / --to choices.
+install extras (ddm.ops.extras) and the CLI's --framework / --to choices. Which model an expert is
+(its config class, presets, the model each framework builds) is the other dimension:
+ddm.workers.architectures.
 
-A record is plain data (its name, files, install extra, config class) plus entry points named as
+A record is plain data (its name, files, install extra) plus entry points named as
 "module:function" and imported on their first call. Importing this module (and ddm.workers) therefore
 imports neither torch nor jax: a client-only install reads the table (`ddm doctor`, `ddm --help`).
 
@@ -13,12 +15,11 @@ Adding a framework: docs/ARCHITECTURE.md, "Adding an expert framework".
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ddm.schema.errors import ConfigError, expected
-from ddm.workers.config import PRESETS, UNetConfig
 
 
 @dataclass(frozen=True)
@@ -45,25 +46,11 @@ class ExpertFramework:
     modules: tuple[str, ...]  # the top-level imports that extra brings (ddm.ops.extras)
     weights_file: str  # the EMA weights inference loads, beside meta.json
     train_state_file: str  # the resumable state: raw weights, optimizer, step
-    config: type  # meta.json's `config` as an object: from_dict(dict) and to_dict() (ExpertMeta.config)
-    presets: Mapping[str, Any]  # preset name -> config
     load: EntryPoint  # (folder, meta, device=, buckets=, precision=) -> Expert, buckets compiled
-    make_trainer: EntryPoint  # (TrainConfig, device) -> Trainer (ddm.workers.training)
-    load_canonical: EntryPoint  # folder -> weights in the canonical layout (ddm.workers.layout)
+    make_trainer: EntryPoint  # (TrainConfig, device, architecture name) -> Trainer (ddm.workers.training)
+    load_canonical: EntryPoint  # (folder, ExpertArchitecture) -> weights in the canonical layout
     save_canonical: EntryPoint  # (folder, canonical weights, config) -> None, written atomically
     toolchain: EntryPoint  # device -> "versions and backend" for the worker's start-up line
-
-    def config_from(self, data: object) -> Any:
-        """meta.json's `config` as this framework's config object; ConfigError when malformed."""
-        if not isinstance(data, dict):
-            raise ConfigError(expected(f"a {self.name} expert's config as a JSON object", data))
-        return self.config.from_dict(data)
-
-    def preset(self, name: str) -> Any:
-        try:
-            return self.presets[name]
-        except KeyError:
-            raise ConfigError(expected(f"a {self.name} preset in {sorted(self.presets)}", name)) from None
 
 
 def twin_code(package: str, toolchain_module: str = "expert") -> dict[str, EntryPoint]:
@@ -80,11 +67,11 @@ def twin_code(package: str, toolchain_module: str = "expert") -> dict[str, Entry
 
 TORCH = ExpertFramework(
     "torch", "torch", ("torch", "safetensors"), "model.safetensors", "train_state.safetensors",
-    UNetConfig, PRESETS, **twin_code("ddm.workers.torch_expert", toolchain_module="devices"),
+    **twin_code("ddm.workers.torch_expert", toolchain_module="devices"),
 )  # fmt: skip
 JAX = ExpertFramework(
     "jax", "jax", ("jax", "jaxlib", "flax", "optax"), "model.msgpack", "train_state.msgpack",
-    UNetConfig, PRESETS, **twin_code("ddm.workers.jax_expert"),
+    **twin_code("ddm.workers.jax_expert"),
 )  # fmt: skip
 
 FRAMEWORKS: dict[str, ExpertFramework] = {f.name: f for f in (TORCH, JAX)}

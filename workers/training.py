@@ -19,7 +19,8 @@ import numpy as np
 from tqdm import tqdm
 
 from ddm.schema.checkpoint_meta import kind_of, read_meta, write_meta
-from ddm.schema.errors import ConfigError, expected
+from ddm.schema.errors import ConfigError, SchemaError, expected
+from ddm.schema.expert_card import FLOW_VELOCITY, T0_NOISE, Objective, card_of, stamp_card
 from ddm.schema.flow import NULL_CLASS, interpolate, target_velocity
 
 
@@ -37,12 +38,26 @@ class TrainConfig:
     label_dropout: float = 0.1  # classifier-free guidance: p(label -> null class)
     seed: int = 0
     save_every: int = 500
+    # what the network learns to predict (schema/expert_card.py): flow-velocity (the default, this
+    # system's own), ddpm-eps, ddpm-x0, ddpm-v; a ddpm-* one under `schedule` ("" = linear, or e.g.
+    # "cosine:s=0.008"), its time input per `time_convention` (t0-noise | t0-data). The card says so.
+    objective: str = FLOW_VELOCITY
+    schedule: str = ""
+    time_convention: str = T0_NOISE
 
     def __post_init__(self):
         if self.steps < 1 or self.batch < 1:
             raise ConfigError(expected("steps >= 1 and batch >= 1", (self.steps, self.batch)))
         if not 0.0 <= self.label_dropout < 1.0:
             raise ConfigError(expected("label_dropout in [0, 1)", self.label_dropout))
+        self.objective_record()  # refuses an unknown objective, schedule or time convention, naming the known
+
+    def objective_record(self) -> Objective:
+        """The objective this run trains, as the card records it."""
+        try:
+            return Objective.parse(self.objective, self.schedule or None, self.time_convention)
+        except SchemaError as exc:
+            raise ConfigError(str(exc)) from None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +89,14 @@ def training_batch(images: np.ndarray, labels: np.ndarray, cfg: TrainConfig, ste
     x0 = rng.standard_normal(x1.shape, dtype=np.float32)
     t = rng.random(cfg.batch, dtype=np.float32)
     y = np.where(rng.random(cfg.batch) < cfg.label_dropout, NULL_CLASS, labels[idx]).astype(np.int64)
+    objective = cfg.objective_record()
+    if not objective.is_identity:
+        # the same draws, read by the objective: t is its uniform u, x0 its noise (workers/objectives.py);
+        # the network's input, time input and target follow its parameterization and schedule
+        from ddm.workers.objectives import training_example
+
+        x_in, time_in, target = training_example(objective, x1, x0, t)
+        return x_in, time_in, y, target
     return interpolate(x0, x1, t).astype(np.float32), t, y, target_velocity(x0, x1).astype(np.float32)
 
 
@@ -123,6 +146,10 @@ def train_loop(
     """
     if batch is None:
         batch = lambda step: training_batch(images, labels, cfg, step)  # noqa: E731
+    expert = kind_of(meta) == "expert"
+    if expert and card_of(meta).objective != cfg.objective_record():
+        have, want = card_of(meta).objective.describe(), cfg.objective_record().describe()
+        raise ConfigError(expected(f"a meta whose card declares the objective trained ({want})", have))
     out_dir.mkdir(parents=True, exist_ok=True)
     start, wall_before = trainer.resume(out_dir)
     if start >= cfg.steps:  # already trained this far: nothing to do, keep the stored meta
@@ -148,6 +175,8 @@ def train_loop(
             "final_loss": float(np.mean(recent)) if recent else None,
             "num_train_samples": int(len(images)),
         }
+        if expert:  # the card, up to date: steps, and the digest of the weights just written
+            final = stamp_card(final, _weights_sha256(out_dir, final))
         write_meta(out_dir, final)
         return final
 
@@ -176,8 +205,23 @@ def train_loop(
     return final
 
 
-def make_trainer(framework: str, tcfg: TrainConfig, device: str = "cpu") -> Trainer:
-    """The framework's trainer for preset tcfg.preset (device: torch only; JAX trains where JAX runs)."""
+def _weights_sha256(out_dir: Path, meta: dict) -> str | None:
+    """sha256 of the expert's weights file in out_dir (None when the trainer wrote none there)."""
+    from ddm.schema.checkpoint_meta import file_sha256
     from ddm.workers.frameworks import expert_framework
 
-    return expert_framework(framework).make_trainer(tcfg, device)
+    path = out_dir / expert_framework(meta["framework"]).weights_file
+    return file_sha256(path) if path.is_file() else None
+
+
+def make_trainer(
+    framework: str, tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet"
+) -> Trainer:
+    """The framework's trainer of `architecture` (ddm.workers.architectures) at preset tcfg.preset
+    (device: torch only; JAX trains where JAX runs)."""
+    from ddm.workers.architectures import expert_architecture
+    from ddm.workers.frameworks import expert_framework
+
+    record = expert_framework(framework)
+    expert_architecture(architecture, "--arch").code(framework)  # refused here, before any import
+    return record.make_trainer(tcfg, device, architecture)

@@ -355,7 +355,7 @@ def describe_stack(expert) -> str:
     from ddm.workers.frameworks import expert_framework
 
     meta = expert.meta
-    parts = [f"{meta.framework} on {meta.device} at {meta.precision}"]
+    parts = [f"{meta.architecture} {meta.preset} in {meta.framework} on {meta.device} at {meta.precision}"]
     parts.append(expert_framework(meta.framework).toolchain(meta.device))
     if expert.compile_report:
         r = expert.compile_report

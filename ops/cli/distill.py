@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ddm.ops.cli.parser import add_deployment_flag
-from ddm.workers.config import PRESETS
+from ddm.workers.architectures import DEFAULT_ARCHITECTURE, architecture_names, preset_names
 from ddm.workers.frameworks import framework_names
 from ddm.workers.training import TrainConfig
 
@@ -31,7 +31,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_deployment_flag(parser, required=True, what=" of the teachers")
     parser.add_argument("--framework", choices=framework_names(), required=True, help="the student's")
     parser.add_argument(
-        "--preset", default="small", choices=sorted(PRESETS), help="UNet size (default: small)"
+        "--arch", default=DEFAULT_ARCHITECTURE, choices=architecture_names(), help="the student's model"
+    )
+    parser.add_argument(
+        "--preset", default="small", choices=preset_names(), help="model size, per --arch (default: small)"
     )
     parser.add_argument(
         "--strategy",
@@ -104,7 +107,9 @@ def main(args: argparse.Namespace) -> int:
     dataset = _student_data(deployment, args)
     record = d.distilled_from(deployment, str(parsed), tcfg.steps)
     data = {"dataset": dataset.name, "split": dataset.split, "data_sha256": dataset.sha256}
-    meta = d.student_meta(args.framework, args.preset, data, dataset.labels, record, args.device)
+    meta = d.student_meta(
+        args.framework, args.preset, data, dataset.labels, record, args.device, architecture=args.arch
+    )
     check_resume(args.out, meta, args.resume)
     if args.resume:
         d.check_distill_resume(args.out, meta)
@@ -116,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
         f"{dataset.name} {dataset.split} -> {args.out}"
     )
     ensemble = d.Ensemble(load_experts(deployment, device=args.teacher_device), policy, parsed)
-    trainer = make_trainer(args.framework, tcfg, device=args.device)
+    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch)
     batch = d.distill_batch(ensemble, images, labels, tcfg)
     final = train_loop(
         trainer, images, labels, tcfg, args.out, meta, progress=not args.no_progress, batch=batch

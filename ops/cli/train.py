@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ddm.workers.config import PRESETS
+from ddm.schema.expert_card import OBJECTIVES, SCHEDULES, TIME_CONVENTIONS
+from ddm.workers.architectures import DEFAULT_ARCHITECTURE, architecture_names, preset_names
 from ddm.workers.frameworks import framework_names
 from ddm.workers.training import TrainConfig
 
@@ -23,12 +24,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--framework", choices=framework_names(), required=True)
     p.add_argument("--partition", required=True, type=Path, help="manifest JSON from `ddm partition`")
     p.add_argument("--expert", required=True, type=int, help="cluster id in the manifest")
-    p.add_argument("--preset", default="small", choices=sorted(PRESETS), help="UNet size (default: small)")
+    p.add_argument(
+        "--arch", default=DEFAULT_ARCHITECTURE, choices=architecture_names(), help="model (default: unet)"
+    )
+    p.add_argument(
+        "--preset", default="small", choices=preset_names(), help="model size, per --arch (default: small)"
+    )
     p.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps")
     p.add_argument("--batch", type=int, default=TrainConfig.batch, help="images per step")
     p.add_argument("--lr", type=float, default=TrainConfig.lr, help="peak learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed of the init and the data order")
     p.add_argument("--save-every", type=int, default=TrainConfig.save_every, help="checkpoint period (steps)")
+    p.add_argument(
+        "--objective",
+        default=TrainConfig.objective,
+        choices=OBJECTIVES,
+        help="what the network learns to predict: the flow velocity, or DDPM eps, x0 (the clean sample) or "
+        "v under --schedule; recorded in the expert's card, converted to the one velocity when served",
+    )
+    p.add_argument(
+        "--schedule",
+        default="",
+        help=f"VP schedule of a ddpm-* objective: {' | '.join(SCHEDULES)}, with parameters as "
+        "'linear:beta_min=0.1,beta_max=20' or 'cosine:s=0.008' (default: linear with those)",
+    )
+    p.add_argument(
+        "--time-convention",
+        default=TrainConfig.time_convention,
+        choices=TIME_CONVENTIONS,
+        help="the network's time input: t0-noise (0 = noise, this system's t) or t0-data (0 = data, DDPM's)",
+    )
     p.add_argument("--device", default="cpu", help="torch: cpu or cuda (training on Neuron is not supported)")
     p.add_argument("--data-dir", default=None, help="dataset folder (default: $DDM_DATA_DIR or ./data)")
     p.add_argument("--out", required=True, type=Path, help="checkpoint folder")
@@ -103,14 +128,22 @@ def train_expert_command(args: argparse.Namespace) -> int:
     manifest.check_dataset(dataset)
     idx = manifest.indices(args.expert)
     label_counts = manifest.clusters[args.expert].label_counts
+    tcfg = train_config(args)  # refuses an unknown objective, schedule or time convention
     meta = expert_meta(
-        args.framework, args.preset, args.expert, manifest.identity(), label_counts, args.device
+        args.framework,
+        args.preset,
+        args.expert,
+        manifest.identity(),
+        label_counts,
+        args.device,
+        architecture=args.arch,
+        objective=tcfg.objective_record(),
+        sample_space=dataset_space(dataset),
     )
     check_resume(args.out, meta, args.resume)
-    tcfg = train_config(args)
-    trainer = make_trainer(args.framework, tcfg, device=args.device)
+    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch)
     print(
-        f"training {args.framework} expert {args.expert} ({args.preset}) on {len(idx)} samples "
+        f"training {args.framework} expert {args.expert} ({args.arch} {args.preset}) on {len(idx)} samples "
         f"of {manifest.dataset} {manifest.split}, classes {meta['classes']} -> {args.out}"
     )
     images, labels = dataset.as_model_input()[idx], dataset.labels[idx]
@@ -193,6 +226,17 @@ def train_classifier_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def dataset_space(dataset):
+    """The sample space an expert trained on `dataset` declares in its card: the shape of its model
+    input, its class names."""
+    from ddm.schema.sample_space import SampleSpace
+
+    classes = tuple(dataset.classes)
+    return SampleSpace(
+        tuple(dataset.as_model_input().shape[1:]), num_classes=len(classes), class_names=classes
+    )
+
+
 def train_config(args: argparse.Namespace) -> TrainConfig:
     """The TrainConfig of a training command's flags (`ddm train expert`, `ddm distill`)."""
     return TrainConfig(
@@ -202,4 +246,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         lr=args.lr,
         seed=args.seed,
         save_every=args.save_every,
+        objective=getattr(args, "objective", TrainConfig.objective),  # `ddm distill` trains velocity
+        schedule=getattr(args, "schedule", ""),
+        time_convention=getattr(args, "time_convention", TrainConfig.time_convention),
     )

@@ -38,20 +38,23 @@ ROUTER_WEIGHTS_FILE = "model.msgpack"
 
 
 def _checkpoint(folder: Path, kind: str) -> tuple[str, str]:
-    """(framework, 'weights-file sha256 16 hex') of a checkpoint folder; ConfigError when its meta or
-    weights are missing or malformed. An expert's framework must be one the registry knows
-    (ddm.workers.frameworks: metadata only, no torch or jax imported)."""
+    """(framework, '[architecture ]weights-file sha256 16 hex') of a checkpoint folder; ConfigError when
+    its meta or weights are missing or malformed. An expert's framework and architecture must be ones the
+    registries know (ddm.workers.frameworks, ddm.workers.architectures: metadata only, no torch or jax
+    imported)."""
     from ddm.schema.checkpoint_meta import META_FILE, file_sha256, read_meta
-    from ddm.workers.checkpoint import check_expert_meta
+    from ddm.workers.checkpoint import architecture_name, check_expert_meta
 
     meta = read_meta(folder, kind=kind)
+    model = ""
     if kind == "expert":
         weights = folder / check_expert_meta(meta, str(folder / META_FILE)).weights_file
+        model = f"{architecture_name(meta)} {meta.get('preset', '?')}, "
     else:
         weights = folder / ROUTER_WEIGHTS_FILE
     if not weights.is_file():
         raise ConfigError(f"{weights} is missing")
-    return meta["framework"], f"{weights.name} sha256 {file_sha256(weights)[:16]}"
+    return meta["framework"], f"{model}{weights.name} sha256 {file_sha256(weights)[:16]}"
 
 
 def checkpoints(dep, experts: list[int], router: bool) -> tuple[Check, dict[int, str]]:
@@ -108,3 +111,4 @@ def data_folder(flag: str | None) -> Check:
     return Check(
         "data folder", SKIP, f"no data at {data_dir} (only training, partition and eval need one)", fix
     )
+

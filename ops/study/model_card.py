@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ddm.ops.distill import student_summary
 from ddm.schema.checkpoint_meta import kind_of, read_meta
+from ddm.workers.architectures import model_title
 
 # What each dataset's checkpoints were trained and scored on, offline
 MNIST_NOTE = (
@@ -52,7 +53,7 @@ def card(folder: Path, metrics: list[dict]) -> str:
         lines += [student_summary(meta), ""]
     elif kind == "expert":
         lines += [
-            f"A {meta['preset']} conditional UNet flow-matching expert (PyTorch and Flax twins share one "
+            f"A {meta['preset']} {model_title(meta)} flow-matching expert (PyTorch and Flax twins share one "
             f"parameter layout; `ddm convert` moves it across), trained alone on cluster {meta['expert']} "
             f"of partition "
             f"`{part.get('id')}` ({part.get('method')}, {part.get('num_clusters')} clusters) of "

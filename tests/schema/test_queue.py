@@ -111,6 +111,24 @@ def test_positions_and_estimates():
     assert isinstance(got["a"], QueuePosition)
 
 
+def test_jobs_ahead_count_by_their_steps():
+    # 2 jobs side by side (1 job/s, each run 2 s, 0.02 s per step of 100): a 1000-step job ahead delays
+    # the one behind it by its 20 s of work over 2 slots; alike jobs give position / jobs_per_s
+    thr = measure([JobEnd(10.0 + 0.5 * i, 2.0, 100, "done") for i in range(8)], 14.0)
+    assert thr.jobs_per_s == pytest.approx(8 / 5.5) and thr.mean_ran_s == pytest.approx(2.0)
+    alike = positions([(f"j{i}", queue_score(0, i + 1), 100) for i in range(3)], thr, serving=True)
+    assert [alike[f"j{i}"].start_in_s for i in range(3)] == pytest.approx(
+        [k / thr.jobs_per_s for k in (1, 2, 3)]
+    )
+    long = positions([("big", queue_score(0, 1), 1000), ("me", queue_score(0, 2), 100)], thr, serving=True)
+    short = positions([("small", queue_score(0, 1), 10), ("me", queue_score(0, 2), 100)], thr, serving=True)
+    slots = thr.jobs_per_s * 2.0
+    assert long["me"].start_in_s == pytest.approx((1000 * 0.02 + 2.0) / slots)
+    assert short["me"].start_in_s == pytest.approx((10 * 0.02 + 2.0) / slots)
+    assert long["me"].start_in_s > 5 * short["me"].start_in_s
+    assert long["me"].done_in_s == pytest.approx(long["me"].start_in_s + 100 * 0.02)
+
+
 def test_about():
     assert [about(0.2), about(12.4), about(150), about(4 * 3600)] == [
         "about 1 s",

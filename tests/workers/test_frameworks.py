@@ -68,7 +68,7 @@ def test_the_framework_checks_its_config():
     assert meta["classes"] == [0, 1, 2, 3, 4] and meta["device"] == "cpu" and meta["steps"] == 0
     with pytest.raises(ConfigError, match=r"here/meta.json: expected UNetConfig fields .*'channels'"):
         check_expert_meta({**meta, "config": {"channels": 16}}, "here/meta.json")
-    with pytest.raises(ConfigError, match="a jax preset in"):
+    with pytest.raises(ConfigError, match="a unet preset in"):
         expert_meta("jax", "huge", 0, PARTITION, COUNTS)
     with pytest.raises(TypeError, match="built here"):
         expert_meta("jax", "tiny", 0, PARTITION, COUNTS, kind="router")

@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 from flax import serialization
 
-from ddm.workers.config import UNetConfig
+from ddm.workers.architectures import ExpertArchitecture, architecture_of_config
 from ddm.workers.frameworks import JAX
-from ddm.workers.jax_expert.unet import UNet, init_params
 from ddm.workers.layout import canonical_to_flax, flax_to_canonical
 
 
@@ -20,21 +19,34 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def save_weights(folder: Path, canonical: dict[str, np.ndarray], like: dict) -> None:
-    """Canonical flat layout -> folder/model.msgpack (the Flax params tree)."""
-    params = canonical_to_flax(canonical, like)
+def save_weights(
+    folder: Path, canonical: dict[str, np.ndarray], like: dict, architecture: ExpertArchitecture | None = None
+) -> None:
+    """Canonical flat layout -> folder/model.msgpack (the Flax params tree shaped like `like`), through
+    the architecture's layout hook (None: ddm.workers.layout's)."""
+    to_flax = architecture.to_flax if architecture is not None else canonical_to_flax
+    params = to_flax(canonical, like)
     _write_atomic(Path(folder) / JAX.weights_file, serialization.msgpack_serialize(params))
 
 
-def save_canonical(folder: Path, canonical: dict[str, np.ndarray], config: UNetConfig) -> None:
-    """The registry's writer (convert, random experts): the Flax tree's shape comes from a fresh init."""
-    save_weights(folder, canonical, init_params(UNet(config), 0))
+def flax_template(architecture: ExpertArchitecture, config) -> tuple[object, dict]:
+    """(the architecture's Flax model for `config`, a fresh params tree: the template weights fill)."""
+    model = architecture.build("jax", config)
+    return model, architecture.code("jax", "init_params")(model, 0)
 
 
-def load_weights(folder: Path) -> dict[str, np.ndarray]:
-    """folder/model.msgpack -> canonical flat layout (numpy float32)."""
+def save_canonical(folder: Path, canonical: dict[str, np.ndarray], config) -> None:
+    """The registry's writer (convert, random experts): the Flax tree's shape comes from a fresh init of
+    the architecture whose config `config` is."""
+    architecture = architecture_of_config(config)
+    save_weights(folder, canonical, flax_template(architecture, config)[1], architecture)
+
+
+def load_weights(folder: Path, architecture: ExpertArchitecture | None = None) -> dict[str, np.ndarray]:
+    """folder/model.msgpack -> canonical flat layout (numpy float32), through the architecture's layout
+    hook (None: ddm.workers.layout's)."""
     params = serialization.msgpack_restore((Path(folder) / JAX.weights_file).read_bytes())
-    return flax_to_canonical(params)
+    return (architecture.from_flax if architecture is not None else flax_to_canonical)(params)
 
 
 def save_train_state(folder: Path, state: dict) -> None:

@@ -15,11 +15,9 @@ import numpy as np
 
 from ddm.schema.errors import ConfigError, DeviceError
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
-from ddm.workers.checkpoint import config_of
+from ddm.workers.checkpoint import architecture_of, config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
-from ddm.workers.jax_expert.checkpoint import load_weights
-from ddm.workers.jax_expert.unet import UNet, init_params
-from ddm.workers.layout import canonical_to_flax
+from ddm.workers.jax_expert.checkpoint import flax_template, load_weights
 
 DEVICES = ("auto", "cpu", "gpu")
 # precision -> the matmul and convolution precision XLA compiles float32 dots with. fp32 asks for
@@ -61,8 +59,9 @@ def toolchain_line(device: str) -> str:
 
 
 class JaxExpert(Expert):
-    def __init__(self, model: UNet, params: dict, meta: ExpertMeta, device, buckets=DEFAULT_BUCKETS):
-        """Compiles every bucket at meta.precision."""
+    def __init__(self, model, params: dict, meta: ExpertMeta, device, buckets=DEFAULT_BUCKETS):
+        """model: the architecture's Flax module (NHWC inside); params: its tree. Compiles every bucket
+        at meta.precision."""
         self.meta = meta
         self.buckets = tuple(sorted(buckets))
         params = jax.device_put(params, device)
@@ -104,7 +103,8 @@ def load(
             f"{offered}"
         )
     enable_compilation_cache()
-    model = UNet(config_of(meta))
-    params = canonical_to_flax(load_weights(Path(path)), init_params(model, 0))
+    architecture = architecture_of(meta)
+    model, like = flax_template(architecture, config_of(meta))
+    params = architecture.to_flax(load_weights(Path(path), architecture), like)
     expert_meta = ExpertMeta.from_json(meta, dev.platform, str(path), precision)
     return JaxExpert(model, params, expert_meta, dev, buckets)

@@ -12,18 +12,18 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ddm.workers.config import UNetConfig, get_preset
+from ddm.workers.architectures import architecture_of_config, expert_architecture
 from ddm.workers.frameworks import JAX
 from ddm.workers.jax_expert.checkpoint import load_train_state, save_train_state, save_weights
-from ddm.workers.jax_expert.unet import UNet, init_params
-from ddm.workers.layout import flax_to_canonical
 from ddm.workers.training import TrainConfig
 
 
 class JaxTrainer:
-    def __init__(self, ucfg: UNetConfig, tcfg: TrainConfig):
-        self.model = UNet(ucfg)
-        params = init_params(self.model, tcfg.seed)
+    def __init__(self, mcfg, tcfg: TrainConfig):
+        """mcfg: a registered architecture's config (UNetConfig, ...): the model is that architecture's."""
+        self.architecture = architecture_of_config(mcfg)
+        self.model = self.architecture.build("jax", mcfg)
+        params = self.architecture.code("jax", "init_params")(self.model, tcfg.seed)
         # scale_by_adam + decayed weights, then p -= lr * update: exactly torch.optim.AdamW, with the
         # learning rate passed in each step so both frameworks share one schedule (training.py).
         self.tx = optax.chain(
@@ -50,20 +50,20 @@ class JaxTrainer:
 
     def save(self, out_dir: Path, step: int, wall_s: float) -> None:
         host = jax.device_get({k: self.state[k] for k in ("params", "ema", "opt")})
-        canonical = flax_to_canonical(host["ema"])
-        save_weights(out_dir, canonical, host["ema"])
+        canonical = self.architecture.from_flax(host["ema"])
+        save_weights(out_dir, canonical, host["ema"], self.architecture)
         save_train_state(out_dir, {**host, "step": step, "wall_s": wall_s})
 
 
-def make_trainer(tcfg: TrainConfig, device: str = "cpu") -> JaxTrainer:
-    """The registry's trainer factory: preset tcfg.preset. `device` is torch's: JAX trains where JAX
-    runs (its default backend)."""
-    return JaxTrainer(get_preset(tcfg.preset), tcfg)
+def make_trainer(tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet") -> JaxTrainer:
+    """The registry's trainer factory: `architecture` at preset tcfg.preset. `device` is torch's: JAX
+    trains where JAX runs (its default backend)."""
+    return JaxTrainer(expert_architecture(architecture).preset(tcfg.preset), tcfg)
 
 
 def _train_step(model, tx, tree, x_t, t, y, v, lr, ema):
     def loss_fn(params):
-        pred = model.apply({"params": params}, x_t, t, y)  # [B, 32, 32, 1]
+        pred = model.apply({"params": params}, x_t, t, y)  # [B, H, W, C]
         return jnp.mean((pred - v) ** 2)
 
     loss, grads = jax.value_and_grad(loss_fn)(tree["params"])

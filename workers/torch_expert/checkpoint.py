@@ -28,13 +28,14 @@ def save_weights(folder: Path, canonical: dict[str, np.ndarray]) -> None:
 
 
 def save_canonical(folder: Path, canonical: dict[str, np.ndarray], config) -> None:
-    """The registry's writer (convert, random experts); the canonical layout is this UNet's own, so
-    `config` is not needed."""
+    """The registry's writer (convert, random experts); the canonical layout is every architecture's
+    torch state_dict, so `config` is not needed."""
     save_weights(folder, canonical)
 
 
-def load_weights(folder: Path) -> dict[str, np.ndarray]:
-    """folder/model.safetensors -> canonical flat layout (numpy float32)."""
+def load_weights(folder: Path, architecture=None) -> dict[str, np.ndarray]:
+    """folder/model.safetensors -> canonical flat layout (numpy float32). The file holds the canonical
+    layout of any architecture, so `architecture` (the registry's argument) is not needed."""
     return dict(load_file(str(Path(folder) / TORCH.weights_file)))
 
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -23,14 +24,13 @@ import torch
 
 from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.precision import DEFAULT_PRECISION
-from ddm.workers.checkpoint import config_of
+from ddm.workers.checkpoint import architecture_of, config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.frameworks import TORCH
 from ddm.workers.torch_expert.checkpoint import load_weights
 from ddm.workers.torch_expert.devices import check_device_precision, resolve_device, toolchain
 from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
 from ddm.workers.torch_expert.tracing import example_inputs, tracer_for
-from ddm.workers.torch_expert.unet import UNet
 
 BucketFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -38,7 +38,9 @@ BucketFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 class TorchExpert(Expert):
     """Eager on the CPU (`buckets` None: any batch size), else one compiled callable per bucket."""
 
-    def __init__(self, meta: ExpertMeta, model: UNet | None, bucket_fns: dict[int, BucketFn] | None = None):
+    def __init__(
+        self, meta: ExpertMeta, model: torch.nn.Module | None, bucket_fns: dict[int, BucketFn] | None = None
+    ):
         self.meta = meta
         self._model = model
         self._bucket_fns = bucket_fns or {}
@@ -64,18 +66,18 @@ def _host_call(module: torch.jit.ScriptModule) -> BucketFn:
     return run
 
 
-def model_identity(model: UNet) -> str:
-    """The architecture a traced file was made from: the UNet's config and the sha256 of its source, so
-    an upgrade that changes either never loads an old trace."""
-    from ddm.workers.torch_expert import unet
-
+def model_identity(model: torch.nn.Module) -> str:
+    """The architecture a traced file was made from: the model's config and the sha256 of the source
+    file of its class (unet.py: key "unet_py"), so an upgrade that changes either never loads an old
+    trace."""
+    source = Path(inspect.getsourcefile(type(model)))
     return json.dumps(
-        {"config": model.cfg.to_dict(), "unet_py": file_sha256(Path(unet.__file__))}, sort_keys=True
+        {"config": model.cfg.to_dict(), f"{source.stem}_py": file_sha256(source)}, sort_keys=True
     )
 
 
 def traced_buckets(
-    model: UNet, device: str, precision: str, buckets, weights_sha256: str, cache: TraceCache
+    model: torch.nn.Module, device: str, precision: str, buckets, weights_sha256: str, cache: TraceCache
 ) -> dict[int, BucketFn]:
     """Every bucket traced (or loaded from the cache) before the first request."""
     tracer = tracer_for(device, precision)
@@ -88,7 +90,7 @@ def traced_buckets(
     return fns
 
 
-def cuda_buckets(model: UNet, precision: str, buckets) -> dict[int, BucketFn]:
+def cuda_buckets(model: torch.nn.Module, precision: str, buckets) -> dict[int, BucketFn]:
     from ddm.workers.torch_expert.cuda_graphs import CudaGraphBucket, set_cuda_precision
 
     set_cuda_precision(precision)
@@ -107,7 +109,7 @@ def load(
     """cache: where traced buckets are kept (neuron, cpu-traced); default $DDM_TRACE_CACHE_DIR."""
     device = resolve_device(device)
     check_device_precision(device, precision)
-    model = UNet(config_of(meta))
+    model = architecture_of(meta).build("torch", config_of(meta))
     state = {k: torch.from_numpy(v) for k, v in load_weights(Path(path)).items()}
     model.load_state_dict(state)
     model = model.eval().requires_grad_(False)

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ddm.workers.config import UNetConfig, get_preset
+from ddm.workers.architectures import architecture_of_config, expert_architecture
 from ddm.workers.frameworks import TORCH
 from ddm.workers.torch_expert.checkpoint import (
     load_train_state,
@@ -16,15 +16,15 @@ from ddm.workers.torch_expert.checkpoint import (
     save_weights,
     state_to_numpy,
 )
-from ddm.workers.torch_expert.unet import UNet
 from ddm.workers.training import TrainConfig
 
 
 class TorchTrainer:
-    def __init__(self, ucfg: UNetConfig, tcfg: TrainConfig, device: str = "cpu"):
+    def __init__(self, mcfg, tcfg: TrainConfig, device: str = "cpu"):
+        """mcfg: a registered architecture's config (UNetConfig, ...): the model is that architecture's."""
         torch.manual_seed(tcfg.seed)
         self.device = torch.device(device)
-        self.model = UNet(ucfg).to(self.device)
+        self.model = architecture_of_config(mcfg).build("torch", mcfg).to(self.device)
         self.ema = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.tcfg = tcfg
         self.optimizer = torch.optim.AdamW(
@@ -56,6 +56,6 @@ class TorchTrainer:
         save_train_state(out_dir, self.model, self.ema, self.optimizer, step, wall_s)
 
 
-def make_trainer(tcfg: TrainConfig, device: str = "cpu") -> TorchTrainer:
-    """The registry's trainer factory: preset tcfg.preset on `device` (cpu or cuda)."""
-    return TorchTrainer(get_preset(tcfg.preset), tcfg, device=device)
+def make_trainer(tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet") -> TorchTrainer:
+    """The registry's trainer factory: `architecture` at preset tcfg.preset on `device` (cpu or cuda)."""
+    return TorchTrainer(expert_architecture(architecture).preset(tcfg.preset), tcfg, device=device)

@@ -29,8 +29,8 @@ def test_passes_when_everything_is_up(env, label_split_deployment, capsys):
     assert code == 0, checks
     for name in ("settings", "rabbitmq", "redis", "rabbitmq permissions", "redis permissions", "packages"):
         assert checks[name]["status"] == "ok", checks[name]
-    assert "expert 0 (torch) model.safetensors sha256" in checks["checkpoints"]["detail"]
-    assert "expert 1 (jax) model.msgpack sha256" in checks["checkpoints"]["detail"]
+    assert "expert 0 (torch) unet tiny, model.safetensors sha256" in checks["checkpoints"]["detail"]
+    assert "expert 1 (jax) unet tiny, model.msgpack sha256" in checks["checkpoints"]["detail"]
     assert f"{env.prefix}ddm.expert.1" in checks["rabbitmq permissions"]["detail"]
     # nobody named one (only training needs it): a skip, unless a dataset's system-wide offline copy is
     # installed (Debian's dataset-fashion-mnist), which every data command finds by itself
