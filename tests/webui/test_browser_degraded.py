@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ddm.schema.solver import SolverHistory
 from tests.support.browser import chromium_page
 
 
@@ -18,7 +19,8 @@ def test_a_degraded_result_is_marked_on_the_job_and_in_recent_jobs(ui_server, fa
     for step in (1, 2, 3):
         frame = fake.frame(spec, step)
         x = np.zeros((spec.n, 1, 32, 32), np.float32)
-        fake.store.write_steps([(frame, x, 12.5, {1: list(range(2, step + 1))} if step > 1 else None)])
+        degraded = {1: list(range(2, step + 1))} if step > 1 else None
+        fake.store.write_steps([(frame, x, 12.5, degraded, SolverHistory())])
     fake.finish(spec)
     url = ui_server()
     with chromium_page() as page:
