@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ddm.schema.checkpoint_meta import write_meta
+from ddm.schema.checkpoint_meta import file_sha256, write_meta
 from ddm.schema.deployment import Deployment
+from ddm.schema.expert_card import stamp_card
 from ddm.schema.flow import NUM_CLASSES
 
 # what stands for a partition manifest: a random expert learnt from no data
@@ -37,7 +38,7 @@ def make_random_expert(
     canonical = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     folder.mkdir(parents=True, exist_ok=True)
     target.save_canonical(folder, canonical, cfg)
-    write_meta(folder, meta)
+    write_meta(folder, stamp_card(meta, file_sha256(folder / target.weights_file)))  # card with its digest
     return folder
 
 
