@@ -1,0 +1,182 @@
+"""Jobs through the compose stack, checked against `ddm sample` in this process (ops/docker/e2e.sh).
+
+    python ops/docker/e2e_check.py --deployment checkpoints/mnist/deployment.toml --jobs 6 --steps 16 \
+        [--kill-after-step 3 --kill 'shell command'] --json out.json
+
+Connects with DDM_AMQP_URL / DDM_REDIS_URL / DDM_QUEUE_TYPE from the environment (e2e.sh points them at
+the containers' addresses on the compose bridge). Submits --jobs jobs covering every expert of the
+deployment: each job asks for the digits of one expert's share of the classes (from its checkpoint's
+card), alternating experts, plus one job with every class under the deployment's default strategy. With
+--kill, the command runs once the first job has stored --kill-after-step steps (mid-run: the others are
+queued or running), and every job must still end done. Each result must equal the in-process sampler's
+(the code `ddm sample` runs: same routing, mixing, solver) within 1e-4, and no job may be degraded.
+Prints one line per job and writes a JSON summary; exit 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+TOLERANCE = 1e-4  # what tests/pipeline holds pipeline results to against the local sampler
+
+
+def expert_classes(deployment) -> dict[int, list[int]]:
+    """expert id -> the classes it was trained on (its card), from the deployment's checkpoints."""
+    from ddm.router.deployment_loader import describe, load_policy
+
+    descriptor = describe(deployment, load_policy(deployment), "local")
+    out = {}
+    for expert in descriptor.experts:
+        out[int(expert.id)] = [int(c) for c in expert.labels]
+    return out
+
+
+def make_specs(deployment, jobs: int, steps: int):
+    from ddm.schema.messages import JobSpec
+
+    shares = expert_classes(deployment)
+    ids = sorted(shares)
+    specs = []
+    for i in range(jobs - 1):
+        k = ids[i % len(ids)]
+        classes = shares[k] or list(range(10))
+        labels = [classes[(i + j) % len(classes)] for j in range(4)]
+        specs.append((k, JobSpec.new(labels, steps=steps, seed=100 + i, strategy="top1")))
+    specs.append((None, JobSpec.new(list(range(10)), steps=steps, seed=7)))  # the deployment's default
+    return specs
+
+
+def references(deployment, specs):
+    """What `ddm sample` gives for each spec (its unset fields resolved as the router resolves them)."""
+    from ddm.router.deployment_loader import describe, load_experts, load_policy
+    from ddm.router.sampler import sample_local
+
+    policy = load_policy(deployment)
+    experts = load_experts(deployment, device="cpu")
+    velocities = {k: e.velocity for k, e in experts.items()}
+    descriptor = describe(deployment, policy, "local")
+    return [sample_local(velocities, policy, descriptor.resolve(spec)) for spec in specs]
+
+
+def wait_for_step(client, job_id: str, step: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        status = client.status(job_id)
+        if status.step >= step or status.status.value in ("done", "failed", "cancelled"):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"job {job_id} did not reach step {step} in {timeout:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deployment", type=Path, required=True)
+    parser.add_argument("--jobs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--kill", default=None, help="shell command to run mid-run (kills something)")
+    parser.add_argument("--kill-after-step", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for every job to end")
+    parser.add_argument("--label", default="jobs")
+    parser.add_argument("--json", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    from ddm.client import Client
+    from ddm.schema.deployment import Deployment
+
+    deployment = Deployment.load(args.deployment)
+    client = Client()
+    started = time.monotonic()
+    planned = make_specs(deployment, args.jobs, args.steps)
+    specs = [spec for _, spec in planned]
+    for spec in specs:
+        client.submit(spec)
+    submitted_s = time.monotonic() - started
+    killed = None
+    if args.kill:
+        wait_for_step(client, specs[0].job_id, args.kill_after_step, timeout=args.timeout)
+        t = time.monotonic()
+        out = subprocess.run(args.kill, shell=True, capture_output=True, text=True, check=False)
+        killed = {
+            "command": args.kill,
+            "rc": out.returncode,
+            "output": (out.stdout + out.stderr).strip()[-400:],
+            "at_s": round(t - started, 2),
+            "jobs_done_before": sum(client.status(s.job_id).status.value == "done" for s in specs),
+        }
+        print(f"[{args.label}] ran `{args.kill}` at {killed['at_s']} s (rc {out.returncode})", flush=True)
+        if out.returncode != 0:
+            print(out.stdout + out.stderr, file=sys.stderr)
+    results, failures = {}, []
+    for spec in specs:
+        try:
+            results[spec.job_id] = client.result(spec.job_id, timeout=args.timeout, on_degraded="ignore")
+        except Exception as exc:  # a lost or failed job: reported, not raised
+            failures.append(f"{spec.job_id}: {type(exc).__name__}: {exc}")
+    pipeline_s = time.monotonic() - started
+    t0 = time.monotonic()
+    wants = references(deployment, specs)
+    reference_s = time.monotonic() - t0
+    rows = []
+    for (expert, spec), want in zip(planned, wants, strict=True):
+        status = client.status(spec.job_id)
+        got = results.get(spec.job_id)
+        diff = None if got is None else float(np.abs(got - want).max())
+        ok = diff is not None and diff <= TOLERANCE and not status.degraded
+        rows.append(
+            {
+                "job": spec.job_id,
+                "expert": expert,
+                "labels": list(spec.labels),
+                "strategy": status.strategy,
+                "status": status.status.value,
+                "max_abs_diff": diff,
+                "degraded": bool(status.degraded),
+                "resumed_from": status.resumed_from,
+                "ok": ok,
+            }
+        )
+        print(
+            f"[{args.label}] job {spec.job_id[:8]} expert {expert if expert is not None else 'all'} "
+            f"labels {list(spec.labels)}: {status.status.value}, max |pipeline - ddm sample| = "
+            f"{'n/a' if diff is None else f'{diff:.2e}'}{' DEGRADED' if status.degraded else ''}"
+            f"{'' if ok else '  FAIL'}",
+            flush=True,
+        )
+        if not ok and got is not None:
+            failures.append(f"{spec.job_id}: diff {diff} degraded {status.degraded}")
+    summary = {
+        "label": args.label,
+        "jobs": len(specs),
+        "steps": args.steps,
+        "done": sum(r["status"] == "done" for r in rows),
+        "checked_ok": sum(r["ok"] for r in rows),
+        "lost": len(specs) - len(results),
+        "experts_covered": sorted({r["expert"] for r in rows if r["expert"] is not None}),
+        "submit_s": round(submitted_s, 2),
+        "pipeline_s": round(pipeline_s, 2),
+        "reference_s": round(reference_s, 2),
+        "kill": killed,
+        "failures": failures,
+        "rows": rows,
+    }
+    args.json.write_text(json.dumps(summary, indent=2))
+    verdict = "OK" if not failures and summary["checked_ok"] == len(specs) else "FAIL"
+    print(
+        f"[{args.label}] {verdict}: {summary['checked_ok']}/{len(specs)} jobs equal to `ddm sample` "
+        f"(<= {TOLERANCE}), {summary['lost']} lost, experts {summary['experts_covered']}, "
+        f"{pipeline_s:.1f} s through the stack",
+        flush=True,
+    )
+    client.close()
+    return 0 if verdict == "OK" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
