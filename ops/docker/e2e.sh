@@ -361,7 +361,7 @@ t=$(now)
 check_jobs restart "kill -9 $worker_pid"
 restarts_after=$(docker inspect -f '{{.RestartCount}}' "$victim")
 secs=$(wait_healthy restart 300 expert-torch)
-note "expert-torch restarted by its policy: restarts $restarts_before -> $restarts_after, healthy again (now $secs s later)"
+note "expert-torch restarted by its policy: restarts $restarts_before -> $restarts_after, healthy again ($secs s after the jobs ended)"
 [ "$restarts_after" -gt "$restarts_before" ] || { echo "e2e: expert-torch was not restarted" >&2; exit 1; }
 record restart "{\"restarts_before\": $restarts_before, \"restarts_after\": $restarts_after, \"checks_s\": $(since "$t")}"
 
