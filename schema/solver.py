@@ -71,6 +71,17 @@ class Solver:
         """Velocity evaluations (network round trips) for a job of `steps` steps."""
         return self.stages * steps
 
+    def describe(self) -> str:
+        """What a step costs, in a phrase (the web UI's hint under its menu): '2 evaluations per step:
+        predictor, corrector (order 2)', '1 per step, reuses the last 2 steps (order 3)'. The one home of
+        this wording."""
+        order = {"euler": 1, "heun": 2, "midpoint": 2}.get(self.name, self.history + 1)
+        if self.history:
+            reuses = "the last step" if self.history == 1 else f"the last {self.history} steps"
+            return f"1 per step, reuses {reuses} (order {order})"
+        how = {"heun": ": predictor, corrector", "midpoint": ": the slope at the midpoint"}.get(self.name, "")
+        return f"{self.stages} evaluation{'s' if self.stages > 1 else ''} per step{how} (order {order})"
+
     def __str__(self) -> str:
         return self.name
 
@@ -110,6 +121,16 @@ class Grid:
             sigma = self.param * sigma / (1.0 + (self.param - 1.0) * sigma)
             return (1.0 - sigma).astype(np.float32)
         return _edm_times(steps, self.param)
+
+    def describe(self) -> str:
+        """Where the steps fall, in a phrase (the web UI's hint under its grid menu)."""
+        if self.kind == "uniform":
+            return "steps evenly spaced in t"
+        if self.kind == "shift":
+            if self.param == 1:
+                return "shift 1: the uniform grid"
+            return f"more steps near the {'noise' if self.param > 1 else 'data'} (shift {self.param:g})"
+        return f"dense near the data, where detail forms (Karras, rho {self.param:g})"
 
     def __str__(self) -> str:
         if self.kind == "uniform":

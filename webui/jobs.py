@@ -27,10 +27,11 @@ from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, E
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
+from ddm.schema.solver import Grid, Solver
 from ddm.schema.strategy import Strategy
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
-FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
+FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed", "solver", "grid"}
 KIND_STATUS = {
     "bad_input": 400,
     "unauthorized": 401,
@@ -113,6 +114,13 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
     d = descriptor.to_dict()
     # what each strategy does, from the one parser (the page does not parse strategies itself)
     d["strategy_hints"] = {s: Strategy.parse(s).describe() for s in descriptor.strategies}
+    # the solvers and grids it serves ("sampling": a router from before solvers serves Euler on the
+    # uniform grid only, and its descriptor decodes so), with the words and evaluations per step of each
+    # from schema/solver.py, so the page parses neither and counts a job's evaluations as the router does
+    sampling = descriptor.sampling
+    d["solver_hints"] = {s: Solver.parse(s).describe() for s in sampling.solvers}
+    d["solver_stages"] = {s: Solver.parse(s).stages for s in sampling.solvers}
+    d["grid_hints"] = {g: Grid.parse(g).describe() for g in sampling.grids}
     d["null_label"] = NULL_CLASS  # a job label: an unconditional image, shown as d["null_name"]
     d["null_name"] = UNCONDITIONAL
     # what a job with unconditional images gets when it names no strategy (the CLI's rule, one home:
@@ -177,9 +185,11 @@ def parse_form(data: object) -> JobSpec:
 
     {"labels": [0..10, ...] or "all" (0..9; 10 = NULL_CLASS: an unconditional image), "n_per_label":
     1.., "steps": 1..1000, "strategy": "oracle" | "top1" | "topk:K" | "full" or null, "guidance": 0..20
-    or null, "seed": 0..2^32-1 or null (a random one)}. A strategy or guidance left out or null gets the
-    serving deployment's default (the router resolves it). Images are laid out row by row: row r holds
-    sample r of each chosen label, in order.
+    or null, "seed": 0..2^32-1 or null (a random one), "solver": "euler" | "heun" | "midpoint" | "ab2" |
+    "ab3" or null, "grid": "uniform" | "shift:S" | "edm[:R]" or null}. A strategy, guidance, solver or
+    grid left out or null gets the serving deployment's default (the router resolves it); whether the
+    deployment serves the solver and grid asked for is JobService.check's (the descriptor's) to say.
+    Images are laid out row by row: row r holds sample r of each chosen label, in order.
     """
     if not isinstance(data, Mapping):
         raise SubmitError("bad_input", expected("a JSON object with the job's fields", type(data).__name__))
@@ -203,6 +213,9 @@ def parse_form(data: object) -> JobSpec:
     strategy = data.get("strategy")
     if strategy is not None and not isinstance(strategy, str):
         raise SubmitError("bad_input", f"strategy: {expected('a string', strategy)}")
+    for key in ("solver", "grid"):
+        if data.get(key) is not None and not isinstance(data.get(key), str):
+            raise SubmitError("bad_input", f"{key}: {expected('a string', data.get(key))}")
     try:
         return JobSpec.new(
             [y for _ in range(n) for y in sorted(labels)],
@@ -210,6 +223,8 @@ def parse_form(data: object) -> JobSpec:
             strategy=strategy,
             guidance=None if guidance is None else float(guidance),
             seed=seed,
+            solver=data.get("solver"),
+            grid=data.get("grid"),
         )
     except SchemaError as exc:
         raise SubmitError("bad_input", str(exc)) from None

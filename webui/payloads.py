@@ -17,6 +17,7 @@ from ddm.schema.flow import to_uint8
 from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import Frame, JobStatus
 from ddm.schema.queue import QueuePosition
+from ddm.schema.solver import Solver
 
 WEIGHT_DECIMALS = 3
 
@@ -91,7 +92,9 @@ def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, A
     """A job hash -> what the page shows about it (no internal fields). strategy and guidance are the
     values the router resolved; while queued, the submitted ones (None: the deployment's default).
     "queue": a queued job's place and estimate (queue_payload of `queue`); None for a job not queued, and
-    where no place was read (the recent jobs of the overview)."""
+    where no place was read (the recent jobs of the overview). solver, grid and nfe (velocity evaluations:
+    steps x the solver's per step) likewise: the router's once it started the job, before that what the
+    job asked for (None: the deployment's default, and nfe None unless the solver is named)."""
     spec = job.spec
     labels = list(job.labels)
     out = {
@@ -105,6 +108,7 @@ def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, A
         "strategy": job.strategy if job.strategy is not None else (spec.strategy if spec else None),
         "guidance": job.guidance if job.guidance is not None else (spec.guidance if spec else None),
         "resolved": job.strategy is not None,
+        **_sampling(job),
         "seed": job.seed,
         "created_at": job.created_at,
         "started_at": job.started_at,
@@ -119,3 +123,23 @@ def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, A
     if job.status is JobStatus.DONE:
         out["result_png"] = f"/api/jobs/{job.job_id}/result.png"
     return out
+
+
+def _sampling(job: JobHash) -> dict[str, Any]:
+    """{"solver", "grid", "nfe"} of a job: what the router resolved and recorded (a job started by a router
+    from before solvers recorded none: Euler on the uniform grid, one evaluation per step), else what
+    the spec asks for."""
+    if job.strategy is not None:  # started: the router resolved it
+        solver = job.solver or "euler"
+        return {
+            "solver": solver,
+            "grid": job.grid or "uniform",
+            "nfe": job.nfe if job.nfe is not None else Solver.parse(solver).nfe(job.steps),
+        }
+    spec = job.spec
+    solver = spec.solver if spec else None
+    return {
+        "solver": solver,
+        "grid": spec.grid if spec else None,
+        "nfe": Solver.parse(solver).nfe(job.steps) if solver else None,
+    }

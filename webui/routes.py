@@ -5,7 +5,8 @@ GET  /api/config                    the serving deployment (experts, strategies,
                                     null with deployment_error when no router serves) and limits
 GET  /api/cluster                   live workers and queue depths
 GET  /api/jobs                      recent jobs
-POST /api/jobs                      submit {"labels", "n_per_label", "steps", "strategy", "guidance", "seed"}
+POST /api/jobs                      submit {"labels", "n_per_label", "steps", "strategy", "guidance", "seed",
+                                    "solver", "grid"}
                                     (with `Authorization: Bearer TOKEN` when DDM_UI_TOKEN is set)
 GET  /api/jobs/<id>                 one job's status
 POST /api/jobs/<id>/cancel          stop it at its next step (the token a submit needs, when set)

@@ -1,6 +1,7 @@
 """`ddm status`: one job's state from Redis (a table or --json), or the most recent jobs. Shows the
-strategy and guidance the router resolved (the job's own, or the serving deployment's defaults), and a
-queued job's place in the queue with an estimate of when it starts (schema/queue.py)."""
+strategy and guidance, and the solver, time grid and number of velocity evaluations (NFE), the router
+resolved (the job's own, or the serving deployment's defaults), and a queued job's place in the queue
+with an estimate of when it starts (schema/queue.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from ddm.schema.descriptor import labels_summary
 from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import JobStatus
 from ddm.schema.queue import QueuePosition
+from ddm.schema.solver import Solver
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Show a job's status from Redis (DDM_REDIS_URL, DDM_PREFIX): progress, the strategy and guidance "
-        "the router resolved, timings, errors; a queued job's position in the queue and an estimate of "
-        "when it starts, from the throughput measured over recent jobs. "
+        "Show a job's status from Redis (DDM_REDIS_URL, DDM_PREFIX): progress, the strategy and guidance, "
+        "the solver, time grid and evaluations (NFE) the router resolved, timings, errors; a queued job's "
+        "position in the queue and an estimate of when it starts, from the throughput measured over recent "
+        "jobs. "
         "Without a JOB, --recent lists the newest jobs."
     )
     parser.add_argument("job", nargs="?", help="job id (as printed by `ddm submit`)")
@@ -42,6 +45,22 @@ def _routing(job: JobHash) -> str:
     return ", ".join(asked) + " (not resolved yet)"
 
 
+def _sampling(job: JobHash) -> str:
+    """'heun on the uniform grid, 16 evaluations (8 steps x 2)': the solver, grid and NFE the router
+    resolved (a router from before solvers recorded none: it ran Euler on the uniform grid); before it
+    started, what the job asked for."""
+    if job.strategy is not None:
+        solver, grid = job.solver or "euler", job.grid or "uniform"
+        nfe = job.nfe if job.nfe is not None else Solver.parse(solver).nfe(job.steps)
+        per_step = Solver.parse(solver).stages
+        cost = f"{job.steps} steps x {per_step}" if per_step > 1 else f"1 per step, {job.steps} steps"
+        return f"{solver} on the {grid} grid, {nfe} evaluations ({cost})"
+    spec = job.spec
+    solver = spec.solver if spec and spec.solver else "the deployment's default solver"
+    grid = f"the {spec.grid} grid" if spec and spec.grid else "the default grid"
+    return f"{solver} on {grid} (not resolved yet)"
+
+
 def format_status(job: JobHash, now: float | None = None, queue: QueuePosition | None = None) -> str:
     """A job hash (Client.status) as aligned `key  value` lines; a queued job's place (Client.queue_position)
     as `queued  position 3 of 7, starts in about 12 s (...)`."""
@@ -56,6 +75,7 @@ def format_status(job: JobHash, now: float | None = None, queue: QueuePosition |
         ("progress", progress),
         ("images", f"{job.n} (labels {labels_summary(job.labels)})"),
         ("strategy", _routing(job)),
+        ("solver", _sampling(job)),
         ("expert loss", job.on_expert_loss or "-"),
         ("seed", str(job.seed)),
         ("router", job.router or "-"),

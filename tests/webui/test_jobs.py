@@ -127,3 +127,52 @@ def test_the_page_gets_each_strategys_words_from_the_server(tmp_path):
     assert list(hints) == list(d.strategies)
     assert hints["topk:2"] == "the router's 2 most likely experts, weights renormalised"
     assert "label → expert" in hints["oracle"] and "every expert" in hints["full"]
+
+
+def test_parse_form_takes_a_solver_and_grid_or_leaves_them_to_the_deployment():
+    spec = parse_form({"labels": [1], "steps": 8, "solver": "heun", "grid": "shift:3.0"})
+    assert (spec.solver, spec.grid) == ("heun", "shift:3")  # the grid in its canonical spelling
+    unset = parse_form({"labels": [1], "solver": None, "grid": None})
+    assert (unset.solver, unset.grid) == (None, None)  # the deployment's defaults, resolved by the router
+    assert parse_form({"labels": [1]}).solver is None
+
+
+@pytest.mark.parametrize(
+    "form, words",
+    [
+        ({"labels": [1], "solver": "rk4"}, "solver one of euler, heun, midpoint, ab2, ab3, got 'rk4'"),
+        ({"labels": [1], "solver": 2}, "solver: expected a string"),
+        ({"labels": [1], "grid": "cosine"}, "grid 'uniform', 'shift:S'"),
+        ({"labels": [1], "grid": "shift:0"}, "0 < S <= 100"),
+    ],
+)
+def test_parse_form_refuses_an_unknown_solver_or_grid_naming_the_known_ones(form, words):
+    with pytest.raises(SubmitError) as info:
+        parse_form(form)
+    assert info.value.kind == "bad_input" and words in info.value.message
+
+
+def test_the_page_gets_each_solvers_words_and_cost_from_the_server(tmp_path):
+    """Hints and evaluations per step come from schema/solver.py (Solver.describe, Solver.stages)."""
+    from ddm.schema.solver import LEGACY_OFFER, Solver
+    from ddm.webui.jobs import deployment_payload
+
+    d = descriptor_of(write_fake_deployment(tmp_path))  # the default offer: every solver
+    payload = deployment_payload(d)
+    assert payload["sampling"]["solvers"] == ["euler", "heun", "midpoint", "ab2", "ab3"]
+    assert (
+        payload["sampling"]["default_solver"] == "euler" and payload["sampling"]["default_grid"] == "uniform"
+    )
+    assert payload["solver_stages"] == {"euler": 1, "heun": 2, "midpoint": 2, "ab2": 1, "ab3": 1}
+    hints = payload["solver_hints"]
+    assert hints["heun"].startswith("2 evaluations per step") and hints["midpoint"].startswith(
+        "2 evaluations"
+    )
+    assert hints["ab3"].startswith("1 per step, reuses the last 2 steps")
+    assert hints["ab2"].startswith("1 per step, reuses the last step")
+    assert hints == {s: Solver.parse(s).describe() for s in hints}  # one home for the words
+    assert set(payload["grid_hints"]) == {"uniform", "shift:3", "edm"}
+    assert "more steps near the noise" in payload["grid_hints"]["shift:3"]
+    old = deployment_payload(dataclasses.replace(d, sampling=LEGACY_OFFER))  # a router from before solvers
+    assert old["sampling"]["solvers"] == ["euler"] and list(old["solver_hints"]) == ["euler"]
+    assert list(old["grid_hints"]) == ["uniform"]

@@ -12,6 +12,31 @@
     if (!s) return "the serving deployment's default strategy";
     return (deployment && deployment.strategy_hints && deployment.strategy_hints[s]) || "";
   }
+  // the solvers and grids likewise (/api/config: solver_hints, grid_hints, and solver_stages: the
+  // evaluations each step of a solver costs, schema/solver.py's numbers)
+  function samplingHint(kind, name) {
+    if (!name) return "the serving deployment's default " + (kind === "solver" ? "solver" : "time grid");
+    const hints = deployment && deployment[kind + "_hints"];
+    return (hints && hints[name]) || "";
+  }
+  function solverStages(name) {
+    const stages = deployment && deployment.solver_stages;
+    return stages && stages[name] ? stages[name] : null;
+  }
+  // what a deployment serves; a descriptor without "sampling" (a router from before solvers): Euler on
+  // the uniform grid only
+  function samplingOf(dep) {
+    const s = dep && dep.sampling;
+    if (s && s.solvers && s.solvers.length && s.grids && s.grids.length) return s;
+    return { solvers: ["euler"], grids: ["uniform"], default_solver: "euler", default_grid: "uniform" };
+  }
+  // "8 steps × 2 = 16 evaluations" (one evaluation per step: "50 steps · 50 evaluations")
+  function evaluationsText(steps, stages) {
+    if (typeof steps !== "number" || !stages) return (steps ?? "?") + " steps";
+    const nfe = steps * stages;
+    const evals = nfe + " evaluation" + (nfe === 1 ? "" : "s");
+    return steps + " step" + (steps === 1 ? "" : "s") + (stages > 1 ? " × " + stages + " = " : " · ") + evals;
+  }
   const KIND_TITLES = {
     bad_input: "Bad input",
     no_deployment: "No router serving",
@@ -146,7 +171,9 @@
       return;
     }
     hideAlert(banner);
-    const key = JSON.stringify([dep.name, dep.strategies, dep.default_strategy, dep.default_guidance, dep.class_names, dep.experts]);
+    const key = JSON.stringify([
+      dep.name, dep.strategies, dep.default_strategy, dep.default_guidance, dep.class_names, dep.experts, dep.sampling,
+    ]);
     if (key === deploymentKey) return;
     deploymentKey = key;
     deployment = dep;
@@ -167,6 +194,9 @@
       select.append(opt);
     }
     if (!strategyChosen || !dep.strategies.includes(chosen)) strategyChosen = false;
+    const sampling = samplingOf(dep);
+    fillMenu("solver", sampling.solvers, sampling.default_solver);
+    fillMenu("grid", sampling.grids, sampling.default_grid);
     const guidance = $("guidance");
     if (guidance.value === "" || guidance.dataset.touched !== "1") guidance.value = String(dep.default_guidance);
     experts = {};
@@ -200,6 +230,27 @@
   // preselects a strategy the server would refuse; the form then sends no strategy at all.
   let strategyChosen = false;
   for (const type of ["input", "change"]) $("strategy").addEventListener(type, () => (strategyChosen = true));
+
+  // The solver and grid menus likewise show the deployment's defaults, marked "(default)", and the form
+  // sends a solver or grid only once the user picked one (null: the router resolves the default).
+  const menuChosen = { solver: false, grid: false };
+  for (const id of Object.keys(menuChosen)) {
+    for (const type of ["input", "change"]) $(id).addEventListener(type, () => (menuChosen[id] = true));
+  }
+
+  function fillMenu(id, names, def) {
+    const select = $(id);
+    const chosen = select.value;
+    const keep = menuChosen[id] && names.includes(chosen);
+    select.replaceChildren();
+    for (const name of names) {
+      const opt = el("option", null, name + (name === def ? " (default)" : ""));
+      opt.value = name;
+      opt.selected = keep ? name === chosen : name === def;
+      select.append(opt);
+    }
+    if (!keep) menuChosen[id] = false;
+  }
 
   function autoStrategy(labels) {
     if (!deployment) return null;
@@ -242,10 +293,14 @@
     const n = numberOrNull("n_per_label");
     const images = typeof n === "number" ? chosen.length * n : NaN;
     const steps = numberOrNull("steps");
+    const solver = $("solver").value;
     const text = chosen.length
-      ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + " · " + (steps ?? "?") + " steps"
+      ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + " · " +
+        evaluationsText(steps, solverStages(solver))
       : "no label chosen";
     $("form-summary").textContent = text;
+    $("solver-hint").textContent = samplingHint("solver", solver);
+    $("grid-hint").textContent = samplingHint("grid", $("grid").value);
     followDefault(chosen);
     const strategy = $("strategy").value;
     const refused = strategy === "oracle" && chosen.includes(nullLabel);
@@ -292,6 +347,9 @@
       strategy: strategyChosen ? $("strategy").value || null : null,
       guidance: numberOrNull("guidance"),
       seed: numberOrNull("seed"),
+      // likewise: sent only when picked, else the deployment's default
+      solver: menuChosen.solver ? $("solver").value || null : null,
+      grid: menuChosen.grid ? $("grid").value || null : null,
     };
     if (tokenField) {
       data.token = tokenField.value.trim();
@@ -351,6 +409,7 @@
     history.replaceState(null, "", "#job=" + encodeURIComponent(jobId));
     hideAlert($("job-error"));
     $("stage").dataset.jobId = jobId;
+    delete $("stage").dataset.nfe;
     $("tiles").replaceChildren();
     $("download").hidden = true;
     $("scrub-row").hidden = true;
@@ -425,7 +484,13 @@
     const bits = [];
     if (job.n) bits.push(job.n + " image" + (job.n === 1 ? "" : "s") + " of " + labelsText(job.labels));
     if (info.strategy) bits.push(info.strategy);
-    if (job.steps) bits.push(job.steps + " steps");
+    // the solver, grid and evaluations the router resolved (before it starts: what the job asked for)
+    if (info.solver || info.grid) {
+      bits.push((info.solver || "the default solver") + " on the " + (info.grid || "default") + " grid");
+    }
+    if (job.steps && info.nfe) bits.push(evaluationsText(job.steps, info.nfe / job.steps));
+    else if (job.steps) bits.push(job.steps + " steps");
+    if (info.nfe) $("stage").dataset.nfe = String(info.nfe);
     if (info.guidance !== undefined && info.guidance !== null) bits.push("guidance " + info.guidance);
     if (info.seed !== undefined && info.seed !== null) bits.push("seed " + info.seed);
     $("job-sub").textContent = bits.join(" · ");
