@@ -6,6 +6,9 @@ import shutil
 from pathlib import Path
 
 from ddm.ops.random_experts import make_random_expert
+from ddm.schema.checkpoint_meta import file_sha256, read_meta, write_meta
+from ddm.schema.expert_card import stamp_card
+from ddm.workers.frameworks import TORCH
 from ddm.workers.torch_expert.checkpoint import load_weights, save_weights
 
 
@@ -15,6 +18,8 @@ def perturbed_copy(src: Path, dst: Path) -> Path:
     weights = load_weights(dst)
     weights["out_conv.weight"] = weights["out_conv.weight"] * 2.0
     save_weights(dst, weights)
+    # new weights, so a new digest on the card (load_expert refuses weights that are not the card's)
+    write_meta(dst, stamp_card(read_meta(dst), file_sha256(dst / TORCH.weights_file)))
     return dst
 
 

@@ -8,17 +8,15 @@ Tiny random-weight checkpoints, buckets 1,2,4; `cpu-traced` stands in for a comp
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from ddm.ops.cli import main
-from ddm.ops.random_experts import make_random_expert
 from ddm.schema.deployment import Deployment
 from ddm.workers import load_expert
 from ddm.workers import selftest as selftest_module
-from ddm.workers.torch_expert.checkpoint import load_weights, save_weights
+from tests.support.checkpoints import good_and_perturbed
 
 BUCKETS = (1, 2, 4)
 
@@ -32,11 +30,7 @@ def write_deployment(root: Path, device: str, precision: str | None = None) -> P
 def root(tmp_path_factory) -> Path:
     """good/: a tiny random torch expert; perturbed/: the same with one tensor changed."""
     root = tmp_path_factory.mktemp("expert_selftest")
-    good = make_random_expert(root / "good", "torch", range(10), seed=0)
-    shutil.copytree(good, root / "perturbed")
-    weights = load_weights(root / "perturbed")
-    weights["out_conv.weight"] = weights["out_conv.weight"] * 2.0
-    save_weights(root / "perturbed", weights)
+    good_and_perturbed(root)
     return root
 
 
