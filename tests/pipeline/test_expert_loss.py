@@ -16,26 +16,29 @@ import pytest
 from ddm.client.errors import ExpertUnavailableError, JobFailedError
 from ddm.ops.cli.status import format_status
 from ddm.router.deployment_loader import describe, load_experts, load_policy
-from ddm.router.sampler import JobArrays, initial_noise, plan_steps
+from ddm.router.sampler import JobArrays, combine, initial_noise, plan_steps
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import JobSpec, VelocityRequest
+from ddm.schema.solver import SolverHistory
 from tests.support.harness import Pipeline, local_reference, wait_for_step
 from tests.support.links import spawn_args, worker_link
 from tests.support.services import amqp_channel
 
 
 def local_without(deployment_path, spec: JobSpec, expert: int, steps_without: set[int]) -> np.ndarray:
-    """The local sampler, with `expert` left out (routed around) at exactly `steps_without` (1-based)."""
+    """The local (Euler) sampler, with `expert` left out (routed around) at exactly `steps_without`
+    (1-based)."""
     deployment = Deployment.load(deployment_path)
     policy = load_policy(deployment)
     experts = load_experts(deployment)
     job = JobArrays.of(describe(deployment, policy, "local").resolve(spec))
-    x = initial_noise(spec)
+    x, history = initial_noise(spec), SolverHistory()
     for i in range(spec.steps):
         gone = frozenset({expert}) if i + 1 in steps_without else frozenset()
         (plan,) = plan_steps(policy, job.strategy, [x], [job.t(i)], [job.labels], gone)
-        velocities = {k: experts[k].velocity(*job.inputs(x, i, rows)) for k, rows in plan.rows.items()}
-        x = job.advance(x, i, plan, velocities)
+        t = job.t(i)
+        velocities = {k: experts[k].velocity(*job.inputs(x, t, rows)) for k, rows in plan.rows.items()}
+        x, history = job.advance(x, i, [combine(plan, velocities, spec.n)], history)
     return x
 
 
