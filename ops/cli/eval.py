@@ -1,5 +1,7 @@
 """`ddm eval --deployment D --n 100 --strategy S --out DIR`: every label, scored (ddm.ops.eval);
-`ddm eval --compare NAME=METRICS_JSON ...`: earlier runs side by side (ddm.ops.eval.compare)."""
+`ddm eval --compare NAME=METRICS_JSON ...`: earlier runs side by side (ddm.ops.eval.compare);
+`ddm eval --sweep OUT.json --nfe 4,8,50`: quality against evaluations per solver and grid
+(ddm.ops.eval.sweep)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "and Frechet distance by the evaluation classifier against held-out real images, and the cost. "
         "The classifier and the real images are loaded first, so a missing one fails before sampling. "
         "With --compare, sample nothing: print earlier runs' metrics.json side by side (student, "
-        "ensemble, monolith: class accuracy, FD, forward passes and ms per image)."
+        "ensemble, monolith: class accuracy, FD, forward passes and ms per image). With --sweep, score "
+        "every solver and grid at each --nfe on the same noise, against 50-step Euler, into a resumable "
+        "JSON (run the same command again to continue), and print a Markdown table."
     )
     # --n means images per label, as in `ddm sample` and `ddm submit`; --total counts them all.
     count = parser.add_mutually_exclusive_group()
@@ -51,12 +55,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="instead of sampling: one Markdown table of these runs' metrics.json (a bare path is named "
         "by its folder), with a note where they were measured differently",
     )
+    what.add_argument(
+        "--sweep",
+        type=Path,
+        default=None,
+        metavar="OUT_JSON",
+        help="quality against evaluations: every --solvers x --grids at each --nfe, written to OUT_JSON "
+        "after every point (an interrupted sweep continues where it stopped)",
+    )
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON (not with --compare)")
+    sweep = parser.add_argument_group("--sweep")
+    sweep.add_argument(
+        "--nfe", default="4,6,8,12,16,25,50", help="evaluations per image (default: %(default)s)"
+    )
+    sweep.add_argument(
+        "--solvers", default=None, help="e.g. euler,heun (default: the deployment's [sampling])"
+    )
+    sweep.add_argument(
+        "--grids", default=None, help="e.g. uniform,edm (default: the deployment's [sampling])"
+    )
+    sweep.add_argument("--plot", type=Path, default=None, help="a PNG of accuracy and FD against NFE")
+    sweep.add_argument("--table", type=Path, default=None, help="also write the Markdown table here")
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddm.schema.errors import ConfigError, expected
-    from ddm.schema.flow import NUM_CLASSES
+    from ddm.schema.errors import ConfigError
 
     if args.compare:  # JSON files only: no torch, no deployment
         from ddm.ops.eval.compare import compare_table
@@ -65,15 +88,13 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError("--compare prints a Markdown table; --json prints one run's metrics (--out)")
         print(compare_table(args.compare))
         return 0
+    if args.sweep is not None:
+        return sweep_main(args)
     from ddm.ops.eval.evaluate import EvalRequest, evaluate, write_report
     from ddm.ops.eval.strategy_choice import eval_strategy
     from ddm.schema.deployment import Deployment, resolve_deployment
 
-    total = args.n * NUM_CLASSES if args.n is not None else (args.total or 1000)
-    if total < NUM_CLASSES:
-        raise ConfigError(
-            expected(f"at least {NUM_CLASSES} images (--n >= 1, --total >= {NUM_CLASSES})", total)
-        )
+    total = total_images(args)
     deployment = resolve_deployment(args.deployment)
     strategy, why = eval_strategy(Deployment.load(deployment), args.strategy)
     print(f"ddm eval: strategy {strategy} ({why})", file=sys.stderr, flush=True)
@@ -101,4 +122,49 @@ def main(args: argparse.Namespace) -> int:
         f"(real vs real {metrics['fd_real_vs_real']:.3f}), {metrics['forward_passes_per_image']:.1f} "
         f"forward passes and {metrics['seconds_per_image'] * 1000:.1f} ms per image -> {args.out}"
     )
+    return 0
+
+
+def total_images(args: argparse.Namespace) -> int:
+    from ddm.schema.errors import ConfigError, expected
+    from ddm.schema.flow import NUM_CLASSES
+
+    total = args.n * NUM_CLASSES if args.n is not None else (args.total or 1000)
+    if total < NUM_CLASSES:
+        raise ConfigError(
+            expected(f"at least {NUM_CLASSES} images (--n >= 1, --total >= {NUM_CLASSES})", total)
+        )
+    return total
+
+
+def sweep_main(args: argparse.Namespace) -> int:
+    from ddm.ops.eval.sweep import evaluate_sweep, parse_list, plot_sweep, sweep_table
+    from ddm.schema.deployment import resolve_deployment
+
+    record = evaluate_sweep(
+        resolve_deployment(args.deployment),
+        args.sweep,
+        nfes=parse_list(args.nfe, "--nfe", int),
+        solvers=parse_list(args.solvers, "--solvers") if args.solvers else None,
+        grids=parse_list(args.grids, "--grids") if args.grids else None,
+        n=total_images(args),
+        strategy=args.strategy,
+        guidance=args.guidance,
+        seed=args.seed,
+        classifier=args.classifier,
+        real_split=args.real_split,
+        device=args.device,
+        data_dir=args.data_dir,
+    )
+    table = sweep_table(record)
+    if args.table is not None:
+        args.table.write_text(table + "\n")
+    if args.plot is not None:
+        plot_sweep(record, args.plot)
+    if args.json:
+        from ddm.ops.cli.output import print_json
+
+        print_json(record)
+    else:
+        print(table)
     return 0

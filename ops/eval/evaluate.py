@@ -1,6 +1,7 @@
 """`ddm eval`: sample n images across labels from a deployment and score them honestly.
 
-- class accuracy: the requested label vs what the evaluation classifier sees (per class and overall);
+- class accuracy: the requested label vs what the evaluation classifier sees (per class and overall,
+  with a 95% percentile bootstrap interval over images);
 - FD: Frechet distance between the classifier's penultimate features of generated and held-out real
   images, with a bootstrap standard error and 95% interval (both image sets redrawn) and real-vs-real
   (two disjoint real halves of the same size) as the floor;
@@ -18,7 +19,7 @@ from tqdm import tqdm
 
 from ddm.ops.eval.classifier import WEIGHTS as CLASSIFIER_WEIGHTS
 from ddm.ops.eval.classifier import features, load_classifier, predict
-from ddm.ops.eval.frechet import frechet_bootstrap, frechet_distance
+from ddm.ops.eval.frechet import FrechetBootstrap, frechet_bootstrap, frechet_distance
 from ddm.router.deployment_loader import load_experts, load_policy
 from ddm.router.sampler import sample_local
 from ddm.schema.checkpoint_meta import file_sha256, write_json_atomic
@@ -108,20 +109,40 @@ def generate(
     policy = load_policy(deployment)
     policy.check_strategy(Strategy.parse(strategy))  # before loading experts: fail fast
     experts = {k: CountingExpert(e) for k, e in load_experts(deployment, device=device).items()}
+    return sample_counted(experts, policy, n, strategy, steps, guidance, seed)
+
+
+def sample_counted(
+    experts: dict[int, CountingExpert],
+    policy,
+    n: int,
+    strategy: str,
+    steps: int,
+    guidance: float,
+    seed: int,
+    solver: str | None = None,
+    grid: str | None = None,
+    progress: bool = True,
+):
+    """Sample n images (labels cycling 0..9) with loaded, counted experts: chunk c of MAX_SAMPLES has seed
+    seed + c, so two calls with one seed and n start from the same noise (paired images).
+    Returns (x f32 [n,1,32,32], labels, cost dict: this call's forward passes and seconds)."""
     labels = np.arange(n) % 10
+    forwards0 = {k: e.forwards for k, e in experts.items()}
     chunks = []
     t0 = time.perf_counter()
-    for c, start in enumerate(tqdm(range(0, n, MAX_SAMPLES), desc=f"eval {strategy}")):
+    for c, start in enumerate(tqdm(range(0, n, MAX_SAMPLES), desc=f"eval {strategy}", disable=not progress)):
         part = labels[start : start + MAX_SAMPLES].tolist()
-        spec = JobSpec.new(part, steps=steps, strategy=strategy, guidance=guidance, seed=seed + c)
+        spec = JobSpec.new(
+            part, steps=steps, strategy=strategy, guidance=guidance, seed=seed + c, solver=solver, grid=grid
+        )
         chunks.append(sample_local(experts, policy, ResolvedJob.of(spec)))
     wall = time.perf_counter() - t0
+    forwards = {k: e.forwards - forwards0[k] for k, e in experts.items()}
     cost = {
         "seconds_per_image": wall / n,
-        "forward_passes_per_image": sum(e.forwards for e in experts.values()) / n,
-        "expert_share": {
-            str(k): e.forwards / max(1, sum(x.forwards for x in experts.values())) for k, e in experts.items()
-        },
+        "forward_passes_per_image": sum(forwards.values()) / n,
+        "expert_share": {str(k): f / max(1, sum(forwards.values())) for k, f in forwards.items()},
         "wall_s": wall,
     }
     return np.concatenate(chunks), labels, cost
@@ -130,20 +151,67 @@ def generate(
 def score(x: np.ndarray, labels: np.ndarray, model, meta: dict, real: np.ndarray) -> dict:
     """Accuracy and FD of generated x [n,1,32,32] against real held-out images [m,1,32,32], by the
     classifier `model` (load_classifier) whose meta is `meta`."""
-    pred = predict(model, x).argmax(1)
-    per_class = [float((pred[labels == c] == c).mean()) if np.any(labels == c) else None for c in range(10)]
-    gen_f, real_f = features(model, x), features(model, real)
-    half = min(len(x), len(real) // 2)  # the floor compares two real sets of the generated set's size
-    rng = np.random.default_rng(0)
-    perm = rng.permutation(len(real))
+    real_f = features(model, real)
     return {
-        "accuracy": float((pred == labels).mean()),
+        **score_features(predict(model, x).argmax(1), labels, features(model, x), real_f),
+        **real_floor(real_f, len(x)),
+        "classifier_test_accuracy": meta.get("test_accuracy"),
+    }
+
+
+def score_features(
+    pred: np.ndarray,
+    labels: np.ndarray,
+    gen_f: np.ndarray,
+    real_f: np.ndarray,
+    keep_draws: bool = False,
+    bootstrap: FrechetBootstrap | None = None,
+) -> dict:
+    """Accuracy (with a bootstrap interval over images) and FD (with frechet_bootstrap's) of generated
+    images whose predicted classes are pred [n] and whose features are gen_f [n, D], against real
+    features real_f [m, D]. keep_draws: the bootstrap draws too ("correct", "fd_draws"), for paired
+    comparisons of images from the same noise (ddm.ops.eval.sweep). bootstrap: a FrechetBootstrap of
+    real_f made once for many generated sets (frechet_bootstrap's 200 redraws otherwise)."""
+    correct = pred == labels
+    per_class = [float((pred[labels == c] == c).mean()) if np.any(labels == c) else None for c in range(10)]
+    out = {
+        "accuracy": float(correct.mean()),
+        "accuracy_ci95": accuracy_interval(correct),
         "per_class_accuracy": per_class,
         "fd": frechet_distance(gen_f, real_f),
-        **frechet_bootstrap(gen_f, real_f),
+        **(
+            bootstrap.score(gen_f, keep_draws)
+            if bootstrap is not None
+            else frechet_bootstrap(gen_f, real_f, keep_draws=keep_draws)
+        ),
+    }
+    if keep_draws:
+        out["correct"] = "".join("1" if c else "0" for c in correct)
+    return out
+
+
+def accuracy_draws(correct: np.ndarray, resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """Class accuracy of `resamples` bootstrap redraws of the images (rows of correct [n] bool). For one
+    seed and n the rows drawn are the same, so two sets of paired images give paired draws."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(correct), (resamples, len(correct)))
+    return np.asarray(correct, np.float64)[idx].mean(1)
+
+
+def accuracy_interval(correct: np.ndarray) -> list[float]:
+    """The 95% percentile bootstrap interval of class accuracy over images."""
+    lo, hi = np.percentile(accuracy_draws(correct), [2.5, 97.5])
+    return [float(lo), float(hi)]
+
+
+def real_floor(real_f: np.ndarray, n: int) -> dict:
+    """FD between two disjoint halves of the real images, each of the generated set's size n (at most half
+    the real set): the FD a perfect generator would score at this n."""
+    half = min(n, len(real_f) // 2)
+    perm = np.random.default_rng(0).permutation(len(real_f))
+    return {
         "fd_real_vs_real": frechet_distance(real_f[perm[:half]], real_f[perm[half : 2 * half]]),
         "fd_real_vs_real_n": half,
-        "classifier_test_accuracy": meta.get("test_accuracy"),
     }
 
 
