@@ -76,6 +76,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     sweep.add_argument("--plot", type=Path, default=None, help="a PNG of accuracy and FD against NFE")
     sweep.add_argument("--table", type=Path, default=None, help="also write the Markdown table here")
+    sweep.add_argument(
+        "--render-only",
+        action="store_true",
+        help="sample nothing: the table and plot of the points OUT_JSON holds (a sweep cut short)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -138,24 +143,27 @@ def total_images(args: argparse.Namespace) -> int:
 
 
 def sweep_main(args: argparse.Namespace) -> int:
-    from ddm.ops.eval.sweep import evaluate_sweep, parse_list, plot_sweep, sweep_table
+    from ddm.ops.eval.sweep import evaluate_sweep, parse_list, plot_sweep, read_sweep, sweep_table
     from ddm.schema.deployment import resolve_deployment
 
-    record = evaluate_sweep(
-        resolve_deployment(args.deployment),
-        args.sweep,
-        nfes=parse_list(args.nfe, "--nfe", int),
-        solvers=parse_list(args.solvers, "--solvers") if args.solvers else None,
-        grids=parse_list(args.grids, "--grids") if args.grids else None,
-        n=total_images(args),
-        strategy=args.strategy,
-        guidance=args.guidance,
-        seed=args.seed,
-        classifier=args.classifier,
-        real_split=args.real_split,
-        device=args.device,
-        data_dir=args.data_dir,
-    )
+    if args.render_only:
+        record = read_sweep(args.sweep)
+    else:
+        record = evaluate_sweep(
+            resolve_deployment(args.deployment),
+            args.sweep,
+            nfes=parse_list(args.nfe, "--nfe", int),
+            solvers=parse_list(args.solvers, "--solvers") if args.solvers else None,
+            grids=parse_list(args.grids, "--grids") if args.grids else None,
+            n=total_images(args),
+            strategy=args.strategy,
+            guidance=args.guidance,
+            seed=args.seed,
+            classifier=args.classifier,
+            real_split=args.real_split,
+            device=args.device,
+            data_dir=args.data_dir,
+        )
     table = sweep_table(record)
     if args.table is not None:
         args.table.write_text(table + "\n")

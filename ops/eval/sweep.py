@@ -95,16 +95,24 @@ def parse_list(text: str, what: str, parse: Callable = str) -> list:
     return items
 
 
-def load_sweep(path: Path, settings: dict) -> dict:
-    """The sweep file at path to continue (its settings must equal these), else a new one."""
+def read_sweep(path: Path) -> dict:
+    """A sweep file written by `ddm eval --sweep` (ConfigError otherwise)."""
     if not path.is_file():
-        return {"kind": KIND, "settings": settings, "points": []}
+        raise ConfigError(expected("a sweep file written by `ddm eval --sweep`", f"{path} (not found)"))
     try:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(record, dict) or record.get("kind") != KIND:
         raise ConfigError(expected(f"a sweep file written by `ddm eval --sweep` (kind {KIND})", path))
+    return record
+
+
+def load_sweep(path: Path, settings: dict) -> dict:
+    """The sweep file at path to continue (its settings must equal these), else a new one."""
+    if not path.is_file():
+        return {"kind": KIND, "settings": settings, "points": []}
+    record = read_sweep(path)
     differ = {
         k: (record["settings"].get(k), v) for k, v in settings.items() if record["settings"].get(k) != v
     }
@@ -141,12 +149,16 @@ def run_sweep(
     sample: Callable[[SweepPoint], tuple[np.ndarray, np.ndarray, dict]],
     score: Callable[[np.ndarray, np.ndarray], dict],
     progress: bool = True,
+    facts: dict | None = None,
 ) -> dict:
     """Measure the points the file at path lacks, writing it after each. sample(point) -> (x, labels,
-    cost); score(x, labels) -> evaluate.score_features(..., keep_draws=True). Returns the record."""
+    cost); score(x, labels) -> evaluate.score_features(..., keep_draws=True); facts: what the file
+    records beside the points (the real-vs-real floor). Returns the record."""
     from tqdm import tqdm
 
     record = load_sweep(path, settings)
+    record.update(facts or {})
+    write_json_atomic(path, record)
     done = {SweepPoint(p["solver"], p["grid"], p["nfe_asked"]).key for p in record["points"]}
     todo = [p for p in points if p.key not in done]
     bar = tqdm(total=len(points), initial=len(points) - len(todo), desc="sweep", disable=not progress)
@@ -266,10 +278,8 @@ def evaluate_sweep(
         )
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = run_sweep(out, settings, points, sample, score, progress=progress)
-    record.update(real_floor(real_f, n), classifier_test_accuracy=meta.get("test_accuracy"))
-    write_json_atomic(out, record)
-    return record
+    facts = {**real_floor(real_f, n), "classifier_test_accuracy": meta.get("test_accuracy")}
+    return run_sweep(out, settings, points, sample, score, progress=progress, facts=facts)
 
 
 # -- the report --------------------------------------------------------------------------------------

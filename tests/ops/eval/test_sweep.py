@@ -140,9 +140,12 @@ def test_sweep_writes_paired_points_table_plot_and_resumes(
     for a, b in zip(again["points"][-2:], points[-2:], strict=True):
         assert a["fd"] == pytest.approx(b["fd"]) and a["accuracy"] == b["accuracy"]
 
-    # a finished sweep samples nothing; other settings are refused, not mixed in
+    # a finished sweep samples nothing; --render-only reads the file alone; other settings are refused
     sampled.clear()
     assert main(argv) == 0 and sampled == []
+    capsys.readouterr()
+    assert main(["eval", "--sweep", str(out), "--render-only"]) == 0
+    assert capsys.readouterr().out.strip() == sweep_table(again).strip()
     assert main(sweep_argv(shared_labels_deployment, out, classifier, tmp_path, total=20)) == 2
     assert "other settings" in capsys.readouterr().err
 
