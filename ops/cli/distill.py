@@ -31,7 +31,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_deployment_flag(parser, required=True, what=" of the teachers")
     parser.add_argument("--framework", choices=framework_names(), required=True, help="the student's")
     parser.add_argument(
-        "--arch", default=DEFAULT_ARCHITECTURE, choices=architecture_names(), help="the student's model"
+        "--arch",
+        default=DEFAULT_ARCHITECTURE,
+        choices=architecture_names(),
+        help="the student's model (default: %(default)s)",
     )
     parser.add_argument(
         "--preset", default="small", choices=preset_names(), help="model size, per --arch (default: small)"
