@@ -35,7 +35,10 @@ from ddm.workers.frameworks import EntryPoint
 DEFAULT_ARCHITECTURE = "unet"  # meta.json without `architecture`
 
 # Where each architecture's record lives, as "module:NAME"; one line per architecture.
-REGISTERED: tuple[str, ...] = ("ddm.workers.config:UNET",)
+REGISTERED: tuple[str, ...] = (
+    "ddm.workers.config:UNET",
+    "ddm.workers.dit.architecture:DIT",
+)
 
 
 @dataclass(frozen=True)
