@@ -105,6 +105,10 @@ def read_sweep(path: Path) -> dict:
         raise ConfigError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(record, dict) or record.get("kind") != KIND:
         raise ConfigError(expected(f"a sweep file written by `ddm eval --sweep` (kind {KIND})", path))
+    for point in record["points"]:
+        if "fd_ratio_draws95" not in point:  # written before ratio_interval: fd_ratio_ci95 held the draws'
+            point["fd_ratio_draws95"] = point["fd_ratio_ci95"]
+            point["fd_ratio_ci95"] = ratio_interval(point["fd_ratio"], point["fd_ratio_draws95"])
     return record
 
 
@@ -127,19 +131,33 @@ def load_sweep(path: Path, settings: dict) -> dict:
 
 def compare_to_reference(result: dict, reference: dict) -> dict:
     """A point's accuracy difference (in points of the fraction, negative = worse) and FD ratio against
-    the reference, with 95% paired percentile bootstrap intervals."""
+    the reference, with 95% paired bootstrap intervals: the accuracy difference's percentile interval;
+    for the ratio, ratio_interval of the paired draws' percentile interval (kept as fd_ratio_draws95)."""
     from ddm.ops.eval.evaluate import accuracy_draws
 
     mine = np.array([c == "1" for c in result["correct"]])
     theirs = np.array([c == "1" for c in reference["correct"]])
     delta = accuracy_draws(mine) - accuracy_draws(theirs)  # same seed, same n: the same rows
     ratio = np.asarray(result["fd_draws"]) / np.asarray(reference["fd_draws"])
+    draws95 = [float(v) for v in np.percentile(ratio, [2.5, 97.5])]
+    fd_ratio = result["fd"] / reference["fd"]
     return {
         "accuracy_delta": result["accuracy"] - reference["accuracy"],
         "accuracy_delta_ci95": [float(v) for v in np.percentile(delta, [2.5, 97.5])],
-        "fd_ratio": result["fd"] / reference["fd"],
-        "fd_ratio_ci95": [float(v) for v in np.percentile(ratio, [2.5, 97.5])],
+        "fd_ratio": fd_ratio,
+        "fd_ratio_ci95": ratio_interval(fd_ratio, draws95),
+        "fd_ratio_draws95": draws95,
     }
+
+
+def ratio_interval(ratio: float, draws95: list[float]) -> list[float]:
+    """The FD ratio's 95% interval: the paired draws' percentile interval, recentred on the ratio in log
+    scale. A redraw repeats rows, which adds FD's small-sample bias to both FDs and pulls their ratio
+    toward 1 (a ratio of 1.7 can have draws between 1.1 and 1.5), so, as frechet_bootstrap does, the
+    draws' spread is kept and their location is not."""
+    lo, hi = draws95
+    half = np.sqrt(hi / lo) if lo > 0 else np.inf
+    return [float(ratio / half), float(ratio * half)]
 
 
 def run_sweep(

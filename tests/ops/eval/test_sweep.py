@@ -196,3 +196,24 @@ def test_frechet_bootstrap_against_a_fixed_set_is_the_plain_bootstrap():
     assert len(boot.score(a2, keep_draws=True)["fd_draws"]) == 5
     with pytest.raises(ValueError):
         boot.score(a[:10])
+
+
+def test_fd_ratio_interval_keeps_the_draws_spread_around_the_ratio(tmp_path):
+    """Resampled FDs share a small-sample bias that pulls their ratio toward 1: the interval is the
+    draws' percentile interval recentred (log scale) on the ratio. Files written before
+    fd_ratio_draws95 (fd_ratio_ci95 held the draws' percentiles) are read the same way."""
+    from ddm.ops.eval.sweep import KIND, ratio_interval, read_sweep
+
+    lo, hi = ratio_interval(1.73, [1.11, 1.50])
+    assert lo < 1.73 < hi and hi / lo == pytest.approx(1.50 / 1.11)
+    point = {
+        "solver": "euler",
+        "grid": "uniform",
+        "nfe_asked": 4,
+        "fd_ratio": 1.73,
+        "fd_ratio_ci95": [1.11, 1.5],
+    }
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"kind": KIND, "settings": {}, "points": [point]}))
+    (read,) = read_sweep(path)["points"]
+    assert read["fd_ratio_draws95"] == [1.11, 1.5] and read["fd_ratio_ci95"] == [lo, hi]
