@@ -451,12 +451,15 @@ def plot_sweep(record: dict, path: Path) -> None:
             axes[r, 0].set_xlabel("evaluations per image (NFE)")
             axes[r, 1].set_xlabel("evaluations per image (NFE)")
     axes[0, 1].legend(fontsize=7, ncol=2)
-    axes[0, 1].set_yscale("log")
     for r in range(len(grids)):
         axes[r, 1].set_yscale("log")
+        if ref is not None:  # near the goal; far worse points leave the panel (the table has them)
+            axes[r, 0].set_ylim(max(0.0, 100 * ref["accuracy"] - 12), 100.5)
+            axes[r, 1].set_ylim(ref["fd"] / 2, ref["fd"] * 8)
     s = record["settings"]
     fig.suptitle(
-        f"{s['deployment']}: {s['strategy']}, guidance {s['guidance']}, n={s['n']}; grey: the goal",
+        f"{s['deployment']}: {s['strategy']}, guidance {s['guidance']}, n={s['n']}; "
+        "grey: the goal; off-panel points: see the table",
         fontsize=10,
     )
     fig.tight_layout()
