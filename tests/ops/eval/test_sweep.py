@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from ddm.ops.cli import main
-from ddm.ops.eval.sweep import SweepPoint, load_sweep, recommend, sweep_points, sweep_table
+from ddm.ops.eval.sweep import (
+    SweepPoint,
+    load_sweep,
+    recommend,
+    recommendation_line,
+    sweep_points,
+    sweep_table,
+)
 
 
 @pytest.fixture(scope="module")
@@ -151,23 +158,33 @@ def test_sweep_writes_paired_points_table_plot_and_resumes(
 
 
 def test_recommend_takes_the_cheapest_point_within_the_goal():
-    def point(solver, nfe, delta, ratio, fd=1.0):
-        return {"solver": solver, "grid": "uniform", "nfe": nfe, "steps": nfe, "accuracy_delta": delta} | {
+    def point(solver, nfe, delta, ratio, fd=1.0, width=0.0):
+        return {
+            "solver": solver,
+            "grid": "uniform",
+            "nfe": nfe,
+            "steps": nfe,
+            "accuracy_delta": delta,
+            "accuracy_delta_ci95": [delta - width, delta + width],
             "fd_ratio": ratio,
+            "fd_ratio_ci95": [ratio - width, ratio + width],
             "fd": fd,
         }
 
     record = {
         "points": [
             point("euler", 4, -0.05, 1.5),
-            point("ab2", 6, -0.005, 1.08, fd=9.0),
-            point("heun", 6, 0.0, 1.02, fd=8.0),
-            point("ab3", 8, 0.0, 1.0),
+            point("ab2", 6, -0.005, 1.08, fd=9.0, width=0.05),
+            point("heun", 6, 0.0, 1.02, fd=8.0, width=0.05),
+            point("ab3", 8, 0.0, 1.0, width=0.005),
             point("euler", 50, 0.0, 1.0),
         ]
     }
     assert recommend(record)["solver"] == "heun"  # 6 evaluations, the lower FD of the two
+    assert recommend(record, sure=True)["solver"] == "ab3"  # the 6-evaluation intervals cross the goal
     assert recommend(record, max_nfe=4) is None
+    line = recommendation_line(record)
+    assert "heun on uniform at NFE 6" in line and "ab3 on uniform at NFE 8" in line
 
 
 def test_load_sweep_refuses_a_foreign_file(tmp_path):
