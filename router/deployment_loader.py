@@ -11,7 +11,7 @@ import numpy as np
 from ddm.router.policies import RoutingPolicy, build_policy
 from ddm.schema.deployment import Deployment
 from ddm.schema.descriptor import DeploymentDescriptor, ExpertInfo
-from ddm.schema.errors import ConfigError, expected
+from ddm.schema.errors import ConfigError
 from ddm.schema.expert_card import ExpertCard, card_of
 from ddm.schema.strategy import default_strategy
 from ddm.workers.checkpoint import read_meta
@@ -43,25 +43,53 @@ def expert_cards(deployment: Deployment) -> dict[int, ExpertCard]:
                 f"({entries[k].checkpoint}) declare different sample spaces: {difference} "
                 "(a deployment serves one sample space)"
             )
-    space = cards[first].sample_space
-    if space.num_classes != len(deployment.class_names):
-        want = f"experts conditioned on the deployment's {len(deployment.class_names)} classes"
-        raise ConfigError(f"{deployment.path}: {expected(want, space.describe())}")
+    for k, card in cards.items():
+        if difference := deployment_difference(deployment, card):
+            raise ConfigError(
+                f"{deployment.path}: expert {k} ({entries[k].checkpoint}) declares the sample space "
+                f"{card.sample_space.describe()}, not the deployment's {deployment.sample_space.describe()} "
+                f"({difference}: the expert's first); a deployment's [sample_space] must be its experts'"
+            )
     return cards
 
 
+def deployment_difference(deployment: Deployment, card: ExpertCard) -> str:
+    """What differs between an expert's declared sample space and the deployment's ('' when nothing).
+    Class names are compared only where both declare them: a derived card (an old checkpoint) names no
+    classes of its own, and a file without [sample_space] names its classes for display only
+    (Fashion-MNIST renames the digits)."""
+    space, ours = card.sample_space, deployment.sample_space
+    if (card.derived or not deployment.declared_space) and space.num_classes == ours.num_classes:
+        space = dataclasses.replace(space, class_names=ours.class_names)
+    return space.describe_difference(ours)
+
+
+def card_summary(card: ExpertCard) -> dict:
+    """The descriptor's summary of a card (schema/descriptor.py CARD_SUMMARY_FIELDS)."""
+    schedule = card.objective.schedule
+    return {
+        "framework": card.framework,
+        "architecture": card.architecture,
+        "objective": card.objective.name,
+        "schedule": schedule.to_dict() if schedule is not None else None,
+        "time_convention": card.objective.time_convention,
+    }
+
+
 def expert_label_counts(deployment: Deployment) -> np.ndarray:
-    """int64 [K, 10]: each expert's training label counts, read from its meta.json (weights untouched).
-    Refuses experts whose sample spaces or conditioning differ (expert_cards)."""
+    """int64 [E, K]: each expert's training label counts over the deployment's K classes, read from its
+    meta.json (weights untouched); [E, 0] for an unconditional space. Refuses experts whose sample
+    spaces or conditioning differ (expert_cards)."""
     expert_cards(deployment)
+    k = deployment.sample_space.num_classes
     rows = []
     for entry in deployment.experts:
         meta = read_meta(entry.checkpoint)
-        counts = meta.get("label_counts")
-        if not isinstance(counts, list) or len(counts) != 10:
-            raise ConfigError(f"{entry.checkpoint}/meta.json: expected label_counts, a list of 10 ints")
+        counts = [] if k == 0 else meta.get("label_counts")
+        if not isinstance(counts, list) or len(counts) != k:
+            raise ConfigError(f"{entry.checkpoint}/meta.json: expected label_counts, a list of {k} ints")
         rows.append(counts)
-    return np.asarray(rows, dtype=np.int64)
+    return np.asarray(rows, dtype=np.int64).reshape(len(rows), k)
 
 
 def load_policy(deployment: Deployment) -> RoutingPolicy:
@@ -89,13 +117,15 @@ def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> D
     """The descriptor of `deployment` as served by `policy` (reads each expert's meta.json only).
     The router publishes it; `ddm sample --local` resolves its jobs with it too, so both agree."""
     experts = []
+    cards = expert_cards(deployment)
     for entry, counts in zip(deployment.experts, expert_label_counts(deployment), strict=True):
         meta = read_meta(entry.checkpoint)
         partition = meta.get("partition")
         cluster = partition.get("method", "?") if isinstance(partition, dict) else "?"
         labels = tuple(int(y) for y in np.flatnonzero(counts > 0))
         label_counts = tuple(int(c) for c in counts)
-        info = ExpertInfo(entry.id, meta["framework"], entry.device, labels, str(cluster), label_counts)
+        card = card_summary(cards[entry.id])
+        info = ExpertInfo(entry.id, meta["framework"], entry.device, labels, str(cluster), label_counts, card)
         experts.append(info)
     has_oracle = policy.oracle is not None
     return DeploymentDescriptor(
@@ -110,4 +140,5 @@ def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> D
         router_id=router_id,
         published_at=round(time.time(), 3),
         sampling=deployment.sampling,
+        sample_space=deployment.sample_space,
     )

@@ -23,7 +23,6 @@ import numpy as np
 
 from ddm.schema.descriptor import oracle_null_error
 from ddm.schema.errors import ConfigError, SchemaError, expected
-from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.strategy import Strategy, accepted_strategies
 
 
@@ -31,38 +30,49 @@ class Router(Protocol):
     num_experts: int
 
     def probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """x f32 [B,1,32,32], t f32 [B], y i64 [B] -> p(cluster) f32 [B, K], rows sum to 1."""
+        """x f32 [B,C,H,W] (the sample space), t f32 [B], y i64 [B] -> p(cluster) f32 [B, K], rows sum
+        to 1."""
 
 
 @dataclass(frozen=True)
 class LabelTableRouter:
-    table: np.ndarray  # float32 [NUM_CLASSES + 1, K]
+    table: np.ndarray  # float32 [num_classes + 1, K]: the last row is the null class's
 
     @property
     def num_experts(self) -> int:
         return int(self.table.shape[1])
+
+    @property
+    def null_class(self) -> int:
+        return int(self.table.shape[0]) - 1
 
     def probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
         return self.table[np.asarray(y, dtype=np.int64)]
 
 
 def oracle_table(label_counts: np.ndarray) -> np.ndarray | None:
-    """label_counts int [K, 10] -> one-hot [11, K], or None if some label is in two clusters or none."""
+    """label_counts int [E, C] (C classes: 10 for the legacy space) -> one-hot [C + 1, E], or None if
+    some label is in two clusters or none (or the space is unconditional: no label names an expert)."""
     present = np.asarray(label_counts) > 0
-    if not np.all(present.sum(axis=0) == 1):
+    classes = present.shape[1]
+    if classes == 0 or not np.all(present.sum(axis=0) == 1):
         return None
-    table = np.zeros((NUM_CLASSES + 1, present.shape[0]), np.float32)
-    table[np.arange(NUM_CLASSES), present.argmax(axis=0)] = 1.0
-    table[NUM_CLASSES, np.asarray(label_counts).sum(axis=1).argmax()] = 1.0  # null: the largest cluster
+    table = np.zeros((classes + 1, present.shape[0]), np.float32)
+    table[np.arange(classes), present.argmax(axis=0)] = 1.0
+    table[classes, np.asarray(label_counts).sum(axis=1).argmax()] = 1.0  # null: the largest cluster
     return table
 
 
 def label_prior_table(label_counts: np.ndarray) -> np.ndarray:
-    """label_counts int [K, 10] -> p(k | y) [11, K]; the null row is p(k) (cluster sizes)."""
-    counts = np.asarray(label_counts, dtype=np.float64)  # [K, 10]
-    if counts.ndim != 2 or counts.shape[1] != NUM_CLASSES or np.any(counts.sum(axis=0) == 0):
-        raise ConfigError(expected("label counts [K, 10] with every label in some cluster", counts.shape))
-    table = np.concatenate([counts.T, counts.sum(axis=1)[None, :]], axis=0)  # [11, K]
+    """label_counts int [E, C] -> p(k | y) [C + 1, E]; the null row is p(k) (cluster sizes; uniform
+    where no counts are known: an unconditional space)."""
+    counts = np.asarray(label_counts, dtype=np.float64)  # [E, C]
+    if counts.ndim != 2 or np.any(counts.sum(axis=0) == 0):
+        raise ConfigError(expected("label counts [E, C] with every label in some cluster", counts.shape))
+    sizes = counts.sum(axis=1)
+    if sizes.sum() == 0:
+        sizes = np.ones_like(sizes)
+    table = np.concatenate([counts.T, sizes[None, :]], axis=0)  # [C + 1, E]
     return (table / table.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -124,9 +134,10 @@ class RoutingPolicy:
                     "strategy 'oracle' needs a partition by label sets (each label in exactly one expert); "
                     "this deployment's experts share labels - use top1, topk:K or full"
                 )
-            nulls = int(np.count_nonzero(np.asarray(y) == NULL_CLASS))
+            null_class = self.oracle.null_class
+            nulls = int(np.count_nonzero(np.asarray(y) == null_class))
             if nulls:  # the null row of the oracle's table is a placeholder, not a routing
-                raise SchemaError(oracle_null_error(str(strategy), nulls))
+                raise SchemaError(oracle_null_error(str(strategy), nulls, null_class=null_class))
             return self.oracle.probs(x, t, y)
         return strategy_weights(self.router.probs(x, t, y), strategy)
 

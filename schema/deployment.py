@@ -4,7 +4,8 @@
     guidance = 2.0               # optional: the classifier-free guidance scale jobs get by default
     strategy = "top1"            # optional: the strategy jobs get by default (else oracle where the
                                  # labels name the expert, else top1)
-    class_names = ["0", ...]     # optional: 10 names shown for labels 0..9 (default: the digits)
+    class_names = ["0", ...]     # optional: 10 names shown for labels 0..9 (default: the digits) of
+                                 # the legacy space; a file with [sample_space] names them there
     on_expert_loss = "wait"      # optional: what jobs do by default when an expert has no live
                                  # worker: wait (the default: then fail naming it) or degrade
                                  # (mixing strategies route around it, the steps marked degraded)
@@ -22,6 +23,14 @@
     [router]
     kind = "oracle"              # oracle | label-prior | learned
     checkpoint = "router"        # learned only
+
+    [sample_space]               # optional (schema/sample_space.py); absent: 1x32x32 in [-1, 1],
+                                 # 10 classes (the legacy space, named by class_names above)
+    shape = [3, 32, 32]          # C, H, W of one sample
+    value_range = [-1.0, 1.0]    # optional (default [-1, 1]): what data samples are scaled to
+    class_names = ["a", ...]     # one per label 0..K-1; or num_classes = 0 (unconditional). The null
+                                 # label (classifier-free guidance) is K, derived.
+    If the experts' cards declare a sample space, it must be this one (router/deployment_loader.py).
 
     [sampling]                   # optional (schema/solver.py)
     solver = "euler"             # what a job that names none gets (default: euler)
@@ -42,9 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddm.schema.errors import ConfigError, SchemaError, expected
-from ddm.schema.flow import NUM_CLASSES
 from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY, EXPERT_LOSS_POLICIES, MAX_GUIDANCE
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import SamplingOffer
 from ddm.schema.strategy import Strategy
 
@@ -96,9 +105,24 @@ class Deployment:
     # deployment's owner knows what its experts were trained for (label dropout) and evaluated at.
     guidance: float = 1.0
     strategy: str | None = None  # None: the router's rule (schema.strategy.default_strategy)
-    class_names: tuple[str, ...] = tuple(str(c) for c in range(NUM_CLASSES))
+    class_names: tuple[str, ...] = LEGACY.class_names  # = sample_space.class_names (kept for old readers)
     on_expert_loss: str = DEFAULT_EXPERT_LOSS_POLICY  # JobSpec.on_expert_loss a job gets when it names none
     sampling: SamplingOffer = SamplingOffer()  # the solvers and grids it serves, and their defaults
+    # What one sample is (shape, value range, classes): the file's [sample_space], else LEGACY named by
+    # class_names. `declared_space`: the file has a [sample_space] table (its class names then bind the
+    # experts' cards too; the legacy top-level class_names are a display choice).
+    sample_space: SampleSpace = LEGACY
+    declared_space: bool = False
+
+    def __post_init__(self) -> None:
+        if self.class_names != self.sample_space.class_names:
+            raise ConfigError(
+                f"{self.path}: "
+                + expected(
+                    f"class_names equal to [sample_space]'s {list(self.sample_space.class_names)}",
+                    list(self.class_names),
+                )
+            )
 
     @property
     def num_experts(self) -> int:
@@ -121,7 +145,8 @@ class Deployment:
         """A deployment to write at `path`: checkpoints are folders (absolute, or relative to path's
         folder), or (folder, device) or (folder, device, precision) tuples, experts 0..K-1 in order;
         `fields`: name, guidance, strategy, class_names, on_expert_loss, sampling (a [sampling] table as a
-        dict). Checked as from_dict checks a file."""
+        dict), sample_space (a SampleSpace, or a [sample_space] table as a dict). Checked as from_dict
+        checks a file."""
         path = Path(path)
         experts = []
         for i, entry in enumerate(checkpoints):
@@ -135,6 +160,8 @@ class Deployment:
         data |= {"experts": experts, "router": router_table}
         if isinstance(data.get("class_names"), tuple):
             data["class_names"] = list(data["class_names"])
+        if isinstance(data.get("sample_space"), SampleSpace):
+            data["sample_space"] = space_table(data["sample_space"])
         return cls.from_dict(data, path)
 
     def to_toml(self, comment: str = "") -> str:
@@ -149,7 +176,9 @@ class Deployment:
         lines += [f"name = {json.dumps(self.name)}", f"guidance = {self.guidance!r}"]
         if self.strategy is not None:
             lines.append(f"strategy = {json.dumps(self.strategy)}")
-        lines.append(f"class_names = {json.dumps(list(self.class_names), ensure_ascii=False)}")
+        table = self.declared_space or not _legacy_shaped(self.sample_space)
+        if not table:  # the legacy space: the file reads as it did before [sample_space]
+            lines.append(f"class_names = {json.dumps(list(self.class_names), ensure_ascii=False)}")
         lines.append(f"on_expert_loss = {json.dumps(self.on_expert_loss)}")
         for e in self.experts:
             lines += ["", "[[experts]]", f"id = {e.id}", f"checkpoint = {json.dumps(rel(e.checkpoint))}"]
@@ -157,6 +186,12 @@ class Deployment:
         lines += ["", "[router]", f"kind = {json.dumps(self.router.kind)}"]
         if self.router.checkpoint is not None:
             lines.append(f"checkpoint = {json.dumps(rel(self.router.checkpoint))}")
+        if table:
+            lines += ["", "[sample_space]"]
+            lines += [
+                f"{k} = {json.dumps(v, ensure_ascii=False)}"
+                for k, v in space_table(self.sample_space).items()
+            ]
         if self.sampling != SamplingOffer():
             lines += ["", "[sampling]"]
             offer = self.sampling
@@ -199,24 +234,20 @@ class Deployment:
             "experts",
             "router",
             "sampling",
+            "sample_space",
         }
         if unknown:
-            keys = "keys name, guidance, strategy, class_names, on_expert_loss, experts, router, sampling"
+            keys = (
+                "keys name, guidance, strategy, class_names, on_expert_loss, experts, router, sampling, "
+                "sample_space"
+            )
             raise ConfigError(f"{path}: {expected(keys, sorted(unknown))}")
         strategy = data.get("strategy")
         try:
             strategy = None if strategy is None else str(Strategy.parse(strategy))
         except SchemaError as exc:
             raise ConfigError(f"{path}: {exc}") from None
-        class_names = data.get("class_names", [str(c) for c in range(NUM_CLASSES)])
-        if (
-            not isinstance(class_names, list)
-            or len(class_names) != NUM_CLASSES
-            or not all(isinstance(c, str) and c for c in class_names)
-        ):
-            raise ConfigError(
-                f"{path}: {expected(f'class_names, {NUM_CLASSES} non-empty strings', class_names)}"
-            )
+        space = _sample_space(data, path)
         on_expert_loss = data.get("on_expert_loss", DEFAULT_EXPERT_LOSS_POLICY)
         if on_expert_loss not in EXPERT_LOSS_POLICIES:
             raise ConfigError(
@@ -249,10 +280,73 @@ class Deployment:
             router=router,
             guidance=float(guidance),
             strategy=strategy,
-            class_names=tuple(class_names),
+            class_names=space.class_names,
             on_expert_loss=on_expert_loss,
             sampling=sampling,
+            sample_space=space,
+            declared_space="sample_space" in data,
         )
+
+
+def _legacy_shaped(space: SampleSpace) -> bool:
+    """The legacy space, its class names aside (a legacy file may rename them: Fashion-MNIST's does)."""
+    return (space.shape, space.value_range, space.num_classes) == (
+        LEGACY.shape,
+        LEGACY.value_range,
+        LEGACY.num_classes,
+    )
+
+
+def space_table(space: SampleSpace) -> dict:
+    """A sample space as the file's [sample_space] table: class_names, or num_classes = 0."""
+    table = {"shape": list(space.shape), "value_range": list(space.value_range)}
+    if space.conditional:
+        return table | {"class_names": list(space.class_names)}
+    return table | {"num_classes": 0}
+
+
+def _sample_space(data: dict, path: Path) -> SampleSpace:
+    """The file's sample space: its [sample_space] table (class_names or num_classes; the top-level
+    class_names, if also given, must agree), else LEGACY named by the top-level class_names."""
+    class_names = data.get("class_names")
+    if class_names is not None and (
+        not isinstance(class_names, list) or not all(isinstance(c, str) and c for c in class_names)
+    ):
+        raise ConfigError(f"{path}: {expected('class_names, a list of non-empty strings', class_names)}")
+    table = data.get("sample_space")
+    if table is None:
+        if class_names is not None and len(class_names) != LEGACY.num_classes:
+            want = f"class_names, {LEGACY.num_classes} non-empty strings (or a [sample_space] table)"
+            raise ConfigError(f"{path}: {expected(want, class_names)}")
+        return (
+            LEGACY
+            if class_names is None
+            else SampleSpace(LEGACY.shape, LEGACY.value_range, LEGACY.num_classes, tuple(class_names))
+        )
+    keys = ("shape", "value_range", "class_names", "num_classes")
+    if not isinstance(table, dict) or set(table) - set(keys) or "shape" not in table:
+        got = sorted(set(table) - set(keys)) if isinstance(table, dict) else table
+        raise ConfigError(f"{path}: [sample_space]: {expected(f'shape and keys among {list(keys)}', got)}")
+    names = table.get("class_names")
+    num = table.get("num_classes", len(names) if isinstance(names, list) else None)
+    if names is None and num is not None and type(num) is int and num > 0:
+        names = [str(c) for c in range(num)]  # classes named by their labels
+    if num is None:
+        raise ConfigError(
+            f"{path}: [sample_space]: {expected('class_names, or num_classes = 0 (unconditional)', table)}"
+        )
+    shape, value_range = table["shape"], table.get("value_range", list(LEGACY.value_range))
+    for key, value in (("shape", shape), ("value_range", value_range)):
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: [sample_space]: {expected(f'{key} a list', value)}")
+    try:
+        space = SampleSpace(tuple(shape), tuple(value_range), num, tuple(names or ()))
+    except SchemaError as exc:
+        raise ConfigError(f"{path}: [sample_space]: {exc}") from None
+    if class_names is not None and tuple(class_names) != space.class_names:
+        want = f"top-level class_names equal to [sample_space]'s {list(space.class_names)} (or absent)"
+        raise ConfigError(f"{path}: {expected(want, class_names)}")
+    return space
 
 
 def _sampling_table(table: object) -> dict:

@@ -8,7 +8,13 @@ descriptor's defaults (resolve), and the router records the values it used in th
     {"name", "protocol_version", "router_kind", "experts": [{"id", "framework", "device", "labels",
      "cluster", "label_counts" (optional)}], "strategies", "default_strategy", "default_guidance",
      "default_on_expert_loss", "class_names", "router_id", "published_at", "sampling" (optional:
-     {"solvers", "grids", "default_solver", "default_grid"}; absent: Euler on the uniform grid only)}
+     {"solvers", "grids", "default_solver", "default_grid"}; absent: Euler on the uniform grid only),
+     "sample_space" (optional: {"shape", "value_range", "num_classes", "class_names"}, schema/
+     sample_space.py; absent: the legacy 1x32x32 in [-1, 1] with 10 classes named by class_names)}
+
+Each expert may carry "card" (optional): {"framework", "architecture", "objective", "schedule",
+"time_convention"}, a summary of its checkpoint's card (schema/expert_card.py); absent: unknown.
+class_names always equals sample_space's class names (kept for readers before sample spaces).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import SchemaError, expected
-from .flow import NULL_CLASS, NUM_CLASSES
+from .flow import NULL_CLASS
 from .messages import (
     DEFAULT_EXPERT_LOSS_POLICY,
     EXPERT_LOSS_POLICIES,
@@ -30,10 +36,11 @@ from .messages import (
 )
 from .names import check_worker_id
 from .resolved import ResolvedJob
+from .sample_space import LEGACY, SampleSpace
 from .solver import LEGACY_OFFER, SamplingOffer
 from .strategy import Strategy
 
-DIGITS = tuple(str(c) for c in range(NUM_CLASSES))  # class names when a deployment names none
+DIGITS = LEGACY.class_names  # class names when a legacy deployment names none
 UNCONDITIONAL = "unconditional"  # how the null label (NULL_CLASS) is shown wherever a label is
 # What a job with unconditional images gets when it names no strategy and the deployment's default is
 # the oracle (which reads the label): the router's top expert, the oracle's nearest router strategy.
@@ -41,8 +48,9 @@ UNCONDITIONAL_DEFAULT_STRATEGY = "top1"
 
 
 def label_name(y: int, class_names: tuple[str, ...] | list[str] = DIGITS) -> str:
-    """A job label as people read it: its class name, or 'unconditional' for the null label."""
-    return UNCONDITIONAL if y == NULL_CLASS else class_names[y]
+    """A job label as people read it: its class name, or 'unconditional' for the null label (the
+    number of classes: schema/sample_space.py)."""
+    return UNCONDITIONAL if y == len(class_names) else class_names[y]
 
 
 def labels_summary(labels, class_names: tuple[str, ...] | list[str] = DIGITS) -> str:
@@ -51,14 +59,18 @@ def labels_summary(labels, class_names: tuple[str, ...] | list[str] = DIGITS) ->
 
 
 def oracle_null_error(
-    strategy: str, nulls: int, accepted: tuple[str, ...] = (), router_kind: str | None = None
+    strategy: str,
+    nulls: int,
+    accepted: tuple[str, ...] = (),
+    router_kind: str | None = None,
+    null_class: int = NULL_CLASS,
 ) -> str:
     """Why a job with `nulls` unconditional images cannot run under `strategy` 'oracle', and what would:
     the strategies the deployment accepts that read x_t (`accepted`: its descriptor's list; the syntax
     where unknown), or, behind a label-table router (`router_kind` not 'learned'), another deployment."""
     why = (
         f"strategy {strategy!r} routes each image by its label, and {nulls} image(s) carry the null label "
-        f"{NULL_CLASS} ({UNCONDITIONAL}), which names no expert"
+        f"{null_class} ({UNCONDITIONAL}), which names no expert"
     )
     if router_kind is not None and router_kind != "learned":
         return (
@@ -75,12 +87,34 @@ def oracle_null_error(
     )
 
 
+# An expert's card as the descriptor summarises it (schema/expert_card.py): what the UI shows.
+CARD_SUMMARY_FIELDS = ("framework", "architecture", "objective", "schedule", "time_convention")
+
+
+def check_card_summary(card: object) -> dict[str, Any]:
+    """A card summary, checked: exactly CARD_SUMMARY_FIELDS, strings but `schedule` (null, or a JSON
+    object {"name", parameters...}). SchemaError otherwise."""
+    want = f"expert card with keys {list(CARD_SUMMARY_FIELDS)}"
+    if not isinstance(card, dict) or set(card) != set(CARD_SUMMARY_FIELDS):
+        raise SchemaError(expected(want, sorted(card, key=str) if isinstance(card, dict) else card))
+    for key in CARD_SUMMARY_FIELDS:
+        value = card[key]
+        ok = (value is None or isinstance(value, dict)) if key == "schedule" else isinstance(value, str)
+        if not ok:
+            raise SchemaError(
+                expected(f"expert card {key} as a string" + (" or null" * (key == "schedule")), value)
+            )
+    return dict(card)
+
+
 @dataclass(frozen=True)
 class ExpertInfo:
     """One expert as the router deploys it: framework, configured device, the labels it was trained on,
     how its cluster was made (the partition method, e.g. 'labels' or 'kmeans') and its training images
-    per label 0..9 (empty where the router predates them): a k-means cluster holds most labels, so
-    only the counts say what it is mostly made of."""
+    per label 0..K-1 (empty where the router predates them): a k-means cluster holds most labels, so
+    only the counts say what it is mostly made of. `card`: its card's summary (CARD_SUMMARY_FIELDS),
+    None where unknown (a router before cards). Label ranges are checked by the descriptor, which
+    knows the sample space."""
 
     id: int
     framework: str
@@ -88,24 +122,34 @@ class ExpertInfo:
     labels: tuple[int, ...]
     cluster: str
     label_counts: tuple[int, ...] = ()
+    card: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         counts = self.label_counts
+        if not all(type(y) is int and y >= 0 for y in self.labels):
+            raise SchemaError(expected("expert labels as non-negative ints", self.labels))
         if not all(type(c) is int and c >= 0 for c in counts):
             raise SchemaError(expected("expert label_counts as non-negative ints", counts))
-        if counts and (
-            len(counts) != NUM_CLASSES
-            or tuple(y for y, c in enumerate(counts) if c > 0) != tuple(sorted(self.labels))
-        ):
-            want = f"label_counts, {NUM_CLASSES} counts non-zero exactly at labels {list(self.labels)}"
+        if counts and tuple(y for y, c in enumerate(counts) if c > 0) != tuple(sorted(self.labels)):
+            want = f"label_counts non-zero exactly at labels {list(self.labels)}"
             raise SchemaError(expected(want, counts))
+        if self.card is not None:
+            check_card_summary(self.card)
+
+    def check_space(self, space: SampleSpace) -> None:
+        """Its labels and label counts sized by `space`'s classes (SchemaError otherwise)."""
+        k = space.num_classes
+        if not all(0 <= y < k for y in self.labels):
+            raise SchemaError(expected(f"expert {self.id} labels in 0..{k - 1}", list(self.labels)))
+        if self.label_counts and len(self.label_counts) != k:
+            raise SchemaError(expected(f"expert {self.id} label_counts, {k} counts", list(self.label_counts)))
 
     @classmethod
     def from_dict(cls, d: object) -> ExpertInfo:
-        d = _exact_keys("expert", d, cls, optional=("label_counts",))
+        d = _exact_keys("expert", d, cls, optional=("label_counts", "card"))
         labels = d["labels"]
-        if not isinstance(labels, list) or not all(type(y) is int and 0 <= y < NUM_CLASSES for y in labels):
-            raise SchemaError(expected(f"expert labels as a list of ints in 0..{NUM_CLASSES - 1}", labels))
+        if not isinstance(labels, list) or not all(type(y) is int and y >= 0 for y in labels):
+            raise SchemaError(expected("expert labels as a list of non-negative ints", labels))
         if type(d["id"]) is not int or not all(
             isinstance(d[k], str) for k in ("framework", "device", "cluster")
         ):
@@ -113,12 +157,15 @@ class ExpertInfo:
         counts = d.get("label_counts", [])
         if not isinstance(counts, list):
             raise SchemaError(expected("expert label_counts as a list of non-negative ints", counts))
-        return cls(d["id"], d["framework"], d["device"], tuple(labels), d["cluster"], tuple(counts))
+        card = d.get("card")
+        return cls(d["id"], d["framework"], d["device"], tuple(labels), d["cluster"], tuple(counts), card)
 
     def to_dict(self) -> dict[str, Any]:
         d = {**dataclasses.asdict(self), "labels": list(self.labels), "label_counts": list(self.label_counts)}
         if not self.label_counts:
             del d["label_counts"]  # what a router before label_counts wrote
+        if self.card is None:
+            del d["card"]  # what a router before cards wrote
         return d
 
 
@@ -130,14 +177,28 @@ class DeploymentDescriptor:
     strategies: tuple[str, ...]  # canonical spellings, every one the router accepts
     default_strategy: str
     default_guidance: float
-    class_names: tuple[str, ...]  # one per label 0..9
+    class_names: tuple[str, ...]  # one per label 0..K-1: sample_space.class_names, for old readers
     router_id: str
     published_at: float
     default_on_expert_loss: str = DEFAULT_EXPERT_LOSS_POLICY  # what a job that names none gets
     protocol_version: int = PROTOCOL_VERSION
     sampling: SamplingOffer = LEGACY_OFFER  # the solvers and grids it serves, and their defaults
+    # What one sample is. None (a descriptor before sample spaces, or built without one): the legacy
+    # space named by class_names, filled in here, so it is never None once built.
+    sample_space: SampleSpace | None = None
 
     def __post_init__(self) -> None:
+        if self.sample_space is None:
+            names = self.class_names
+            if not isinstance(names, tuple | list) or len(names) != LEGACY.num_classes:
+                raise SchemaError(expected(f"{LEGACY.num_classes} class names (no sample_space)", names))
+            try:
+                space = SampleSpace(LEGACY.shape, LEGACY.value_range, LEGACY.num_classes, tuple(names))
+            except SchemaError as exc:
+                raise SchemaError(f"descriptor class_names: {exc}") from None
+            object.__setattr__(self, "sample_space", space)
+        if not isinstance(self.sample_space, SampleSpace):
+            raise SchemaError(expected("descriptor sample_space a SampleSpace", self.sample_space))
         if self.protocol_version != PROTOCOL_VERSION:
             raise SchemaError(
                 expected(f"descriptor protocol_version {PROTOCOL_VERSION}", self.protocol_version)
@@ -152,8 +213,15 @@ class DeploymentDescriptor:
         g = self.default_guidance
         if not isinstance(g, int | float) or not math.isfinite(g) or not 0.0 <= g <= MAX_GUIDANCE:
             raise SchemaError(expected(f"default_guidance in [0, {MAX_GUIDANCE:g}]", g))
-        if len(self.class_names) != NUM_CLASSES or not all(isinstance(c, str) for c in self.class_names):
-            raise SchemaError(expected(f"{NUM_CLASSES} class names", self.class_names))
+        if tuple(self.class_names) != self.sample_space.class_names:
+            raise SchemaError(
+                expected(
+                    f"class_names equal to sample_space's {list(self.sample_space.class_names)}",
+                    self.class_names,
+                )
+            )
+        for e in self.experts:
+            e.check_space(self.sample_space)
         check_worker_id(self.router_id)
         if self.default_on_expert_loss not in EXPERT_LOSS_POLICIES:
             raise SchemaError(
@@ -166,6 +234,15 @@ class DeploymentDescriptor:
     def labels(self) -> tuple[int, ...]:
         """Every label some expert was trained on, ascending."""
         return tuple(sorted({y for e in self.experts for y in e.labels}))
+
+    @property
+    def null_class(self) -> int:
+        """The null label (unconditional): the sample space's number of classes."""
+        return self.sample_space.null_class
+
+    def nulls(self, spec: JobSpec) -> int:
+        """How many of a job's images are unconditional (this space's null label)."""
+        return sum(1 for y in spec.labels if y == self.null_class)
 
     def label_name(self, y: int) -> str:
         """A job label by this deployment's class names ('unconditional' for the null label)."""
@@ -182,7 +259,7 @@ class DeploymentDescriptor:
             self.sampling.check(spec.solver, spec.grid)
         except SchemaError as exc:
             raise SchemaError(f"{where}: {exc}") from None
-        unknown = sorted(set(spec.labels) - set(self.labels) - {NULL_CLASS})
+        unknown = sorted(set(spec.labels) - set(self.labels) - {self.null_class})
         if unknown:
             raise SchemaError(
                 f"{where}: " + expected(f"labels some expert was trained on {list(self.labels)}", unknown)
@@ -191,10 +268,12 @@ class DeploymentDescriptor:
 
     def _check_oracle(self, spec: JobSpec, where: str) -> None:
         strategy = self.resolve(spec).strategy
-        if spec.unconditional and strategy.kind == "oracle":
-            said = oracle_null_error(str(strategy), spec.unconditional, self.strategies, self.router_kind)
+        if self.nulls(spec) and strategy.kind == "oracle":
+            said = oracle_null_error(
+                str(strategy), self.nulls(spec), self.strategies, self.router_kind, self.null_class
+            )
             raise SchemaError(f"{where}: {said}")
-        if spec.unconditional and self.router_kind != "learned" and len(self.experts) > 1:
+        if self.nulls(spec) and self.router_kind != "learned" and len(self.experts) > 1:
             # a table router's null row is a fixed choice: every unconditional image would go to one
             # expert whatever x_t shows, which is not what "unconditional" promises
             raise SchemaError(
@@ -226,7 +305,7 @@ class DeploymentDescriptor:
         unconditional images gets top1 where that default is the oracle (which reads the label, and a
         null label names no expert): the router reads x_t for those rows."""
         default = self.default_strategy
-        if spec.unconditional and Strategy.parse(default).kind == "oracle":
+        if self.nulls(spec) and Strategy.parse(default).kind == "oracle":
             return UNCONDITIONAL_DEFAULT_STRATEGY
         return default
 
@@ -249,6 +328,7 @@ class DeploymentDescriptor:
         d["experts"] = [e.to_dict() for e in self.experts]
         d["strategies"], d["class_names"] = list(self.strategies), list(self.class_names)
         d["sampling"] = self.sampling.to_dict()
+        d["sample_space"] = self.sample_space.to_dict()
         return d
 
     def encode(self) -> bytes:
@@ -261,13 +341,15 @@ class DeploymentDescriptor:
             d = json.loads(data)
         except (TypeError, ValueError, RecursionError) as exc:
             raise SchemaError(expected("a deployment descriptor as JSON", data)) from exc
-        d = _exact_keys("deployment descriptor", d, cls, optional=("sampling",))
+        d = _exact_keys("deployment descriptor", d, cls, optional=("sampling", "sample_space"))
         for key in ("strategies", "class_names", "experts"):
             if not isinstance(d[key], list):
                 raise SchemaError(expected(f"descriptor {key} as a list", d[key]))
         d["experts"] = tuple(ExpertInfo.from_dict(e) for e in d["experts"])
         if "sampling" in d:
             d["sampling"] = SamplingOffer.from_dict(d["sampling"])
+        if "sample_space" in d:
+            d["sample_space"] = SampleSpace.from_dict(d["sample_space"], "descriptor sample_space")
         d["strategies"], d["class_names"] = tuple(d["strategies"]), tuple(d["class_names"])
         return cls(**d)
 

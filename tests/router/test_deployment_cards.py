@@ -18,12 +18,18 @@ FASHION = ("T-shirt", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
 
 
 def checkpoint(folder, space=None, classes=range(10)):
-    counts = [5 if c in classes else 0 for c in range(10)]
+    counts = [5 if c in classes else 0 for c in range(space.num_classes if space else 10)]
     meta = expert_meta("torch", "tiny", 0, PARTITION, counts, **({"sample_space": space} if space else {}))
     if space is None:
         meta.pop("card")  # an old checkpoint: no card
     else:  # a model sized for its space
-        meta["config"] = {**meta["config"], "num_classes": space.num_classes}
+        c, h, _ = space.shape
+        meta["config"] = {
+            **meta["config"],
+            "num_classes": space.num_classes,
+            "in_channels": c,
+            "image_size": h,
+        }
     write_meta(folder, meta)
     (folder / FRAMEWORKS["torch"].weights_file).write_bytes(b"")
     return folder.name
@@ -67,5 +73,49 @@ def test_experts_in_different_spaces_are_refused_naming_both(tmp_path, other, di
 
 def test_experts_with_another_class_count_than_the_deployment_are_refused(tmp_path):
     unconditional = SampleSpace((1, 32, 32))
-    with pytest.raises(ConfigError, match="deployment's 10 classes, got '1x32x32 in"):
+    with pytest.raises(ConfigError, match=r"expert 0 \(.*e0\) declares .*unconditional.*num_classes 0 vs 10"):
         expert_cards(deployment(tmp_path, unconditional, unconditional))
+
+
+RGB = SampleSpace((3, 16, 16), num_classes=3, class_names=("red", "green", "blue"))
+
+
+def declared(tmp_path, card_space, file_space) -> Deployment:
+    names = [checkpoint(tmp_path / f"e{k}", card_space, range(3)) for k in range(2)]
+    path = Deployment.build(
+        tmp_path / "deployment.toml", [(n, "cpu") for n in names], "label-prior", sample_space=file_space
+    ).write()
+    return Deployment.load(path)
+
+
+def test_a_declared_space_equal_to_the_cards_serves_and_is_published(tmp_path):
+    from ddm.router.deployment_loader import describe, load_policy
+
+    d = declared(tmp_path, RGB, RGB)
+    assert d.sample_space == RGB and d.class_names == RGB.class_names and d.declared_space
+    assert "[sample_space]" in d.path.read_text()
+    descriptor = describe(d, load_policy(d), "w-router")
+    assert descriptor.sample_space == RGB and descriptor.class_names == RGB.class_names
+    assert descriptor.experts[0].card == {
+        "framework": "torch",
+        "architecture": "unet",
+        "objective": "flow-velocity",
+        "schedule": None,
+        "time_convention": "t0-noise",
+    }
+
+
+@pytest.mark.parametrize(
+    ("file_space", "difference"),
+    [
+        (None, "shape 3x16x16 vs 1x32x32"),  # no [sample_space]: the legacy space
+        (SampleSpace((3, 32, 32), num_classes=3, class_names=RGB.class_names), "shape 3x16x16 vs 3x32x32"),
+        (
+            SampleSpace((3, 16, 16), num_classes=3, class_names=("r", "g", "b")),
+            "class_names differ at label 0",
+        ),
+    ],
+)
+def test_a_declared_space_other_than_the_cards_is_refused_naming_the_expert(tmp_path, file_space, difference):
+    with pytest.raises(ConfigError, match=rf"expert 0 \(.*e0\) declares .*{difference}"):
+        expert_cards(declared(tmp_path, RGB, file_space))

@@ -127,3 +127,54 @@ def test_a_bad_sampling_table_names_the_allowed_values(tmp_path, table, message)
     path.write_text(GOOD + "[sampling]\n" + table + "\n")
     with pytest.raises(ConfigError, match=rf"\[sampling\]: .*{message}"):
         Deployment.load(path)
+
+
+# -- the sample space ([sample_space]) ---------------------------------------------------------------
+
+
+def test_no_sample_space_table_means_the_legacy_space_named_by_class_names(tmp_path):
+    from ddm.schema.sample_space import LEGACY
+
+    plain = Deployment.build(tmp_path / "a" / "deployment.toml", ["e0"], "oracle")
+    assert plain.sample_space == LEGACY and not plain.declared_space
+    names = [f"c{c}" for c in range(10)]
+    renamed = Deployment.build(tmp_path / "b" / "deployment.toml", ["e0"], "oracle", class_names=names)
+    assert renamed.sample_space.shape == (1, 32, 32) and renamed.sample_space.class_names == tuple(names)
+    text = renamed.write()
+    assert "[sample_space]" not in text.read_text()  # a legacy file reads as it did
+
+
+@pytest.mark.parametrize(
+    ("table", "shape", "classes"),
+    [
+        ({"shape": [3, 16, 16], "class_names": ["a", "b", "c"]}, (3, 16, 16), ("a", "b", "c")),
+        ({"shape": [3, 32, 32], "value_range": [0, 1], "num_classes": 0}, (3, 32, 32), ()),
+        ({"shape": [1, 8, 8], "num_classes": 2}, (1, 8, 8), ("0", "1")),
+    ],
+)
+def test_a_sample_space_table_round_trips(tmp_path, table, shape, classes):
+    built = Deployment.build(tmp_path / "deployment.toml", ["e0"], "learned", "router", sample_space=table)
+    assert (
+        built.sample_space.shape == shape and built.class_names == classes == built.sample_space.class_names
+    )
+    assert built.sample_space.null_class == len(classes)
+    assert Deployment.load(built.write()) == built
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"sample_space": {"shape": [3, 16]}}, "shape"),
+        ({"sample_space": {"shape": [3, 16, 16]}}, "class_names, or num_classes = 0"),
+        ({"sample_space": {"shape": [3, 16, 16], "colour": 1, "num_classes": 0}}, "colour"),
+        ({"sample_space": {"shape": [3, 16, 16], "value_range": [1, 0], "num_classes": 0}}, "value_range"),
+        (
+            {"sample_space": {"shape": [3, 4, 4], "class_names": ["a"]}, "class_names": ["b"]},
+            "top-level class_names",
+        ),
+        ({"class_names": ["a", "b"]}, "10 non-empty strings"),
+    ],
+)
+def test_a_bad_sample_space_is_refused(tmp_path, fields, match):
+    with pytest.raises(ConfigError, match=match):
+        Deployment.build(tmp_path / "deployment.toml", ["e0"], "learned", "router", **fields)

@@ -40,7 +40,6 @@ def test_label_counts_travel_when_known_and_stay_optional():
 @pytest.mark.parametrize(
     ("labels", "counts", "match"),
     [
-        ((0, 1), (1, 2), "10 counts"),  # not one per label
         (tuple(range(10)), (0,) + (1,) * 9, "non-zero exactly at labels"),  # label 0 listed, never seen
         ((0, 1, 2, 3, 4), (1,) * 10, "non-zero exactly at labels"),  # seen, not listed
         (tuple(range(1, 10)), (-1,) + (1,) * 9, "non-negative"),  # what a router would publish, refused
@@ -49,6 +48,13 @@ def test_label_counts_travel_when_known_and_stay_optional():
 def test_label_counts_that_contradict_the_labels_are_refused(labels, counts, match):
     with pytest.raises(SchemaError, match=match):
         ExpertInfo(0, "torch", "cpu", labels, "kmeans", counts)
+
+
+def test_label_counts_not_one_per_class_of_the_space_are_refused():
+    """ExpertInfo alone does not know the sample space; the descriptor sizes the counts by it."""
+    expert = ExpertInfo(0, "torch", "cpu", (0, 1), "kmeans", (1, 2))
+    with pytest.raises(SchemaError, match="10 counts"):
+        descriptor(experts=(expert, descriptor().experts[1]))
 
 
 @pytest.mark.parametrize("counts", [[-1] + [1] * 9, "1,2", [1.5] * 10])
@@ -172,3 +178,59 @@ def test_accepted_strategies_grow_with_the_experts():
 )
 def test_strategy_has_one_canonical_spelling(text, canonical):
     assert str(Strategy.parse(text)) == canonical
+
+
+# -- the sample space and the experts' cards -------------------------------------------------------
+
+
+def test_a_descriptor_without_sample_space_decodes_as_the_legacy_space():
+    """What a router before sample spaces published: 1x32x32 with 10 classes, named by class_names."""
+    from ddm.schema.sample_space import LEGACY
+
+    wire = descriptor().to_dict()
+    assert wire["sample_space"] == LEGACY.to_dict()  # encode always writes it
+    del wire["sample_space"]
+    old = DeploymentDescriptor.decode(json.dumps(wire))
+    assert old.sample_space == LEGACY and old.null_class == 10
+    names = [f"c{c}" for c in range(10)]
+    renamed = DeploymentDescriptor.decode(json.dumps(wire | {"class_names": names}))
+    assert renamed.sample_space.shape == (1, 32, 32) and renamed.sample_space.class_names == tuple(names)
+
+
+def test_a_colour_space_round_trips_and_sizes_labels():
+    from ddm.schema.sample_space import SampleSpace
+
+    space = SampleSpace((3, 16, 16), num_classes=3, class_names=("a", "b", "c"))
+    card = {
+        "framework": "jax",
+        "architecture": "dit",
+        "objective": "ddpm-eps",
+        "schedule": {"name": "linear", "beta_min": 0.1, "beta_max": 20.0},
+        "time_convention": "t0-data",
+    }
+    experts = (
+        ExpertInfo(0, "torch", "cpu", (0, 1), "kmeans", (3, 1, 0)),
+        ExpertInfo(1, "jax", "cpu", (2,), "kmeans", (0, 0, 4), card),
+    )
+    d = descriptor(
+        experts=experts,
+        sample_space=space,
+        class_names=space.class_names,
+        router_kind="learned",
+        default_strategy="top1",
+        strategies=("top1", "topk:2", "full"),
+    )
+    back = DeploymentDescriptor.decode(d.encode())
+    assert back == d and back.sample_space == space and back.null_class == 3
+    assert back.experts[1].card == card and "card" not in d.to_dict()["experts"][0]
+    assert back.label_name(3) == "unconditional" and back.label_name(2) == "c"
+    with pytest.raises(SchemaError, match="class_names equal to sample_space"):
+        descriptor(experts=experts, sample_space=space, class_names=("x", "y", "z"))
+    with pytest.raises(SchemaError, match=r"labels in 0..2"):
+        descriptor(
+            experts=(ExpertInfo(0, "torch", "cpu", (0, 5), "kmeans"),) + experts[1:],
+            sample_space=space,
+            class_names=space.class_names,
+        )
+    with pytest.raises(SchemaError, match="expert card with keys"):
+        ExpertInfo(0, "torch", "cpu", (0,), "kmeans", card={"framework": "torch"})

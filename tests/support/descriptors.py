@@ -27,4 +27,6 @@ def demo_descriptor(
         router_id="router-a",
         published_at=1.0,
     )
+    if "class_names" in changes and "sample_space" not in changes:  # the legacy space, renamed
+        changes["sample_space"] = None
     return dataclasses.replace(base, **changes)
