@@ -71,6 +71,7 @@ class UIState:
             gate,
             backlog_bytes=config.viewer_backlog_kb * 1024,
             stall_s=config.viewer_stall_s,
+            value_range=self.monitor.value_range,
         )
         self.clients = 0  # connected Socket.IO clients
         self._lock = threading.Lock()

@@ -22,6 +22,9 @@ from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.schema.heartbeat import WorkerHeartbeat
 from ddm.webui.jobs import SubmitError, deployment_payload
+from ddm.webui.pixels import DEFAULT_RANGE
+
+SPACE_MAX_AGE_S = 5.0  # how long the sample space read with a descriptor is trusted for drawing frames
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ class ClusterMonitor:
         self._skipped: set[str] = set()  # worker ids whose malformed heartbeat was logged
         self._lock = threading.Lock()
         self._cached: tuple[float, dict] | None = None
+        self._space: tuple[float, object | None] = (-SPACE_MAX_AGE_S, None)  # (read at, SampleSpace)
 
     def live_workers(self) -> dict[str, WorkerHeartbeat]:
         return read_live_workers(self.client.redis, self.names, self._skipped)
@@ -50,7 +54,7 @@ class ClusterMonitor:
         from ddm.client.errors import NoDeploymentError
 
         try:
-            return self.client.deployment()
+            descriptor = self.client.deployment()
         except NoDeploymentError as exc:
             raise SubmitError("no_deployment", str(exc)) from None
         except ServiceUnavailableError as exc:
@@ -59,6 +63,23 @@ class ClusterMonitor:
             raise SubmitError(
                 "unavailable", f"the published deployment descriptor is malformed: {exc}"
             ) from None
+        self._space = (time.monotonic(), getattr(descriptor, "sample_space", None))
+        return descriptor
+
+    def value_range(self, shape: tuple[int, ...]) -> tuple[float, float]:
+        """The value range frames of latent `shape` ([C, H, W]) are drawn from: the serving deployment's
+        sample space's where its shape is that one (read with the descriptor at most SPACE_MAX_AGE_S
+        ago), else [-1, 1] (a job of a deployment served before, or no router serving now)."""
+        read_at, space = self._space
+        if time.monotonic() - read_at > SPACE_MAX_AGE_S:
+            try:
+                self.deployment()
+            except Exception:  # noqa: BLE001 - no descriptor to read: frames are still drawn, from [-1, 1]
+                self._space = (time.monotonic(), None)
+            read_at, space = self._space
+        if space is not None and tuple(space.shape) == tuple(shape):
+            return space.value_range
+        return DEFAULT_RANGE
 
     def deployment_view(self) -> dict[str, Any]:
         """{"deployment": the descriptor for the page, or None, "deployment_error": why not, or None}."""

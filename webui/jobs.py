@@ -29,6 +29,7 @@ from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
 from ddm.schema.solver import Grid, Solver
 from ddm.schema.strategy import Strategy
+from ddm.webui.cards import card_detail, card_text
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
 FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed", "solver", "grid"}
@@ -71,10 +72,11 @@ def labels_text(descriptor: DeploymentDescriptor | None, labels: Sequence[int]) 
     label as 'unconditional'."""
     labels = sorted(set(labels))
     names = descriptor.class_names if descriptor is not None else DIGITS
-    digits = all(y != NULL_CLASS and names[y] == str(y) for y in labels)
+    null = null_label(descriptor)
+    digits = all(y != null and names[y] == str(y) for y in labels)
     if digits and len(labels) > 2 and labels == list(range(labels[0], labels[-1] + 1)):
         return f"{labels[0]}-{labels[-1]}"
-    return ", ".join(label_name(y, names) for y in labels)
+    return ", ".join(UNCONDITIONAL if y == null else label_name(y, names) for y in labels)
 
 
 # An expert whose largest label share is at least this many times its labels' mean share (an uneven
@@ -121,12 +123,18 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
     d["solver_hints"] = {s: Solver.parse(s).describe() for s in sampling.solvers}
     d["solver_stages"] = {s: Solver.parse(s).stages for s in sampling.solvers}
     d["grid_hints"] = {g: Grid.parse(g).describe() for g in sampling.grids}
-    d["null_label"] = NULL_CLASS  # a job label: an unconditional image, shown as d["null_name"]
+    space = sample_space(descriptor)
+    # one sample's shape, value range and classes (the page sizes its tiles by it), and in words
+    d["sample_space"] = space.to_dict() if space is not None else None
+    d["sample_text"] = space.describe() if space is not None else None
+    d["null_label"] = null_label(descriptor)  # a job label: an unconditional image, shown as d["null_name"]
     d["null_name"] = UNCONDITIONAL
     # what a job with unconditional images gets when it names no strategy (the CLI's rule, one home:
     # DeploymentDescriptor.default_strategy_for: top1 where the default is the oracle), so the page
     # shows what will run and never preselects a strategy the server would refuse
-    d["unconditional_strategy"] = descriptor.default_strategy_for(JobSpec.new([NULL_CLASS], steps=1))
+    d["unconditional_strategy"] = descriptor.default_strategy_for(
+        JobSpec.new([null_label(descriptor)], steps=1)
+    )
     d["experts"] = [
         {
             "id": e.id,
@@ -135,10 +143,36 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
             "classes": list(e.labels),
             "trained_on": trained_on(descriptor, e),
             "cluster": e.cluster,
+            # the checkpoint's card as the router published it (None: a router from before cards), and
+            # in the panel's words: 'DiT · Flax · DDPM ε (cosine)', every field in card_detail
+            "card": _card(e),
+            "card_text": card_text(_card(e)),
+            "card_detail": card_detail(_card(e)),
         }
         for e in descriptor.experts
     ]
     return d
+
+
+def _card(expert: ExpertInfo) -> dict[str, Any] | None:
+    card = getattr(expert, "card", None)
+    return dict(card) if card else None
+
+
+def sample_space(descriptor: DeploymentDescriptor | None):
+    """The descriptor's SampleSpace (schema/sample_space.py), or None where it has none to say."""
+    return getattr(descriptor, "sample_space", None) if descriptor is not None else None
+
+
+def null_label(descriptor: DeploymentDescriptor | None) -> int:
+    """The label of an unconditional image: the sample space's null class (10 for the legacy space)."""
+    space = sample_space(descriptor)
+    return space.null_class if space is not None else NULL_CLASS
+
+
+def num_classes(descriptor: DeploymentDescriptor | None) -> int:
+    space = sample_space(descriptor)
+    return space.num_classes if space is not None else NUM_CLASSES
 
 
 # ---------------------------------------------------------------- form -> JobSpec
@@ -180,10 +214,11 @@ def _number(data: Mapping, key: str, default: Any, *, integer: bool) -> Any:
     return value
 
 
-def parse_form(data: object) -> JobSpec:
-    """The page's form (JSON) -> JobSpec, or SubmitError(bad_input) saying what is wrong.
+def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> JobSpec:
+    """The page's form (JSON) -> JobSpec, or SubmitError(bad_input) saying what is wrong. Labels are
+    read in the serving `descriptor`'s sample space (None: the legacy one, 10 classes).
 
-    {"labels": [0..10, ...] or "all" (0..9; 10 = NULL_CLASS: an unconditional image), "n_per_label":
+    {"labels": [0..10, ...] or "all" (0..9; 10 = the null class: an unconditional image), "n_per_label":
     1.., "steps": 1..1000, "strategy": "oracle" | "top1" | "topk:K" | "full" or null, "guidance": 0..20
     or null, "seed": 0..2^32-1 or null (a random one), "solver": "euler" | "heun" | "midpoint" | "ab2" |
     "ab3" or null, "grid": "uniform" | "shift:S" | "edm[:R]" or null}. A strategy, guidance, solver or
@@ -196,7 +231,7 @@ def parse_form(data: object) -> JobSpec:
     unknown = sorted(set(map(str, data)) - FORM_KEYS)
     if unknown:
         raise SubmitError("bad_input", expected(f"only the fields {sorted(FORM_KEYS)}", unknown))
-    labels = _labels(data.get("labels"))
+    labels = _labels(data.get("labels"), num_classes(descriptor), null_label(descriptor))
     n = _number(data, "n_per_label", 1, integer=True)
     if not 1 <= n <= MAX_IMAGES:
         raise SubmitError("bad_input", f"images per label: {expected(f'1..{MAX_IMAGES}', n)}")
@@ -230,14 +265,14 @@ def parse_form(data: object) -> JobSpec:
         raise SubmitError("bad_input", str(exc)) from None
 
 
-def _labels(raw: object) -> list[int]:
+def _labels(raw: object, classes: int, null: int) -> list[int]:
     if raw == "all":
-        return list(range(NUM_CLASSES))
+        return list(range(classes))
     if not isinstance(raw, list) or not raw:
         raise SubmitError("bad_input", "labels: choose at least one label (or all)")
     for y in raw:
-        if isinstance(y, bool) or not isinstance(y, int) or not 0 <= y <= NULL_CLASS:
-            what = f"labels 0..{NUM_CLASSES - 1}, or {NULL_CLASS} for {UNCONDITIONAL} images"
+        if isinstance(y, bool) or not isinstance(y, int) or not (0 <= y < classes or y == null):
+            what = f"labels 0..{classes - 1}, or {null} for {UNCONDITIONAL} images"
             raise SubmitError("bad_input", f"labels: {expected(what, y)}")
     if len(set(raw)) != len(raw):
         raise SubmitError("bad_input", f"labels: {expected('each label at most once', raw)}")
@@ -334,8 +369,14 @@ class JobService:
             raise
 
     def _submit(self, data: object) -> JobSpec:
-        spec = parse_form(data)
-        self.check(spec, self.monitor.deployment())
+        try:
+            descriptor, refused = self.monitor.deployment(), None
+        except SubmitError as exc:  # bad input is still said first, read in the legacy space
+            descriptor, refused = None, exc
+        spec = parse_form(data, descriptor)
+        if refused is not None:
+            raise refused
+        self.check(spec, descriptor)
         with self._lock:
             try:
                 self.client.submit(spec, check=False)  # checked above, against the live descriptor

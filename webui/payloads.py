@@ -1,8 +1,9 @@
 """What the browser receives: frames, job status and deployment facts as small JSON-able dicts.
 
-A frame's latent (float16 [n, 1, 32, 32]) is turned into uint8 pixels here, once per frame, and sent
-as one base64 string of n*1024 bytes (row-major, image after image): about 1.4 KB per image per
-step, and the page draws it with putImageData without any further maths.
+A frame's latent (float16 [n, C, H, W], any sample space) is turned into uint8 pixels here, once per
+frame (webui/pixels.py: greyscale for one channel, RGB for three), and sent as one base64 string of
+n*H*W*channels bytes (row-major, image after image, RGB interleaved): about 1.4 KB per image per step
+at 1x32x32, 4 KB at 3x32x32, and the page draws it with putImageData without any further maths.
 """
 
 from __future__ import annotations
@@ -13,27 +14,31 @@ from typing import Any
 
 import numpy as np
 
-from ddm.schema.flow import to_uint8
 from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import Frame, JobStatus
 from ddm.schema.queue import QueuePosition
 from ddm.schema.solver import Solver
+from ddm.webui.pixels import DEFAULT_RANGE, to_pixels
 
 WEIGHT_DECIMALS = 3
 
 
-def frame_payload(frame: Frame) -> dict[str, Any]:
-    """Frame -> {"job_id", "step", "t", "n", "pixels" (base64 uint8 [n,32,32]), "experts", "missing"
-    (experts left out: no live worker), "weights" ([n][K], rounded), "served" ([n] lists of the experts
-    that computed each image's velocity: weight > 0 before rounding, so a weight shown as 0.000 may
-    still have been served), "latency_ms", "compute_ms"}."""
-    pixels = np.ascontiguousarray(to_uint8(frame.x))  # [n, 32, 32]
+def frame_payload(frame: Frame, value_range: tuple[float, float] = DEFAULT_RANGE) -> dict[str, Any]:
+    """Frame -> {"job_id", "step", "t", "n", "shape" ([C, H, W] of one latent), "channels" (1: the
+    pixels are greyscale, 3: RGB), "pixels" (base64 uint8 [n, H, W] or [n, H, W, 3]: to_pixels, the
+    latent mapped from `value_range`, the sample space's), "experts", "missing" (experts left out: no
+    live worker), "weights" ([n][K], rounded), "served" ([n] lists of the experts that computed each
+    image's velocity: weight > 0 before rounding, so a weight shown as 0.000 may still have been
+    served), "latency_ms", "compute_ms"}."""
+    pixels, channels = to_pixels(frame.x, value_range)
     chosen = frame.weights > 0  # [n, K]
     return {
         "job_id": frame.job_id,
         "step": frame.step,
         "t": round(frame.t, 6),
         "n": int(frame.x.shape[0]),
+        "shape": [int(d) for d in frame.x.shape[1:]],
+        "channels": channels,
         "pixels": base64.b64encode(pixels.tobytes()).decode("ascii"),
         "experts": list(frame.experts),
         "missing": list(frame.missing),

@@ -22,7 +22,6 @@ import time
 
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.webui.backlog import NAMESPACE
-from ddm.webui.payloads import frame_payload
 from ddm.webui.viewers import Viewer, after, status_changed, stream_id
 
 log = logging.getLogger(__name__)
@@ -127,7 +126,7 @@ class Replayer:
                 break
             frame = self.hub.decode(tailer.job_id, fields)
             if frame is not None and frame.step > viewer.last_step:
-                payload = frame_payload(frame)
+                payload = self.hub.frame_payload(frame)
                 if viewer.stride > 1 and viewer.replayed % viewer.stride and entry_id != upto:
                     payload["pixels"] = None  # the strip still gets every step; pictures every k-th
                 self.hub.emit("frame", payload, to=viewer.sid)

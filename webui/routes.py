@@ -79,7 +79,7 @@ def _register_page(app: Flask, state) -> None:
             deployment_error=view["deployment_error"],
             class_names=class_names,
             named_classes=class_names != list(DIGITS),  # chips as wide as their names (app.css)
-            null_label=NULL_CLASS,
+            null_label=dep["null_label"] if dep else NULL_CLASS,
             null_name=UNCONDITIONAL,
             max_images=MAX_IMAGES,
             jobs_per_minute=state.config.jobs_per_minute,

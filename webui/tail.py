@@ -38,6 +38,7 @@ from ddm.schema.messages import Frame, JobStatus
 from ddm.schema.names import check_job_id
 from ddm.webui.backlog import NAMESPACE, Backlogs
 from ddm.webui.payloads import frame_payload, job_payload
+from ddm.webui.pixels import DEFAULT_RANGE
 from ddm.webui.replay import Replayer
 from ddm.webui.viewers import Tailer, Viewer, status_changed
 
@@ -63,9 +64,20 @@ def parse_xread(reply) -> list[tuple[bytes, list]]:
 
 class TailHub:
     def __init__(
-        self, socketio, client, gate, *, backlog_bytes: int, stall_s: float, block_ms: int = BLOCK_MS
+        self,
+        socketio,
+        client,
+        gate,
+        *,
+        backlog_bytes: int,
+        stall_s: float,
+        block_ms: int = BLOCK_MS,
+        value_range=None,
     ):
+        """value_range: shape [C, H, W] -> (lo, hi) the sample space maps to black..white
+        (ClusterMonitor.value_range; default [-1, 1])."""
         self.socketio = socketio
+        self.value_range = value_range or (lambda shape: DEFAULT_RANGE)
         self.client = client  # webui.redis_pool.UIClient: status() and the UI's shared Redis pool
         self.names = client.names
         self.max_bytes = client.settings.max_message_bytes
@@ -182,6 +194,10 @@ class TailHub:
             log.warning("job %s: skipping an undecodable trajectory entry: %s", job_id, exc)
             return None
 
+    def frame_payload(self, frame: Frame) -> dict[str, Any]:
+        """What the browser gets of a frame: its pixels drawn from the sample space's value range."""
+        return frame_payload(frame, self.value_range(tuple(frame.x.shape[1:])))
+
     def drop(self, viewer: Viewer, why: str) -> None:
         """Disconnect a viewer that stopped reading (no lock held: the disconnect handler unwatches)."""
         self.dropped += 1
@@ -244,7 +260,7 @@ class TailHub:
                 live = tailer.live()
                 if not live:
                     continue  # viewers catching up read it from the stream
-                self.emit("frame", frame_payload(frame), to=tailer.room)
+                self.emit("frame", self.frame_payload(frame), to=tailer.room)
                 for viewer in live:
                     if self.backlogs.nbytes(viewer.sid) > self.backlog_bytes:
                         self._out_of_room(tailer, viewer)

@@ -48,8 +48,10 @@
     not_found: "Unknown job",
     failed: "Job failed",
   };
-  const SIZE = 32;
-  const PIXELS = SIZE * SIZE;
+  // One sample's [C, H, W] until the deployment (its sample_space) or a frame says otherwise: the legacy
+  // 1x32x32. Tiles are drawn as whole-pixel upscales up to MAX_TILE_PX (8x at 32 px, 4x at 64 px).
+  const LEGACY_SHAPE = [1, 32, 32];
+  const MAX_TILE_PX = 256;
 
   // Other scripts of the page (weights.js: the router's weights per image) read the watched job and the
   // deployment through this, and follow it by the "ddm:*" events announced on document.
@@ -58,6 +60,7 @@
   }
   window.ddmPage = {
     job: () => job,
+    sampleShape: () => sampleShape(),
     expertColor: (k) => expertColor(k),
     expertLabel: (k) => expertLabel(k),
     className: (y) => className(y),
@@ -173,11 +176,15 @@
     hideAlert(banner);
     const key = JSON.stringify([
       dep.name, dep.strategies, dep.default_strategy, dep.default_guidance, dep.class_names, dep.experts, dep.sampling,
+      dep.sample_space,
     ]);
     if (key === deploymentKey) return;
     deploymentKey = key;
     deployment = dep;
     $("dep-name").textContent = dep.name;
+    // what one sample is (the server's words: SampleSpace.describe), above the experts' cards
+    $("sample-space").hidden = !dep.sample_text;
+    $("sample-space").textContent = dep.sample_text ? "samples " + dep.sample_text : "";
     classNames = dep.class_names.slice();
     if (dep.null_label !== undefined) nullLabel = dep.null_label;
     if (dep.null_name) nullName = dep.null_name;
@@ -201,6 +208,12 @@
     if (guidance.value === "" || guidance.dataset.touched !== "1") guidance.value = String(dep.default_guidance);
     experts = {};
     for (const e of dep.experts || []) experts[e.id] = e;
+    // a job watched before the deployment was known (a #job= link) has tiles of the legacy size: until
+    // its first frame says what it is, size them by this deployment's samples
+    if (job && !job.lastStep && job.shape.join("x") !== sampleShape().join("x")) {
+      job.shape = sampleShape();
+      if (job.n) buildTiles();
+    }
     renderLegend();
     updateSummary();
     announce("ddm:deployment", { dep: dep });
@@ -399,7 +412,14 @@
       follow: true, // the tiles follow the newest step (false while the user scrubs)
       canvases: [],
       bars: [],
+      shape: sampleShape(), // [C, H, W] of one latent: the deployment's, then the frames'
     };
+  }
+
+  // the serving deployment's sample shape [C, H, W] (its descriptor's sample_space), else the legacy one
+  function sampleShape() {
+    const space = deployment && deployment.sample_space;
+    return space && space.shape && space.shape.length === 3 ? space.shape.slice() : LEGACY_SHAPE.slice();
   }
 
   function watch(jobId, spec) {
@@ -505,6 +525,9 @@
     // label c mod labels); one label alone (or unconditional) may take any column count
     const W = $("tiles").clientWidth || 600;
     const H = Math.max(360, Math.min(1000, Math.round(window.innerHeight * 0.75)));
+    const ih = job.shape[1];
+    const iw = job.shape[2];
+    const maxScale = Math.max(1, Math.floor(MAX_TILE_PX / Math.max(ih, iw)));
     const caption = 24;
     const distinct = new Set(job.labels).size;
     const perLabel = distinct > 1 && job.labels.length > distinct;
@@ -513,9 +536,9 @@
     for (let cols = perLabel ? job.cols : 1; cols <= Math.max(job.cols, job.n); cols += step) {
       const rows = Math.ceil(job.n / cols);
       const gap = tileGap(cols);
-      const byW = Math.floor((W - gap * (cols - 1)) / cols / SIZE);
-      const byH = Math.floor((H - rows * (gap + caption)) / rows / SIZE);
-      const scale = Math.max(1, Math.min(8, byW, byH));
+      const byW = Math.floor((W - gap * (cols - 1)) / cols / iw);
+      const byH = Math.floor((H - rows * (gap + caption)) / rows / ih);
+      const scale = Math.max(1, Math.min(maxScale, byW, byH));
       const empty = rows * cols - job.n; // prefer full rows (10 images: 5 x 2, not 6 + 4)
       const better =
         scale > best.scale ||
@@ -536,13 +559,16 @@
     job.bars = [];
     const layout = tileLayout();
     const scale = layout.scale;
-    tiles.style.gridTemplateColumns = "repeat(" + layout.cols + ", " + SIZE * scale + "px)";
+    const ih = job.shape[1];
+    const iw = job.shape[2];
+    tiles.style.gridTemplateColumns = "repeat(" + layout.cols + ", " + iw * scale + "px)";
+    tiles.dataset.shape = job.shape.join("x"); // what the tiles are sized for (tests read it)
     tiles.style.gap = tileGap(layout.cols) + "px";
     for (let i = 0; i < job.n; i++) {
       const tile = el("figure", "tile");
       const canvas = el("canvas", "tile-canvas");
-      canvas.width = SIZE * scale;
-      canvas.height = SIZE * scale;
+      canvas.width = iw * scale;
+      canvas.height = ih * scale;
       const ctx = canvas.getContext("2d");
       ctx.fillStyle = "#0b0e13";
       ctx.fillRect(0, 0, canvas.width, canvas.height);
@@ -554,8 +580,8 @@
       job.bars.push(bar);
     }
     job.scratch = document.createElement("canvas");
-    job.scratch.width = SIZE;
-    job.scratch.height = SIZE;
+    job.scratch.width = iw;
+    job.scratch.height = ih;
     job.shown = 0;
   }
 
@@ -608,17 +634,22 @@
         break;
       }
     }
-    if (!f || job.canvases.length !== f.pixels.length / PIXELS) return;
+    const ih = job.shape[1];
+    const iw = job.shape[2];
+    const area = ih * iw;
+    if (!f) return;
+    const ch = f.channels; // 1: greyscale bytes, 3: RGB interleaved (webui/pixels.py)
+    if (job.canvases.length !== f.pixels.length / (area * ch)) return;
     const sctx = job.scratch.getContext("2d");
-    const img = sctx.createImageData(SIZE, SIZE);
+    const img = sctx.createImageData(iw, ih);
     const meta = job.frames[step] || f;
     for (let i = 0; i < job.canvases.length; i++) {
-      const px = f.pixels.subarray(i * PIXELS, (i + 1) * PIXELS);
-      for (let p = 0; p < PIXELS; p++) {
-        const v = px[p];
-        img.data[4 * p] = v;
-        img.data[4 * p + 1] = v;
-        img.data[4 * p + 2] = v;
+      const px = f.pixels.subarray(i * area * ch, (i + 1) * area * ch);
+      for (let p = 0; p < area; p++) {
+        const q = p * ch;
+        img.data[4 * p] = px[q];
+        img.data[4 * p + 1] = px[q + (ch === 3 ? 1 : 0)];
+        img.data[4 * p + 2] = px[q + (ch === 3 ? 2 : 0)];
         img.data[4 * p + 3] = 255;
       }
       sctx.putImageData(img, 0, 0);
@@ -728,6 +759,11 @@
       job.n = f.n;
       setupJob({ n: f.n });
     }
+    const shape = f.shape || LEGACY_SHAPE; // a server from before sample spaces sent 1x32x32 only
+    if (shape.join("x") !== job.shape.join("x")) {
+      job.shape = shape.slice(); // the job's own frames say what they are (a deployment changed since)
+      if (job.n) buildTiles();
+    }
     const rec = {
       step: f.step,
       t: f.t,
@@ -738,6 +774,7 @@
       latency_ms: f.latency_ms,
       compute_ms: f.compute_ms,
       pixels: f.pixels ? b64ToBytes(f.pixels) : null,
+      channels: f.channels || 1,
     };
     job.frames[f.step] = rec;
     job.lastStep = f.step;
@@ -788,7 +825,7 @@
   window.addEventListener("resize", () => {
     if (!job || !job.n) return;
     const old = job.canvases.length ? job.canvases[0].width : 0;
-    if (old !== SIZE * tileLayout().scale) {
+    if (old !== job.shape[2] * tileLayout().scale) {
       buildTiles();
       if (job.lastStep) drawFrame(job.follow ? job.lastStep : job.shown || job.lastStep);
     }
@@ -900,11 +937,19 @@
       const devices = liveDevices[k] ? Array.from(liveDevices[k]).map(deviceName).join(" + ") : deviceName(e.device);
       head.append(el("span", "device-chip", devices));
       const facts = el("div", "expert-facts");
+      if (e.card_text) {
+        // the checkpoint's card (webui/cards.py): architecture, framework, objective; all of it on hover
+        const arch = el("div", "expert-arch", e.card_text);
+        arch.title = e.card_detail || e.card_text;
+        card.dataset.card = e.card_text;
+        card.append(head, arch);
+      }
       facts.append(el("span", null, trainedOnText(e) || "labels ?"));
       facts.append(el("span", live ? "ok" : "bad", live ? live + " live worker" + (live === 1 ? "" : "s") : "no live worker"));
       const qtext = q === undefined ? "queue ?" : q === null ? "queue not declared" : "queue " + q.messages + " waiting · " + q.consumers + " consumer" + (q.consumers === 1 ? "" : "s");
       facts.append(el("span", "muted", qtext));
-      card.append(head, facts);
+      if (!e.card_text) card.append(head);
+      card.append(facts);
       summary.append(card);
     }
     renderLegend();
