@@ -73,7 +73,9 @@ def test_deployment_facts_from_the_descriptor(tmp_path):
     assert d.unserved(JobSpec.new([1], strategy="full"), set()) == [0, 1]
     assert describe_expert(d, 1) == "expert 1 (jax, trained on 5-9)"
     fashion = descriptor_of(
-        write_fake_deployment(tmp_path / "f"), class_names=tuple(f"c{y}" for y in range(10))
+        write_fake_deployment(tmp_path / "f"),
+        class_names=tuple(f"c{y}" for y in range(10)),
+        sample_space=None,  # the legacy space, renamed
     )
     assert describe_expert(fashion, 0) == "expert 0 (torch, trained on c0, c1, c2, c3, c4)"
     assert labels_text(None, [3, 1]) == "1, 3"
@@ -110,7 +112,7 @@ def counts_of(*pairs: tuple[int, int]) -> tuple[int, ...]:
 def test_an_uneven_cluster_is_described_by_its_largest_label_shares(tmp_path, counts, words):
     labels = tuple(y for y, c in enumerate(counts) if c)
     expert = ExpertInfo(0, "torch", "cpu", labels, "kmeans", counts)
-    d = dataclasses.replace(descriptor_of(write_fake_deployment(tmp_path)), class_names=FASHION)
+    d = descriptor_of(write_fake_deployment(tmp_path), class_names=FASHION, sample_space=None)
     d = dataclasses.replace(d, experts=(expert, d.experts[1]))
     assert trained_on(d, expert) == words
     assert describe_expert(d, 0) == f"expert 0 (torch, trained on {words})"

@@ -4,13 +4,18 @@ experts' cards in the cluster panel's words (webui/cards.py)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from ddm.schema.messages import Frame
 from ddm.webui.cards import card_detail, card_text
+from ddm.webui.jobs import SubmitError, deployment_payload, labels_text, parse_form
 from ddm.webui.payloads import frame_payload
+from tests.support.descriptors import demo_descriptor
+from tests.webui.colour_fake import GROUPS, emoji_descriptor
 from tests.webui.test_pixels import FIXED_FRAME_PIXELS_SHA256, fixed_frame
 
 
@@ -31,8 +36,6 @@ def _frame(x: np.ndarray) -> SimpleNamespace:
 
 
 def test_a_legacy_frame_sends_the_same_pixels_as_before():
-    import hashlib
-
     x = fixed_frame().astype(np.float32)
     weights = np.zeros((3, 2), np.float32)
     weights[:, 0] = 1.0
@@ -101,3 +104,36 @@ def test_a_card_s_detail_names_every_field():
         "architecture dit, framework jax, objective ddpm-eps under the cosine VP schedule (s=0.008), "
         "time t0-data (0 = data); served as the deployment's velocity"
     )
+
+
+def test_the_page_gets_the_sample_space_the_null_label_and_the_cards_of_the_descriptor():
+    d = emoji_descriptor()
+    page = deployment_payload(d)
+    assert page["sample_space"] == {
+        "shape": [3, 32, 32],
+        "value_range": [-1.0, 1.0],
+        "num_classes": 9,
+        "class_names": list(GROUPS),
+    }
+    assert page["sample_text"].startswith("3x32x32 in [-1, 1], 9 classes (Smileys & Emotion")
+    assert page["class_names"] == list(GROUPS)
+    assert (page["null_label"], page["null_name"]) == (9, "unconditional")  # 9 classes: label 9 is null
+    assert [e["card_text"] for e in page["experts"]] == [
+        "UNet · PyTorch · flow velocity",
+        "DiT · Flax · DDPM ε (cosine)",
+        "DiT · PyTorch · flow velocity",
+        "UNet · Flax · DDPM v (linear)",
+    ]
+    assert page["experts"][1]["card"]["schedule"] == {"name": "cosine", "s": 0.008}
+    # the form in this space: "all" is its 9 classes, 9 its null label, 10 no label at all
+    assert parse_form({"labels": "all"}, d).labels == tuple(range(9))
+    assert parse_form({"labels": [9, 2]}, d).labels == (2, 9)
+    assert labels_text(d, [9, 2]) == "Animals & Nature, unconditional"
+    with pytest.raises(SubmitError, match=r"labels 0\.\.8, or 9 for unconditional images, got 10"):
+        parse_form({"labels": [10]}, d)
+
+
+def test_a_descriptor_from_before_cards_shows_no_card_line():
+    page = deployment_payload(demo_descriptor())
+    assert [(e["card"], e["card_text"], e["card_detail"]) for e in page["experts"]] == [(None, "", "")] * 2
+    assert page["sample_space"]["shape"] == [1, 32, 32] and page["null_label"] == 10

@@ -37,7 +37,13 @@ def test_config_cluster_and_health(make_app, fake):
     assert cfg["deployment"]["strategies"] == ["oracle", "top1", "topk:2", "full"]
     jax = {"id": 1, "framework": "jax", "device": "cpu", "classes": [5, 6, 7, 8, 9], "cluster": "?"}
     jax["trained_on"] = "5-9"
-    assert cfg["deployment"]["experts"][1] == jax
+    expert = cfg["deployment"]["experts"][1]
+    assert {k: expert[k] for k in jax} == jax
+    # its checkpoint's card (a legacy meta's: the seed's UNet on flow velocity), in the panel's words
+    assert expert["card_text"] == "UNet · Flax · flow velocity"
+    assert "objective flow-velocity" in expert["card_detail"]
+    assert cfg["deployment"]["sample_space"]["shape"] == [1, 32, 32]
+    assert cfg["deployment"]["null_label"] == 10
     assert cfg["deployment"]["class_names"] == [str(y) for y in range(10)] and cfg["deployment_error"] is None
     assert cfg["jobs_per_minute"] == 30
 
@@ -157,7 +163,7 @@ def test_no_router_serving_is_said_plainly_and_refuses_submits(make_app, fake):
 def test_class_names_come_from_the_descriptor(make_app, fake, fake_deployment):
     app = make_app(deployment=None)
     names = tuple(f"item-{y}" for y in range(10))
-    fake.publish(fake_deployment, class_names=names)
+    fake.publish(fake_deployment, class_names=names, sample_space=None)  # the legacy space, renamed
     html = app.test_client().get("/").get_data(as_text=True)
     assert all(f"<span>{name}</span>" in html for name in names)
     assert 'class="classes classes-named" id="classes"' in html  # chips as wide as the names
