@@ -390,13 +390,20 @@ else
     echo "DDM_AMQP_URL=amqp://ddm:$mqpw@rabbitmq-ha-1:5672/%2F,amqp://ddm:$mqpw@rabbitmq-ha-2:5672/%2F,amqp://ddm:$mqpw@rabbitmq-ha-3:5672/%2F"
     echo "DDM_QUEUE_TYPE=quorum"
   } >> "$ENV_FILE"
+  # The cluster first, then the workers: a quorum queue's members are the cluster's nodes when it is
+  # first declared (RabbitMQ 3.x adds no node that joins later); workers started with the first node
+  # alone declared every queue with one member (docs/DEPLOY.md section 10, "Running one").
   t=$(now)
-  compose --profile ha up -d --no-build 2>&1 | tail -3
-  secs=$(wait_healthy ha 600 rabbitmq-ha-1 rabbitmq-ha-2 rabbitmq-ha-3 "${DEFAULT_SERVICES[@]}")
-  note "ha stack healthy $secs s after 'up'"
-  record healthy_s "{\"ha\": $secs}"
+  compose --profile ha up -d --no-build rabbitmq-ha-1 rabbitmq-ha-2 rabbitmq-ha-3 2>&1 | tail -1
+  secs=$(wait_healthy ha-cluster 600 rabbitmq-ha-1 rabbitmq-ha-2 rabbitmq-ha-3)
+  compose exec -T rabbitmq-ha-1 rabbitmqctl await_online_nodes 3 --timeout 120 >/dev/null
   compose exec -T rabbitmq-ha-1 rabbitmqctl cluster_status --formatter json \
     | "$PY" -c "import json,sys; d=json.load(sys.stdin); print('   cluster: running nodes', d['running_nodes'])"
+  note "three nodes healthy and clustered $(since "$t") s after 'up'"
+  compose --profile ha up -d --no-build 2>&1 | tail -1
+  secs=$(wait_healthy ha 600 rabbitmq-ha-1 rabbitmq-ha-2 rabbitmq-ha-3 "${DEFAULT_SERVICES[@]}")
+  note "ha stack healthy $(since "$t") s after the first 'up'"
+  record healthy_s "{\"ha\": $(since "$t")}"
   CHECK_AMQP="amqp://ddm:$mqpw@$(ip_of rabbitmq-ha-1):5672/%2F,amqp://ddm:$mqpw@$(ip_of rabbitmq-ha-2):5672/%2F,amqp://ddm:$mqpw@$(ip_of rabbitmq-ha-3):5672/%2F"
   CHECK_QUEUE_TYPE=quorum
   check_jobs ha-warmup
@@ -406,7 +413,10 @@ import json, sys
 for q in json.load(sys.stdin):
     print(f\"   {q['name']}: {q['type']}, leader {q.get('leader')}, members {len(q.get('members') or [])}\")
 " | tee "$WORK/queues.txt"
-  grep -q 'ddm.expert.0: quorum' "$WORK/queues.txt" || { echo "e2e: the expert queues are not quorum queues" >&2; exit 1; }
+  for q in ddm.jobs ddm.expert.0 ddm.expert.1; do
+    grep -q "^   $q: quorum, leader rabbit@[^,]*, members 3$" "$WORK/queues.txt" \
+      || { echo "e2e: $q is not a quorum queue with 3 members" >&2; exit 1; }
+  done
   victim_node=$(sed -n 's/.*ddm.expert.0: quorum, leader rabbit@\([^,]*\),.*/\1/p' "$WORK/queues.txt")
   victim_node=${victim_node:-rabbitmq-ha-1}
   note "killing $victim_node (the leader of ddm.expert.0) mid-run"

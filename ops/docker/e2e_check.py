@@ -114,9 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         if out.returncode != 0:
             print(out.stdout + out.stderr, file=sys.stderr)
     results, failures = {}, []
+    deadline = time.monotonic() + args.timeout  # for all the jobs together
     for spec in specs:
         try:
-            results[spec.job_id] = client.result(spec.job_id, timeout=args.timeout, on_degraded="ignore")
+            left = max(1.0, deadline - time.monotonic())
+            results[spec.job_id] = client.result(spec.job_id, timeout=left, on_degraded="ignore")
         except Exception as exc:  # a lost or failed job: reported, not raised
             failures.append(f"{spec.job_id}: {type(exc).__name__}: {exc}")
     pipeline_s = time.monotonic() - started
