@@ -106,7 +106,7 @@ class Intake:
         try:
             state = self.store.load_state(spec.job_id, spec.n)
             step, x, stored_history = state if state is not None else (0, initial_noise(spec), ())
-            history = SolverHistory.from_list(stored_history, resolved.solver, x.shape)
+            history = SolverHistory.from_list(stored_history, resolved.solver, x.shape, step)
         except SchemaError as exc:
             self.store.start(spec.job_id, self.router_id, 0, resolved, spec)
             return Fail(f"its stored state cannot be resumed: {exc}")

@@ -40,8 +40,14 @@ SOLVERS: dict[str, tuple[int, int]] = {
 }
 DEFAULT_SOLVER = "euler"
 DEFAULT_GRID = "uniform"
-GRID_SYNTAX = "grid 'uniform', 'shift:S' (0 < S <= 100) or 'edm' / 'edm:R' (0 < R <= 20)"
-_GRID_RE = re.compile(r"(uniform)|(shift):([0-9]+(?:\.[0-9]+)?)|(edm)(?::([0-9]+(?:\.[0-9]+)?))?")
+# Parameters have at most 2 decimals, so their canonical spelling (f"{p:g}") is always one the pattern
+# reads back; the bounds keep every grid strictly increasing in float32 up to MAX_STEPS.
+GRID_SYNTAX = (
+    "grid 'uniform', 'shift:S' (0.05 <= S <= 100) or 'edm' / 'edm:R' (1 <= R <= 20), parameters with at "
+    "most 2 decimals"
+)
+_NUMBER = r"([0-9]{1,3}(?:\.[0-9]{1,2})?)"
+_GRID_RE = re.compile(rf"(uniform)|(shift):{_NUMBER}|(edm)(?::{_NUMBER})?")
 EDM_SIGMA_MAX = 80.0
 EDM_SIGMA_MIN = 0.002
 EDM_RHO = 7.0
@@ -102,11 +108,11 @@ class Grid:
             return cls("uniform")
         if m.group(2):
             shift = float(m.group(3))
-            if not 0 < shift <= 100:
+            if not 0.05 <= shift <= 100:
                 raise SchemaError(expected(GRID_SYNTAX, text))
             return cls("shift", shift)
         rho = float(m.group(5)) if m.group(5) else EDM_RHO
-        if not 0 < rho <= 20:
+        if not 1 <= rho <= 20:
             raise SchemaError(expected(GRID_SYNTAX, text))
         return cls("edm", rho)
 
@@ -119,6 +125,7 @@ class Grid:
         if self.kind == "shift":
             sigma = np.linspace(1.0, 0.0, steps + 1)  # uniform in the noise level 1 - t
             sigma = self.param * sigma / (1.0 + (self.param - 1.0) * sigma)
+            sigma[0], sigma[-1] = 1.0, 0.0  # exactly noise and data, whatever the rounding of S / S
             return (1.0 - sigma).astype(np.float32)
         return _edm_times(steps, self.param)
 
@@ -146,7 +153,7 @@ def _edm_times(steps: int, rho: float) -> np.ndarray:
         return np.array([0.0, 1.0], np.float32)
     ramp = np.linspace(0.0, 1.0, steps - 1)
     lo, hi = EDM_SIGMA_MIN ** (1 / rho), EDM_SIGMA_MAX ** (1 / rho)
-    sigma = (hi + ramp * (lo - hi)) ** rho
+    sigma = (hi * (1 - ramp) + lo * ramp) ** rho
     return np.concatenate([[0.0], 1.0 / (1.0 + sigma), [1.0]]).astype(np.float32)
 
 
@@ -168,13 +175,15 @@ class SolverHistory:
         return list(self.velocities)
 
     @classmethod
-    def from_list(cls, arrays: object, solver: Solver, shape: tuple[int, ...]) -> SolverHistory:
-        """Decoded history, checked against the job's solver and x's shape: a resume state that does not
-        fit the job is refused, not silently stepped with the wrong velocities."""
-        want = f"a list of at most {solver.history} velocities for solver {solver}"
+    def from_list(cls, arrays: object, solver: Solver, shape: tuple[int, ...], step: int) -> SolverHistory:
+        """Decoded history of a job `step` steps in, checked against the job's solver and x's shape: it
+        must hold exactly the velocities the solver reuses there (min(step, Solver.history)). A state that
+        does not fit the job is refused, not stepped on at a lower order or with the wrong velocities."""
+        count = min(step, solver.history)
+        want = f"a list of {count} velocities for solver {solver} after step {step}"
         if not isinstance(arrays, list | tuple):
             raise SchemaError(expected(want, type(arrays).__name__))
-        if len(arrays) > solver.history:
+        if len(arrays) != count:
             raise SchemaError(expected(want, f"{len(arrays)} of them"))
         for v in arrays:
             if not isinstance(v, np.ndarray) or v.dtype != np.float32 or v.shape != shape:

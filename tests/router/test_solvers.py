@@ -127,7 +127,7 @@ def test_a_multistep_history_survives_the_wire_and_resumes_to_the_same_result():
     for i in range(len(grid) - 1):
         if i == 5:  # a router crash: only what the resume state holds comes back
             stored = unpackb(packb({"x": x, "history": history.to_list()}))
-            x, history = stored["x"], SolverHistory.from_list(stored["history"], solver, x.shape)
+            x, history = stored["x"], SolverHistory.from_list(stored["history"], solver, x.shape, i)
         v = velocity(*stage_point(solver, grid, i, x, []))
         x = finish(solver, grid, i, x, [v], history)
         history = history.push(v, solver.history)
@@ -136,12 +136,15 @@ def test_a_multistep_history_survives_the_wire_and_resumes_to_the_same_result():
 
 def test_a_history_that_does_not_fit_the_job_is_refused():
     v = np.zeros((4, 2), np.float32)
-    with pytest.raises(SchemaError, match="at most 1 velocities for solver ab2"):
-        SolverHistory.from_list([v, v], Solver("ab2"), (4, 2))
+    with pytest.raises(SchemaError, match="1 velocities for solver ab2 after step 5, got '2 of them'"):
+        SolverHistory.from_list([v, v], Solver("ab2"), (4, 2), 5)
+    with pytest.raises(SchemaError, match="2 velocities for solver ab3 after step 5, got '1 of them'"):
+        SolverHistory.from_list([v], Solver("ab3"), (4, 2), 5)  # truncated: would step at a lower order
     with pytest.raises(SchemaError, match=r"float32 velocities of shape \(4, 3\)"):
-        SolverHistory.from_list([v], Solver("ab2"), (4, 3))
-    with pytest.raises(SchemaError, match="at most 0"):
-        SolverHistory.from_list([v], Solver("euler"), (4, 2))
+        SolverHistory.from_list([v], Solver("ab2"), (4, 3), 1)
+    with pytest.raises(SchemaError, match="0 velocities"):
+        SolverHistory.from_list([v], Solver("euler"), (4, 2), 3)
+    assert len(SolverHistory.from_list([v], Solver("ab3"), (4, 2), 1).velocities) == 1
 
 
 @pytest.mark.parametrize("text", ["rk4", "", None, 3, "Euler"])
@@ -150,7 +153,22 @@ def test_an_unknown_solver_is_refused_naming_the_known_ones(text):
         Solver.parse(text)
 
 
-@pytest.mark.parametrize("text", ["linear", "shift:0", "shift:-1", "shift:", "edm:30", "edm:x", None])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "linear",
+        "shift:0",
+        "shift:-1",
+        "shift:",
+        "shift:0.001",
+        "shift:1e-05",
+        "shift:1.234",
+        "edm:30",
+        "edm:0.1",
+        "edm:x",
+        None,
+    ],
+)
 def test_a_bad_grid_is_refused_saying_the_syntax(text):
     with pytest.raises(SchemaError, match="'uniform', 'shift:S'"):
         Grid.parse(text)
@@ -159,3 +177,18 @@ def test_a_bad_grid_is_refused_saying_the_syntax(text):
 @pytest.mark.parametrize("text", ["uniform", "shift:3", "shift:0.5", "edm", "edm:3"])
 def test_grid_names_round_trip(text):
     assert str(Grid.parse(text)) == text
+
+
+@pytest.mark.parametrize(
+    "text", ["shift:0.05", "shift:0.07", "shift:100", "shift:99.99", "edm:1", "edm:20", "edm:1.25"]
+)
+def test_every_accepted_grid_spells_itself_in_a_form_it_reads_back(text):
+    grid = Grid.parse(text)
+    assert Grid.parse(str(grid)) == grid  # a JobSpec normalises its grid: decode must accept the result
+
+
+@pytest.mark.parametrize("text", ["shift:0.05", "shift:100", "edm:1", "edm:20"])
+def test_grids_stay_strictly_increasing_at_their_parameter_extremes(text):
+    for steps in (2, 10, 1000):
+        t = Grid.parse(text).times(steps)
+        assert t[0] == 0.0 and t[-1] == 1.0 and np.all(np.diff(t) > 0), (text, steps)
