@@ -9,9 +9,10 @@ Every worker builds its metrics on a private CollectorRegistry (not prometheus_c
 several workers can live in one process (tests) without clashing names. The HTTP server runs on a
 daemon thread and only reads: counters are thread-safe, and health is a callable that reads flags the
 worker's connection thread sets. Port from `--metrics-port` or DDM_METRICS_PORT; 0 (the default)
-serves nothing, and the counters are still kept. Address from DDM_METRICS_BIND: 127.0.0.1 by default
-(this host only: with host networking, 0.0.0.0 would serve every interface); docker-compose.yml sets
-0.0.0.0 inside its containers, where Prometheus and the healthcheck reach it over the compose network.
+serves nothing, and the counters are still kept. Address from DDM_METRICS_BIND (the default,
+Settings.metrics_bind, is 127.0.0.1: this host only; with host networking, 0.0.0.0 would serve every
+interface; an IPv6 address such as '::' gets an IPv6 socket); docker-compose.yml sets 0.0.0.0 inside
+its containers, where Prometheus and the healthcheck reach it over the compose network.
 
 Names (all prefixed ddm_):
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,8 +47,11 @@ from prometheus_client import (
 )
 
 from ddm.schema.errors import ConfigError, expected
+from ddm.schema.settings import Settings
 
 log = logging.getLogger(__name__)
+
+DEFAULT_BIND = Settings.metrics_bind  # one home for the default address: schema/settings.py
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -137,19 +142,30 @@ class _Server(ThreadingHTTPServer):
         self.metrics = metrics
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6  # http.server's servers are IPv4 only: '::' would not resolve
+
+
+def _server_for(host: str) -> type[_Server]:
+    """The server class whose socket family fits `host`: IPv6 for an address with ':' ('::', '::1'),
+    IPv4 for the rest (an IPv4 address or a host name that resolves to one)."""
+    return _Server6 if ":" in host else _Server
+
+
 class MetricsServer:
     """Serve /metrics and /healthz for `metrics` on a daemon thread. start() binds (a busy port raises
-    OSError at once, not later on the thread); close() stops it. Binds 127.0.0.1 by default (this host
-    only); a container that Prometheus scrapes passes 0.0.0.0 (DDM_METRICS_BIND)."""
+    OSError at once, not later on the thread); close() stops it. Binds Settings.metrics_bind by default
+    (127.0.0.1, this host only); a container that Prometheus scrapes passes 0.0.0.0 or '::'
+    (DDM_METRICS_BIND)."""
 
-    def __init__(self, metrics: WorkerMetrics, port: int, host: str = "127.0.0.1"):
+    def __init__(self, metrics: WorkerMetrics, port: int, host: str = DEFAULT_BIND):
         self.metrics, self.host, self.port = metrics, host, port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> int:
         """Bind and serve; returns the port (the real one when asked for port 0)."""
-        self._server = _Server((self.host, self.port), self.metrics)
+        self._server = _server_for(self.host)((self.host, self.port), self.metrics)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)
         self._thread.start()
@@ -163,7 +179,7 @@ class MetricsServer:
             self._server = None
 
 
-def serve_metrics(metrics: WorkerMetrics, port: int, host: str = "127.0.0.1") -> MetricsServer | None:
+def serve_metrics(metrics: WorkerMetrics, port: int, host: str = DEFAULT_BIND) -> MetricsServer | None:
     """Start a MetricsServer on host:port when port > 0; None when port is 0 (off: the counters are
     still kept)."""
     if not 0 <= port <= 65535:

@@ -37,6 +37,7 @@ def test_from_dict_environment():
         "DDM_MAX_MESSAGE_BYTES": "1048576",
         "DDM_DEPLOYMENT": "/app/checkpoints/mnist/deployment.toml",
         "DDM_METRICS_PORT": "9100",
+        "DDM_METRICS_BIND": "::",
         "DDM_QUEUE_TYPE": "quorum",
         "DDM_LOG_LEVEL": "debug",
         "DDM_LOG_FORMAT": "json",
@@ -54,6 +55,7 @@ def test_from_dict_environment():
     assert (s.heartbeat_s, s.heartbeat_ttl_s, s.region, s.data_dir) == (0.5, 3, "eu-west-1", "/srv/ddm data")
     assert s.max_message_bytes == 1 << 20
     assert (s.deployment, s.metrics_port) == ("/app/checkpoints/mnist/deployment.toml", 9100)
+    assert s.metrics_bind == "::"
     assert s.queue_type == "quorum"
     assert (s.log_level, s.log_format, s.jax_cache_dir) == ("DEBUG", "json", "/var/cache/ddm/jax")
     assert s.trace_cache_dir == "/var/cache/ddm/traced"
