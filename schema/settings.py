@@ -17,6 +17,8 @@ _INT_RE = re.compile(r"-?[0-9]+")  # stricter than int(): no spaces, no undersco
 _REGION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _BIND_RE = re.compile(r"[A-Za-z0-9_.:-]{1,253}")  # DDM_METRICS_BIND: an IPv4/IPv6 address or a host name
 _PASSWORD_RE = re.compile(r"(//[^:/@]*:)[^@/]*@")
+# redis+sentinel://...?sentinel_password=: the Sentinels' own password, in the query
+_QUERY_PASSWORD_RE = re.compile(r"([?&]sentinel_password=)[^&#,\s]*")
 QUEUE_TYPES = ("classic", "quorum")  # DDM_QUEUE_TYPE: the work queues' type (schema/topology.py)
 
 
@@ -41,8 +43,8 @@ def _fail(field: str, what: str, got: object) -> ConfigError:
 
 def redact(url: str) -> str:
     """'amqp://user:secret@host/' -> 'amqp://user:***@host/', for logs and reprs; every URL of a
-    comma-separated list too."""
-    return _PASSWORD_RE.sub(r"\1***@", url)
+    comma-separated list too, and a redis+sentinel:// URL's sentinel_password."""
+    return _QUERY_PASSWORD_RE.sub(r"\1***", _PASSWORD_RE.sub(r"\1***@", url))
 
 
 def _is_url(value: str, schemes: tuple[str, ...]) -> bool:
@@ -81,8 +83,9 @@ class Settings:
     redis_url: str = setting(
         "redis://127.0.0.1:6379/0",
         "Redis URL: redis://, rediss:// (TLS), unix://, or "
-        "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service-name[/db] for Redis "
-        "Sentinel.",
+        "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service-name[/db]"
+        "[?sentinel_password=password] for Redis Sentinel (the password is the master's; sentinel_password "
+        "the Sentinels' own requirepass).",
     )
     prefix: str = setting(
         "",

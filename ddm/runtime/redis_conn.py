@@ -7,9 +7,11 @@ DDM_REDIS_URL takes redis-py's own forms (redis://, rediss://, unix://) and one 
 Sentinel, which redis-py has no URL parser for:
 
     redis+sentinel://[[username]:password@]host1[:port1][,host2[:port2]...]/service-name[/db]
+                     [?sentinel_password=password]
 
 The sentinels (port 26379 unless given) are asked for the master of `service-name`; the password (and
-username) authenticate to that master, not to the sentinels (redis-py's Sentinel default). The client
+username) authenticate to that master. `sentinel_password` (percent-encoded) authenticates to the
+sentinels themselves (their `requirepass`); without it they are asked with no password. The client
 follows a failover by itself: its pool asks the sentinels again on a new connection (docs/DEPLOY.md).
 """
 
@@ -87,7 +89,11 @@ SENTINEL_SCHEME = "redis+sentinel://"
 SENTINEL_PORT = 26379
 _SERVICE_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _HOST_RE = re.compile(r"(?:\[(?P<ip6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+))(?::(?P<port>[0-9]{1,5}))?")
-SENTINEL_FORM = "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service-name[/db]"
+SENTINEL_FORM = (
+    "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service-name[/db]"
+    "[?sentinel_password=password]"
+)
+_QUERY_RE = re.compile(r"sentinel_password=(?P<secret>[^&#=\s]*)")
 
 
 @dataclass(frozen=True)
@@ -99,19 +105,22 @@ class SentinelURL:
     db: int = 0
     username: str | None = None
     password: str | None = None
+    sentinel_password: str | None = None  # the sentinels' own (requirepass), not the master's
 
     def __repr__(self) -> str:
         secret = "None" if self.password is None else "'***'"
+        sentinel_secret = "None" if self.sentinel_password is None else "'***'"
         return (
             f"SentinelURL(sentinels={self.sentinels!r}, service={self.service!r}, db={self.db}, "
-            f"username={self.username!r}, password={secret})"
+            f"username={self.username!r}, password={secret}, sentinel_password={sentinel_secret})"
         )
 
 
 def _bad_sentinel_url(url: str, why: str) -> ConfigError:
     # A malformed URL may hold a password redact() cannot see (an unencoded '/' or '@' in it): everything
-    # before the last '@' is hidden, the user name too.
+    # before the last '@' is hidden, the user name too; so is everything after sentinel_password=.
     head, _, rest = url.partition("://")
+    rest = re.sub(r"([?&]sentinel_password=).*", r"\1***", rest)
     _, at, tail = rest.rpartition("@")
     shown = f"{head}://***@{tail}" if at else url
     return ConfigError(f"DDM_REDIS_URL: {expected(f'{SENTINEL_FORM} ({why})', shown)}")
@@ -134,10 +143,16 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     """Split a redis+sentinel:// URL; ConfigError (password redacted) for anything else."""
     if not url.startswith(SENTINEL_SCHEME):
         raise _bad_sentinel_url(url, f"the scheme {SENTINEL_SCHEME}")
-    rest = url[len(SENTINEL_SCHEME) :]
+    rest, question, query = url[len(SENTINEL_SCHEME) :].partition("?")
     netloc, _, path = rest.partition("/")
-    if any(c in rest for c in "?#") or any(c.isspace() for c in rest) or "@" in path:
-        raise _bad_sentinel_url(url, "no query, fragment or spaces; percent-encode / ? # @ in a password")
+    found = _QUERY_RE.fullmatch(query) if question else None
+    if (question and found is None) or "#" in rest or any(c.isspace() for c in rest) or "@" in path:
+        raise _bad_sentinel_url(
+            url,
+            "no fragment or spaces, no query but ?sentinel_password=...; percent-encode / ? # @ & = "
+            "in a password",
+        )
+    sentinel_password = (urllib.parse.unquote(found["secret"]) or None) if found else None
     userinfo, at, hosts = netloc.rpartition("@")
     username = password = None
     if at:
@@ -150,7 +165,8 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     db = parts[1] if len(parts) == 2 else "0"
     if not re.fullmatch(r"[0-9]{1,5}", db):
         raise _bad_sentinel_url(url, f"a database number, not {db!r}")
-    return SentinelURL(_sentinel_hosts(url, hosts), parts[0], int(db), username, password)
+    hosts_found = _sentinel_hosts(url, hosts)
+    return SentinelURL(hosts_found, parts[0], int(db), username, password, sentinel_password)
 
 
 def redis_client(
@@ -171,6 +187,8 @@ def redis_client(
     # (redis-py's default retry backs off about 4 s per sentinel, for every master lookup).
     asking = {"socket_connect_timeout": connect_timeout, "socket_timeout": connect_timeout}
     asking["retry"] = Retry(NoBackoff(), 0)
+    if parsed.sentinel_password is not None:
+        asking["password"] = parsed.sentinel_password  # the sentinels' requirepass
     sentinel = redis.sentinel.Sentinel(list(parsed.sentinels), sentinel_kwargs=asking)
     return sentinel.master_for(
         parsed.service, db=parsed.db, username=parsed.username, password=parsed.password, **options

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 import shutil
 import subprocess
 import tomllib
@@ -26,6 +27,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from ddm.runtime.redis_conn import parse_sentinel_url
+from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY
 from ddm.schema.names import Names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -364,6 +367,134 @@ def test_a_broken_reference_fails(rendered, what, change):
     assert reference_problems(docs), what
 
 
+# ------------------------------------------------------------------------------------------ network policy
+
+REDIS_PORTS = {6379, 26379}  # Redis and its Sentinel
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    """A label selector of matchLabels only (what the shipped policy uses) against a pod's labels."""
+    return not selector.get("matchExpressions") and selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def network_policy_problems(docs: list[dict]) -> list[str]:
+    """Where the redis-sentinel component is in `docs`: a NetworkPolicy selects exactly the ddm-redis pods
+    and admits, on 6379 and 26379 only, pods of this namespace chosen by label (no namespace or IP block)
+    that include every ddm pod of the render (router, web UI, experts and the Redis pods themselves) and
+    are chosen by app.kubernetes.io/part-of=ddm-pipeline."""
+    redis = [d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "ddm-redis"]
+    if not redis:
+        return []
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    workloads = {f"{d['kind']}/{d['metadata']['name']}": d for d in docs if d["kind"] in WORKLOADS}
+    labels = {where: d["spec"]["template"]["metadata"].get("labels", {}) for where, d in workloads.items()}
+    redis_pods = labels["StatefulSet/ddm-redis"]
+    guarding = [p for p in policies if _selects(p["spec"]["podSelector"], redis_pods)]
+    if not guarding:
+        return ["no NetworkPolicy selects the ddm-redis pods"]
+    problems = []
+    for policy in guarding:
+        name, spec = policy["metadata"]["name"], policy["spec"]
+        if not spec["podSelector"].get("matchLabels"):
+            problems.append(f"NetworkPolicy/{name}: an empty podSelector selects every pod of the namespace")
+        for where, pod in labels.items():
+            if where != "StatefulSet/ddm-redis" and _selects(spec["podSelector"], pod):
+                problems.append(f"NetworkPolicy/{name}: its podSelector also selects {where}")
+        if "Ingress" not in spec.get("policyTypes", ["Ingress"]):
+            problems.append(f"NetworkPolicy/{name}: not an Ingress policy")
+        selectors = []
+        for rule in spec.get("ingress", []):
+            ports = {p.get("port") for p in rule.get("ports", [])}
+            if not rule.get("ports") or not ports <= REDIS_PORTS:
+                problems.append(
+                    f"NetworkPolicy/{name}: a rule for ports {sorted(ports, key=str)}, not 6379/26379"
+                )
+            if not rule.get("from"):
+                problems.append(f"NetworkPolicy/{name}: a rule with no `from` admits every source")
+            for peer in rule.get("from", []):
+                if set(peer) != {"podSelector"}:
+                    problems.append(f"NetworkPolicy/{name}: a peer other than pods of this namespace: {peer}")
+                else:
+                    selectors.append(peer["podSelector"])
+        for selector in selectors:
+            if selector.get("matchLabels") != {"app.kubernetes.io/part-of": "ddm-pipeline"}:
+                problems.append(f"NetworkPolicy/{name}: admits {selector}, not part-of=ddm-pipeline")
+        for where, pod in labels.items():
+            if not any(_selects(sel, pod) for sel in selectors):
+                problems.append(f"NetworkPolicy/{name}: {where}'s pods ({pod}) may not reach Redis")
+    return problems
+
+
+def test_only_ddm_pods_reach_redis_and_the_sentinels(rendered):
+    for overlay, docs in rendered.items():
+        assert any(d["kind"] == "NetworkPolicy" for d in docs), overlay  # every overlay has redis-sentinel
+    problems = [
+        f"{overlay}: {p}" for overlay, docs in rendered.items() for p in network_policy_problems(docs)
+    ]
+    assert problems == []
+
+
+def _policy(docs: list[dict]) -> dict:
+    return _first(docs, "NetworkPolicy", "ddm-redis")["spec"]
+
+
+@pytest.mark.parametrize(
+    ("what", "change"),
+    [
+        ("no policy", lambda docs: docs.remove(_first(docs, "NetworkPolicy", "ddm-redis"))),
+        (
+            "a ddm pod without the label",
+            lambda docs: _first(docs, "Deployment", "ddm-router")["spec"]["template"]["metadata"][
+                "labels"
+            ].pop("app.kubernetes.io/part-of"),
+        ),
+        (
+            "a Redis pod without the label (replication and the Sentinels among themselves)",
+            lambda docs: _first(docs, "StatefulSet", "ddm-redis")["spec"]["template"]["metadata"][
+                "labels"
+            ].pop("app.kubernetes.io/part-of"),
+        ),
+        ("every pod guarded", lambda docs: _policy(docs).update(podSelector={})),
+        (
+            "the policy selects other pods",
+            lambda docs: _policy(docs).update(
+                podSelector={"matchLabels": {"app.kubernetes.io/name": "ddm-pipeline"}}
+            ),
+        ),
+        ("any source", lambda docs: _policy(docs)["ingress"][0].pop("from")),
+        ("any namespace", lambda docs: _policy(docs)["ingress"][0]["from"].append({"namespaceSelector": {}})),
+        ("another port", lambda docs: _policy(docs)["ingress"][0]["ports"].append({"port": 6380})),
+        (
+            "another label",
+            lambda docs: _policy(docs)["ingress"][0]["from"][0].update(
+                podSelector={"matchLabels": {"app.kubernetes.io/name": "ddm-pipeline"}}
+            ),
+        ),
+    ],
+)
+def test_a_weaker_network_policy_fails(rendered, what, change):
+    docs = copy.deepcopy(rendered["cpu"])
+    change(docs)
+    assert network_policy_problems(docs), what
+
+
+def test_the_network_policy_validates_and_a_broken_one_fails(rendered):
+    policy = _first(rendered["cpu"], "NetworkPolicy", "ddm-redis")
+    assert schema_problems(policy) == []
+    broken = copy.deepcopy(policy)
+    broken["spec"]["ingress"][0]["ports"][0]["port"] = [6379]
+    assert schema_problems(broken)
+
+
+def _secret_name(docs: list[dict], stem: str) -> str:
+    """The generated name (stem plus kustomize's hash) of a Secret of the render."""
+    return next(
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] == "Secret" and d["metadata"]["name"].startswith(stem + "-")
+    )
+
+
 def _config(docs: list[dict]) -> dict:
     return next(
         d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("ddm-config-")
@@ -484,6 +615,24 @@ def test_accelerators(rendered):
     assert _container(cpu, "ddm-expert-1")["image"] == "ddm-pipeline:expert-jax"
 
 
+def test_the_dockerfiles_and_targets_named_exist():
+    """The images' build lines (base/kustomization.yaml, docs/KUBERNETES.md) name a Dockerfile that
+    exists, and targets that are its stages; every base image tag is a target of cpu.Dockerfile."""
+    texts = [K8S / "base" / "kustomization.yaml", REPO / "docs" / "KUBERNETES.md"]
+    for path in texts:
+        text = path.read_text()
+        named = set(re.findall(r"ops/docker/[\w.-]*Dockerfile\b", text))
+        assert named, path
+        for dockerfile in named:
+            assert (REPO / dockerfile).is_file(), f"{path.name} names {dockerfile}"
+        for dockerfile, target in re.findall(r"-f (ops/docker/\S+) --target (\S+)", text):
+            stages = re.findall(r"^FROM \S+ AS (\S+)", (REPO / dockerfile).read_text(), re.MULTILINE)
+            assert target in stages, f"{path.name}: {dockerfile} has no target {target}"
+    stages = re.findall(r"^FROM \S+ AS (\S+)", (REPO / "ops/docker/cpu.Dockerfile").read_text(), re.MULTILINE)
+    tags = {i["newTag"] for i in yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())["images"]}
+    assert tags <= set(stages), tags - set(stages)
+
+
 def test_pods_run_as_non_root_with_limits_and_probes(rendered):
     for overlay, docs in rendered.items():
         for where, spec in _pod_specs(docs):
@@ -507,6 +656,17 @@ def test_scaling(rendered):
         assert trigger["authenticationRef"]["name"] == "ddm-rabbitmq"
     assert keda["ddm-router"]["minReplicaCount"] == zero["ddm-router"]["minReplicaCount"] == 1
     assert {zero[n]["minReplicaCount"] for n in zero if n.startswith("ddm-expert-")} == {0}
+    # what wakes a sleeping expert (requests only) and when none comes (degrade): said where it is added
+    said = " ".join(
+        line.lstrip("# ").strip()
+        for line in (K8S / "components" / "keda-scale-to-zero" / "kustomization.yaml")
+        .read_text()
+        .splitlines()
+        if line.startswith("#")
+    )
+    assert DEFAULT_EXPERT_LOSS_POLICY == "wait" and 'on_expert_loss "wait", the default' in said
+    assert "woken only by requests" in said and "do NOT wait" not in said
+    assert 'on_expert_loss "degrade"' in said and "must keep minReplicaCount 1" in said
     # the router waits for an expert waking from zero instead of failing its jobs after 30 s
     assert int(_config(rendered[SCALE_TO_ZERO])["DDM_EXPERT_GRACE_S"]) >= 300
     assert "DDM_EXPERT_GRACE_S" not in _config(rendered["cpu-keda"])
@@ -528,6 +688,17 @@ def test_broker_and_redis(rendered):
     assert {c["name"] for c in redis["spec"]["template"]["spec"]["containers"]} == {"redis", "sentinel"}
     example = (K8S / "components" / "secrets" / "redis.env.example").read_text()
     assert "DDM_REDIS_URL=redis+sentinel://" in example
+    # the Sentinels have a password of their own: set in init.sh, given by the clients' URL
+    env = dict(line.split("=", 1) for line in example.splitlines() if line and not line.startswith("#"))
+    assert parse_sentinel_url(env["DDM_REDIS_URL"]).sentinel_password == env["SENTINEL_PASSWORD"]
+    init = (K8S / "components" / "redis-sentinel" / "init.sh").read_text()
+    assert 'echo "requirepass ${SENTINEL_PASSWORD}"' in init
+    assert 'REDISCLI_AUTH="${SENTINEL_PASSWORD}" timeout 3 redis-cli' in init  # it asks the other Sentinels
+    sentinel = next(c for c in redis["spec"]["template"]["spec"]["containers"] if c["name"] == "sentinel")
+    assert {
+        "name": "REDISCLI_AUTH",
+        "valueFrom": {"secretKeyRef": {"name": _secret_name(docs, "ddm-redis"), "key": "SENTINEL_PASSWORD"}},
+    } in sentinel["env"]
 
 
 def test_no_password_is_committed():

@@ -20,9 +20,9 @@ from ddm.schema.errors import ConfigError, ServiceUnavailableError
 from ddm.schema.jobs import queued_fields
 from ddm.schema.messages import JobSpec
 from ddm.schema.names import Names
-from ddm.schema.settings import Settings
+from ddm.schema.settings import Settings, redact
 from tests.support.compose import COMPOSE_FILE, ENV_EXAMPLE, compose_binary
-from tests.support.sentinel import SECRET, SentinelSet, needs_redis_server, start, wait_until
+from tests.support.sentinel import SECRET, SENTINEL_SECRET, SentinelSet, needs_redis_server, start, wait_until
 from tests.support.services import free_port
 
 # ---------------------------------------------------------------- the URL
@@ -42,6 +42,14 @@ from tests.support.services import free_port
             SentinelURL((("h", 26379),), "svc", 0, "ddm-router", "p@/w"),
         ),
         ("redis+sentinel://user@h/svc", SentinelURL((("h", 26379),), "svc", 0, "user", None)),
+        (  # the Sentinels' own password (their requirepass), percent-encoded in the query
+            "redis+sentinel://:pw@h1,h2/svc/1?sentinel_password=s%26p%40%3Fw",
+            SentinelURL((("h1", 26379), ("h2", 26379)), "svc", 1, None, "pw", "s&p@?w"),
+        ),
+        (
+            "redis+sentinel://h/svc?sentinel_password=sp",
+            SentinelURL((("h", 26379),), "svc", 0, None, None, "sp"),
+        ),
     ],
 )
 def test_sentinel_urls_parse(url, want):
@@ -55,9 +63,12 @@ def test_sentinel_urls_parse(url, want):
         (f"redis+sentinel://:{SECRET}@h", "a service name"),
         (f"redis+sentinel://:{SECRET}@h/", "a service name"),
         (f"redis+sentinel://:{SECRET}@h/svc/0/1", "a service name"),
-        (f"redis+sentinel://:{SECRET}@h/sv c", "no query, fragment or spaces"),
+        (f"redis+sentinel://:{SECRET}@h/sv c", "no fragment or spaces"),
         (f"redis+sentinel://:{SECRET}@h/svc/db1", "a database number"),
-        (f"redis+sentinel://:{SECRET}@h/svc?ssl=1", "no query"),
+        (f"redis+sentinel://:{SECRET}@h/svc?ssl=1", "no query but ?sentinel_password="),
+        (f"redis+sentinel://:pw@h/svc?sentinel_password={SECRET}&ssl=1", "no query but"),
+        (f"redis+sentinel://:pw@h/svc?sentinel_password={SECRET}#x", "no query but"),
+        (f"redis+sentinel://:pw@h/svc/x?sentinel_password={SECRET}", "a database number"),
         (f"redis+sentinel://:{SECRET}@/svc", "a sentinel as host or host:port"),
         (f"redis+sentinel://:{SECRET}@h1,,h2/svc", "a sentinel as host or host:port"),
         (f"redis+sentinel://:{SECRET}@h:0/svc", "a port in 1..65535"),
@@ -78,6 +89,20 @@ def test_bad_sentinel_urls_are_config_errors_without_the_password(url, why):
 def test_the_parsed_url_hides_its_password():
     parsed = parse_sentinel_url(f"redis+sentinel://:{SECRET}@h/svc")
     assert SECRET not in repr(parsed) and "'***'" in repr(parsed)
+    parsed = parse_sentinel_url(f"redis+sentinel://:pw@h/svc?sentinel_password={SENTINEL_SECRET}")
+    assert SENTINEL_SECRET not in repr(parsed) and "sentinel_password='***'" in repr(parsed)
+    url = f"redis+sentinel://:pw@h1,h2/svc/0?sentinel_password={SENTINEL_SECRET}"
+    assert redact(url) == "redis+sentinel://:***@h1,h2/svc/0?sentinel_password=***"
+
+
+def test_the_sentinel_password_goes_to_the_sentinels_and_the_password_to_the_master():
+    client = redis_client(f"redis+sentinel://:{SECRET}@h1,h2/svc/3?sentinel_password={SENTINEL_SECRET}")
+    pool = client.connection_pool
+    assert pool.connection_kwargs["password"] == SECRET and pool.connection_kwargs["db"] == 3
+    sentinels = pool.sentinel_manager.sentinels
+    assert [s.connection_pool.connection_kwargs["password"] for s in sentinels] == [SENTINEL_SECRET] * 2
+    no_password = redis_client(f"redis+sentinel://:{SECRET}@h1/svc").connection_pool.sentinel_manager
+    assert no_password.sentinels[0].connection_pool.connection_kwargs.get("password") is None
 
 
 def test_other_urls_are_redis_py_s_own():
@@ -124,6 +149,24 @@ def test_a_failover_is_followed(sentinel_set):
     assert replica.info("replication")["role"] == "master"
     print(f"\nfailover followed: writes resumed {took:.1f} s after kill -9 of the master")
     r.close()
+
+
+@needs_redis_server
+def test_a_sentinel_with_requirepass_is_asked_with_the_url_s_sentinel_password(tmp_path):
+    guarded = SentinelSet(tmp_path, sentinel_password=SENTINEL_SECRET)
+    try:
+        guarded.start()
+        r = connect_redis(guarded.url(db=1, sentinel_password=SENTINEL_SECRET))
+        r.set("k", "v")
+        assert guarded.client("master", db=1).get("k") == b"v"
+        r.close()
+        # without it, or with a wrong one, the sentinel names no master: unavailable, no password shown
+        for url in (guarded.url(), guarded.url(sentinel_password="wrong")):
+            with pytest.raises(ServiceUnavailableError, match="no Redis answered") as err:
+                connect_redis(url, attempts=1)
+            assert SECRET not in str(err.value) and "wrong" not in str(err.value)
+    finally:
+        guarded.stop()
 
 
 @needs_redis_server

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -15,6 +16,7 @@ import redis
 from .services import free_port
 
 SECRET = "s3cret-pw"
+SENTINEL_SECRET = "sent1nel-pw"  # the sentinel's own requirepass, when a set is started with one
 SERVICE = "ddmtest"
 
 needs_redis_server = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
@@ -41,8 +43,9 @@ class SentinelSet:
     """redis-server master + replica (both requirepass SECRET) and one redis-sentinel monitoring them as
     SERVICE (quorum 1, down after 1 s), in `folder`, on free ports. stop() kills what it started."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, sentinel_password: str | None = None):
         self.folder = folder
+        self.sentinel_password = sentinel_password  # the sentinel's requirepass (None: none)
         self.ports = {"master": free_port(), "replica": free_port(), "sentinel": free_port()}
         self.procs: dict[str, subprocess.Popen] = {}
 
@@ -61,7 +64,7 @@ class SentinelSet:
         self.procs[name] = start(args, self.folder / f"{name}.log")
 
     def client(self, name: str, **kw) -> redis.Redis:
-        password = None if name == "sentinel" else SECRET
+        password = self.sentinel_password if name == "sentinel" else SECRET
         return redis.Redis(port=self.ports[name], password=password, socket_timeout=2.0, **kw)
 
     def start(self) -> SentinelSet:
@@ -75,6 +78,7 @@ class SentinelSet:
             f"sentinel monitor {SERVICE} 127.0.0.1 {self.ports['master']} 1\n"
             f"sentinel auth-pass {SERVICE} {SECRET}\n"
             f"sentinel down-after-milliseconds {SERVICE} 1000\nsentinel failover-timeout {SERVICE} 10000\n"
+            + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else "")
         )
         self.procs["sentinel"] = start(
             ["redis-server", str(conf), "--sentinel"], self.folder / "sentinel.log"
@@ -83,10 +87,12 @@ class SentinelSet:
         wait_until(lambda: sentinel.sentinel_slaves(SERVICE), 20, "the sentinel's view of the replica")
         return self
 
-    def url(self, db: int = 0, service: str = SERVICE) -> str:
-        """The set's Sentinel URL, a sentinel nobody listens on first: the next one is asked at once."""
+    def url(self, db: int = 0, service: str = SERVICE, sentinel_password: str | None = None) -> str:
+        """The set's Sentinel URL, a sentinel nobody listens on first: the next one is asked at once;
+        with sentinel_password, the URL's ?sentinel_password= (percent-encoded)."""
         sentinels = f"127.0.0.1:{free_port()},127.0.0.1:{self.ports['sentinel']}"
-        return f"redis+sentinel://:{SECRET}@{sentinels}/{service}/{db}"
+        query = f"?sentinel_password={quote(sentinel_password, safe='')}" if sentinel_password else ""
+        return f"redis+sentinel://:{SECRET}@{sentinels}/{service}/{db}{query}"
 
     def kill9(self, name: str) -> None:
         proc = self.procs.pop(name)

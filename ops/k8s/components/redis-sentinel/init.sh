@@ -1,6 +1,8 @@
 #!/bin/sh
 # The redis-sentinel StatefulSet's init container: writes this pod's redis.conf and sentinel.conf into
-# /etc/redis-run (an emptyDir, owner-only; the password is in the files, never on a command line).
+# /etc/redis-run (an emptyDir, owner-only; the passwords are in the files, never on a command line).
+# The Sentinels take a password of their own (SENTINEL_PASSWORD, requirepass): they use it with each other
+# too, and the clients give it as ?sentinel_password= in DDM_REDIS_URL.
 # The master is the one the other pods' Sentinels name (after a failover it need not be pod 0); when no
 # Sentinel answers (the first start), pod 0.
 set -eu
@@ -10,9 +12,10 @@ MASTER=""
 for i in 0 1 2; do
   host="ddm-redis-${i}.${HEADLESS}"
   [ "$host" = "$SELF" ] && continue
-  answer=$(timeout 3 redis-cli --raw -h "$host" -p 26379 sentinel get-master-addr-by-name ddm 2>/dev/null | head -n 1 || true)
+  answer=$(REDISCLI_AUTH="${SENTINEL_PASSWORD}" timeout 3 redis-cli --raw -h "$host" -p 26379 \
+    sentinel get-master-addr-by-name ddm 2>/dev/null | head -n 1 || true)
   case "$answer" in
-    ""|*ERR*|*rror*) ;;
+    ""|*ERR*|*rror*|*AUTH*|*WRONGPASS*) ;;
     *) MASTER="$answer"; break ;;
   esac
 done
@@ -33,6 +36,7 @@ umask 077
 } > /etc/redis-run/redis.conf
 {
   echo "port 26379"
+  echo "requirepass ${SENTINEL_PASSWORD}"
   echo "dir /tmp"
   echo "sentinel resolve-hostnames yes"
   echo "sentinel announce-hostnames yes"
