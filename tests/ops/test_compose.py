@@ -247,6 +247,58 @@ def test_secrets_stay_out_of_git_and_images():
     assert ".env" in (REPO / ".dockerignore").read_text().splitlines()
 
 
+def _docker_pattern(pattern: str) -> re.Pattern:
+    """A .dockerignore pattern as Docker's matcher (moby/patternmatcher) reads it: relative to the
+    context root, `*` and `?` within one path segment, `**` across any number of them."""
+    pattern = os.path.normpath(pattern.strip()).lstrip("/")
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)
+
+
+def dockerignored(path: str, lines: list[str]) -> bool:
+    """Whether Docker leaves `path` out of the build context: the last pattern that matches it or a
+    folder above it decides (a `!pattern` takes it back in)."""
+    parents = [str(Path(*Path(path).parts[: n + 1])) for n in range(len(Path(path).parts))]
+    ignored = False
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keep = line.startswith("!")
+        if any(_docker_pattern(line.lstrip("!")).fullmatch(p) for p in parents):
+            ignored = not keep
+    return ignored
+
+
+def test_no_env_file_anywhere_reaches_the_build_context():
+    """Real passwords live in env files below the root too (ops/k8s/components/secrets/*.env): none may
+    be copied into the build context or a layer cache; the committed templates hold none."""
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    for secret in (
+        ".env",
+        ".env.local",
+        "ops/k8s/components/secrets/redis.env",
+        "ops/k8s/components/secrets/broker.env",
+        "ops/some/where/else.env",
+        "ops/some/where/.env",
+    ):
+        assert dockerignored(secret, lines), secret
+    for needed in ("ddm/runtime/redis_conn.py", "checkpoints/mnist/deployment.toml", "README.md"):
+        assert not dockerignored(needed, lines), needed
+    assert dockerignored("tests/ops/test_compose.py", lines)  # the matcher reads folders as Docker does
+
+
 # ---------------------------------------------------------------- production details (docs/DEPLOY.md)
 
 DOCKERFILES = sorted((REPO / "ops" / "docker").glob("*.Dockerfile"))
