@@ -13,6 +13,7 @@ checkpoints and resume are the experts' own (train_loop with a `batch` provider)
 
 The student is a normal expert checkpoint (expert 0, classes = every label it saw) whose meta.json
 adds a `distilled_from` record; `write_student_deployment` makes it a one-expert deployment.
+`ddm distill --method reflow` (ddm.ops.reflow) makes a few-step student with the same pieces.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from ddm.workers.training import BatchFn, TrainConfig, training_batch
 DISTILLED_METHOD = "distilled"  # the student's partition "method": trained on the union, one cluster
 STUDENT_DEPLOYMENT = "deployment.toml"  # written inside the student's folder, checkpoint = "."
 # What must match between a distillation and the one it resumes (besides RESUME_KEYS).
-DISTILL_RESUME_KEYS = ("strategy", "router_kind", "teachers")
+DISTILL_RESUME_KEYS = ("method", "strategy", "router_kind", "teachers")
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def check_distill_resume(out: Path, meta: dict) -> None:
             a = [(x["id"], x["meta_sha256"]) for x in old.get(key, [])]
             b = [(x["id"], x["meta_sha256"]) for x in new[key]]
         else:
-            a, b = old.get(key), new[key]
+            a, b = old.get(key), new.get(key)
         if a != b:
             raise ConfigError(expected(f"--resume with the same {key} as {out}", f"{b} vs {a}"))
 
@@ -222,11 +223,14 @@ def check_data(dataset, want_sha256: str | None) -> None:
 # -- serving the student ---------------------------------------------------------------------------
 
 
-def write_student_deployment(student: Path, teacher_deployment) -> Path | None:
+def write_student_deployment(
+    student: Path, teacher_deployment, guidance: float | None = None, sampling: dict | None = None
+) -> Path | None:
     """student/deployment.toml: the student alone (checkpoint = ".", this folder), oracle routing (one
-    expert holding every label), the teachers' default guidance, class names and expert-loss policy,
-    so it evaluates like for like. None (nothing written) if the student lacks some label: no router
-    routes a label no expert has."""
+    expert holding every label), the teachers' default guidance (or `guidance`: a reflow student is
+    served at 1), class names and expert-loss policy, so it evaluates like for like; `sampling`: its
+    [sampling] table. None (nothing written) if the student lacks some label: no router routes a label
+    no expert has."""
     meta = read_any_meta(student, kind="expert")
     if sorted(meta.get("classes", [])) != list(range(NUM_CLASSES)):
         return None
@@ -236,9 +240,10 @@ def write_student_deployment(student: Path, teacher_deployment) -> Path | None:
         ["."],
         "oracle",
         name=f"{d.name}-student",
-        guidance=d.guidance,
+        guidance=d.guidance if guidance is None else guidance,
         class_names=list(d.class_names),
         on_expert_loss=d.on_expert_loss,
+        **({"sampling": sampling} if sampling else {}),
     )
     path = student_deployment.write(comment=f"The student of `ddm distill` alone; distilled from {d.path}")
     return path
@@ -249,6 +254,20 @@ def student_summary(meta: dict) -> str:
     src = meta["distilled_from"]
     part = meta.get("partition", {})
     teachers = ", ".join(f"{t['id']}: {t['framework']} {t['preset']}" for t in src.get("teachers", []))
+    if src.get("method") == "reflow":
+        pairs, how = src.get("pairs", {}), src.get("sampling", {})
+        return (
+            f"A {meta.get('preset')} {model_title(meta)} few-step student (`ddm distill --method reflow`, "
+            f"rectified flow) of deployment `{src.get('deployment')}` ({src.get('router_kind')} router, "
+            f"strategy `{src.get('strategy')}`; teachers {teachers}): trained on x_t between "
+            f"{pairs.get('n')} (noise, image) pairs the ensemble sampled ({pairs.get('solver')}, "
+            f"{pairs.get('steps')} steps, "
+            f"grid {pairs.get('grid')}, guidance {pairs.get('guidance')}), target x1 - x0"
+            f"{', initialised from ' + src['init_from'] if src.get('init_from') else ''}. "
+            f"Samples with {how.get('solver')} on the {how.get('grid')} grid in {how.get('steps')} steps "
+            f"(default {how.get('default_steps')}) at guidance {how.get('guidance')}: the pairs' guidance is "
+            f"in its flow. Pairs cost {pairs.get('cost')}; training {src.get('training_cost')}."
+        )
     return (
         f"A {meta.get('preset')} {model_title(meta)} flow-matching student distilled (`ddm distill`) from "
         f"deployment `{src.get('deployment')}` ({src.get('router_kind')} router, strategy "

@@ -22,6 +22,15 @@ the teachers' paths and meta digests) plus MODEL_CARD.md and OUT/deployment.toml
 as a one-expert deployment (checkpoint ".", oracle router, the teachers' guidance and class names):
   ddm eval --deployment OUT/deployment.toml --classifier <teachers' folder>/classifier --out ...
   ddm up --deployment OUT/deployment.toml
+
+--method reflow (rectified flow; ddm.ops.reflow) makes a few-step student instead: the ensemble samples
+--pairs images from noise (each pair a job of --pair-solver/--pair-steps/--pair-grid at --pair-guidance,
+routed by --strategy, cached by chunk in --pairs-dir so a stopped run resumes), and the student fits
+the straight flow x_t = t*x1 + (1-t)*x0 -> x1 - x0 between each noise and its image. It samples in 1-4
+Euler steps at guidance 1 (the pairs' guidance is inside its flow); meta.json's distilled_from records
+the method, pairs (settings, count, digest, cost), training cost and `sampling`, and OUT/deployment.toml
+serves it at guidance 1 with a few-step [sampling] offer:
+  ddm eval --deployment OUT/deployment.toml --classifier <teachers' folder>/classifier --steps 4 --out ...
 """
 
 
@@ -82,6 +91,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="split of --dataset (default: the teachers' partition's split, the union of their clusters)",
     )
     parser.add_argument("--data-dir", default=None, help="dataset folder (default: $DDM_DATA_DIR or ./data)")
+    parser.add_argument(
+        "--method",
+        default="velocity",
+        choices=["velocity", "reflow"],
+        help="velocity: regress the ensemble's velocity at noised real images (a dense student, same "
+        "steps); reflow: sample (noise, image) pairs from the ensemble and fit the straight flow between "
+        "them (a 1-4 step student) (default: %(default)s)",
+    )
+    reflow = parser.add_argument_group("--method reflow")
+    reflow.add_argument("--pairs", type=int, default=2048, help="pairs to sample (default: %(default)s)")
+    reflow.add_argument(
+        "--pair-steps", type=int, default=50, help="steps of the ensemble per pair (default: %(default)s)"
+    )
+    reflow.add_argument("--pair-solver", default="euler", help="the pairs' solver (default: %(default)s)")
+    reflow.add_argument("--pair-grid", default="uniform", help="the pairs' grid (default: %(default)s)")
+    reflow.add_argument(
+        "--pair-guidance",
+        type=float,
+        default=None,
+        help="the pairs' guidance, learnt into the student's flow (default: the deployment's)",
+    )
+    reflow.add_argument(
+        "--pairs-dir",
+        type=Path,
+        default=None,
+        help="the pairs' cache, resumable (default: OUT.pairs, beside OUT so it is not shipped)",
+    )
+    reflow.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        help="start the student from this expert checkpoint's weights (same --arch and --preset; torch)",
+    )
     parser.add_argument("--out", required=True, type=Path, help="the student's checkpoint folder")
     parser.add_argument("--resume", action="store_true", help="continue the distillation already in --out")
     parser.add_argument("--no-progress", action="store_true")
@@ -106,6 +148,8 @@ def main(args: argparse.Namespace) -> int:
     except SchemaError as exc:
         raise ConfigError(f"--strategy: {exc}") from None
     tcfg = train_config(args)
+    if args.method == "reflow":
+        return _reflow(args, deployment, policy, parsed, tcfg)
     # The data before the teachers (loading a JAX teacher compiles it): a wrong split fails at once.
     dataset = _student_data(deployment, args)
     record = d.distilled_from(deployment, str(parsed), tcfg.steps)
@@ -145,6 +189,85 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"score it: ddm eval --deployment {served} --classifier {classifier_flag} --out {args.out / 'eval'}"
     )
+    return 0
+
+
+def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int:
+    """--method reflow: pairs (cached, resumable), then the student on them (ddm.ops.reflow)."""
+    import numpy as np
+
+    from ddm.ops import distill as d
+    from ddm.ops import reflow as r
+    from ddm.ops.eval.evaluate import CountingExpert
+    from ddm.router.deployment_loader import load_experts
+    from ddm.workers.checkpoint import check_resume
+    from ddm.workers.training import make_trainer, train_loop
+
+    guidance = deployment.guidance if args.pair_guidance is None else args.pair_guidance
+    settings = r.PairSettings(
+        n=args.pairs,
+        steps=args.pair_steps,
+        solver=args.pair_solver,
+        grid=args.pair_grid,
+        guidance=float(guidance if guidance is not None else 1.0),
+        strategy=str(strategy),
+        seed=args.seed,
+    )
+    record = {**d.distilled_from(deployment, str(strategy), tcfg.steps), "method": r.REFLOW}
+    pairs_dir = args.pairs_dir or args.out.with_name(args.out.name + ".pairs")
+    r.check_pairs_dir(pairs_dir, settings, record["teachers"])
+    # the student's "data": the pairs; label counts are known from the settings before sampling
+    labels = np.arange(settings.n) % 10
+    data = {"dataset": "reflow-pairs", "split": f"{settings.n} pairs", "data_sha256": None}
+    meta = d.student_meta(
+        args.framework, args.preset, data, labels, record, args.device, architecture=args.arch
+    )
+    check_resume(args.out, meta, args.resume)
+    if args.resume:
+        d.check_distill_resume(args.out, meta)
+    print(
+        f"reflow: {settings.n} pairs from {deployment.name} ({settings.solver} {settings.steps} steps, "
+        f"grid {settings.grid}, guidance {settings.guidance:g}, strategy {strategy}) in {pairs_dir}"
+    )
+    experts = {k: CountingExpert(e) for k, e in load_experts(deployment, device=args.teacher_device).items()}
+    r.generate_pairs(experts, policy, settings, pairs_dir, progress=not args.no_progress)
+    x0, x1, y = r.load_pairs(pairs_dir, settings.n)
+    cost = r.pairs_cost(pairs_dir)
+    forwards = sum(e.forwards for e in experts.values())
+    if forwards:
+        cost["forward_passes_per_pair_this_run"] = round(forwards / max(1, settings.n), 1)
+    meta["distilled_from"] = {
+        **record,
+        **r.reflow_record(settings, cost, r.pairs_digest(x0, x1, y), args.init_from and str(args.init_from)),
+    }
+    print(f"pairs ready: {len(x0)} (wall {cost.get('wall_s')} s, cpu {cost.get('cpu_s')} s in all)")
+    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch)
+    if args.init_from is not None and not (args.out / "meta.json").is_file():
+        r.init_student(trainer, args.framework, args.init_from)
+    before = r.training_cpu_before(args.out)
+    c0 = r.cpu_seconds()
+    final = train_loop(
+        trainer,
+        x1,
+        y,
+        tcfg,
+        args.out,
+        meta,
+        progress=not args.no_progress,
+        batch=r.reflow_batch(x0, x1, y, tcfg),
+    )
+    final = r.stamp_training_cost(args.out, before + r.cpu_seconds() - c0)
+    print(f"done: {final['steps']} steps, batch {final['batch']}, {final['wall_time_s']} s")
+    _write_card(args.out)
+    served = d.write_student_deployment(args.out, deployment, guidance=1.0, sampling=r.student_offer())
+    classifier = deployment.path.parent / "classifier"
+    classifier_flag = str(classifier) if classifier.is_dir() else "<the evaluation classifier>"
+    print(f"serve it: ddm up --deployment {served}")
+    for steps in r.STUDENT_SAMPLING["steps"]:
+        print(
+            f"score it: ddm eval --deployment {served} --classifier {classifier_flag} --steps {steps} "
+            f"--out {args.out.with_name(args.out.name + f'.eval{steps}')}"
+        )
     return 0
 
 
