@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from ddm.ops.data.emoji_list import GROUPS, HELDOUT_FRACTION, fold_skin_tones, is_heldout, read_emoji_test
 from ddm.ops.data.emoji_render import BACKGROUND, SIZES, open_font, render
+from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.errors import ConfigError, expected
 
 # Debian package -> where it puts the file the dataset is built from.
@@ -55,14 +57,6 @@ def cache_paths(data_dir: Path, size: int) -> tuple[Path, Path]:
     """(<data dir>/emoji/emoji-<size>.npz, the .json beside it)."""
     folder = Path(data_dir) / "emoji"
     return folder / f"emoji-{size}.npz", folder / f"emoji-{size}.json"
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def renderer_versions() -> dict[str, str]:
@@ -176,7 +170,8 @@ def write_cache(data_dir: Path, rendered: Rendered) -> Path:
 def read_meta(data_dir: Path, size: int) -> dict | None:
     _, meta_path = cache_paths(data_dir, size)
     try:
-        return json.loads(meta_path.read_text())
+        meta = json.loads(meta_path.read_text())
+        return meta if isinstance(meta, dict) else None
     except (OSError, ValueError):
         return None
 
@@ -191,16 +186,38 @@ def _sources_match(meta: dict) -> bool:
     )
 
 
+_REDO = "; the cache is corrupt or of an older format: `ddm data fetch emoji --force` renders it again"
+
+
+def _read_arrays(npz_path: Path) -> dict[str, np.ndarray]:
+    """The cache's arrays (never unpickled); ConfigError when the file is not an npz of exactly them
+    (truncated, garbage, an older format), so ensure_cache renders it again."""
+    try:
+        with np.load(npz_path, allow_pickle=False) as z:
+            found = set(z.files)
+            arrays = {k: z[k] for k in _ARRAYS} if found == set(_ARRAYS) else None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        # not numpy's own text: for a file it cannot read it suggests allow_pickle, which is never the fix
+        got = f"an unreadable file ({type(exc).__name__})"
+        raise ConfigError(f"{npz_path}: {expected('an npz of the emoji arrays', got)}{_REDO}") from exc
+    if arrays is None:
+        raise ConfigError(f"{npz_path}: {expected(f'the arrays {sorted(_ARRAYS)}', sorted(found))}{_REDO}")
+    return arrays
+
+
 def load_cache(data_dir: Path, size: int) -> Rendered:
     """The cached arrays, checked against their JSON; ConfigError when missing, corrupt or stale."""
     npz_path, meta_path = cache_paths(data_dir, size)
     meta = read_meta(data_dir, size)
     if meta is None or not npz_path.is_file():
         raise ConfigError(f"{npz_path} (and {meta_path.name}) not found: `ddm data fetch emoji` renders it")
-    with np.load(npz_path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in _ARRAYS}
-    got = arrays_sha256(arrays)
-    if got != meta.get("arrays_sha256") or checksum(meta) != meta.get("checksum"):
+    arrays = _read_arrays(npz_path)
+    try:
+        got, meta_sum = arrays_sha256(arrays), checksum(meta)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:  # arrays or a JSON of another format
+        what = f"arrays or a {meta_path.name} of another kind ({type(exc).__name__}: {exc})"
+        raise ConfigError(f"{npz_path}: {what}{_REDO}") from exc
+    if got != meta.get("arrays_sha256") or meta_sum != meta.get("checksum"):
         raise ConfigError(
             f"{npz_path}: "
             + expected(f"arrays sha256 {meta.get('arrays_sha256')} and a matching checksum", got)

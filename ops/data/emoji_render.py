@@ -32,16 +32,26 @@ MAX_ADVANCES = 1.5
 _REFERENCE = "\U0001f600"  # grinning face: in every version of the font
 
 
-def open_font(path: str | Path):
-    """The font at the bitmap size, laid out by raqm; ConfigError when raqm is missing."""
-    from PIL import ImageFont, features
+RAQM_FIX = "install a Pillow wheel (it bundles libraqm), or apt-get install -y libraqm0"
+
+
+def require_raqm() -> None:
+    """ConfigError (with RAQM_FIX) unless Pillow lays text out with libraqm: rendering and `ddm doctor`
+    both ask here."""
+    from PIL import features
 
     if not features.check("raqm"):
         raise ConfigError(
             "rendering emoji needs Pillow with libraqm (to join ZWJ sequences and flags into one "
-            "glyph); " + expected("PIL.features.check('raqm') True", False) + ": install a Pillow wheel "
-            "(it bundles raqm) or libraqm0"
+            "glyph); " + expected("PIL.features.check('raqm') True", False) + f": {RAQM_FIX}"
         )
+
+
+def open_font(path: str | Path):
+    """The font at the bitmap size, laid out by raqm; ConfigError when raqm is missing."""
+    from PIL import ImageFont
+
+    require_raqm()
     try:
         return ImageFont.truetype(str(path), BITMAP_SIZE, layout_engine=ImageFont.Layout.RAQM)
     except OSError as exc:

@@ -9,9 +9,9 @@ def emoji_sources() -> Check:
     """The emoji dataset's sources (fonts-noto-color-emoji, unicode-data) and Pillow's raqm layout. Only
     rendering the emoji needs them (a rendered cache loads without): missing is a skip naming the
     packages and the apt-get line; present but unusable (no raqm) is a FAIL."""
-    from PIL import features
-
     from ddm.ops.data.emoji_cache import APT_INSTALL, SOURCE_FILES, missing_packages
+    from ddm.ops.data.emoji_render import RAQM_FIX, require_raqm
+    from ddm.schema.errors import ConfigError
 
     missing = missing_packages()
     if missing:
@@ -20,7 +20,8 @@ def emoji_sources() -> Check:
         )
         return Check("emoji sources", SKIP, detail, APT_INSTALL)
     found = ", ".join(f"{pkg} ({path})" for pkg, path in SOURCE_FILES.items())
-    if not features.check("raqm"):
-        fix = "install a Pillow wheel (it bundles libraqm), or apt-get install -y libraqm0"
-        return Check("emoji sources", FAIL, f"{found}; Pillow has no raqm layout (ZWJ emoji and flags)", fix)
+    try:
+        require_raqm()  # the check rendering makes (ddm.ops.data.emoji_render)
+    except ConfigError as exc:
+        return Check("emoji sources", FAIL, f"{found}; {exc}", RAQM_FIX)
     return Check("emoji sources", OK, found)

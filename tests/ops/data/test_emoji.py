@@ -8,6 +8,8 @@ absent. Tests render a few dozen emoji, not the whole set.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from ddm.ops.data.emoji_cache import (
     APT_INSTALL,
     arrays_sha256,
     checksum,
+    ensure_cache,
     load_cache,
     missing_packages,
     render_all,
@@ -288,3 +291,99 @@ def test_ddm_data_info_and_preview_print_the_checksum_and_draw_a_grid(small, tmp
     assert Image.open(png).mode == "RGB" and Image.open(png).size == (4 * 34 + 2, 9 * 34 + 2)
     assert main(["data", "fetch", "emoji", "--data-dir", str(tmp_path)]) == 0  # the small cache is valid
     assert "present and valid" in capsys.readouterr().out
+
+
+# --- a cache that is not what it should be (no sources needed) ------------------------------------
+
+
+def _tiny(size: int = 32) -> emoji_cache.Rendered:
+    """Three flat emoji-shaped records with a consistent JSON, as render_all would write them."""
+    arrays = {
+        "images": np.full((3, 3, size, size), 128, np.uint8),
+        "labels": np.arange(3, dtype=np.int64),
+        "heldout": np.array([False, True, False]),
+        "codepoints": np.array(["1F600", "1F601", "1F602"]),
+        "names": np.array(["a", "b", "c"]),
+        "subgroups": np.array(["s", "s", "s"]),
+        "families": np.array(["a", "b", "c"]),
+    }
+    meta = {
+        "format": emoji_cache.FORMAT,
+        "size": size,
+        "background": [128, 128, 128],
+        "heldout_fraction": 0.1,
+        "arrays_sha256": arrays_sha256(arrays),
+        "sources": {},
+        "renderer": {},
+    }
+    meta["checksum"] = checksum(meta)
+    return emoji_cache.Rendered(arrays, meta)
+
+
+def _garbage(path):
+    path.write_bytes(b"\x93NUMPY not really" * 10)
+
+
+def _truncated(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _missing_key(path):
+    arrays = dict(_tiny().arrays)
+    del arrays["families"]
+    np.savez(path, **arrays)
+
+
+def _old_format(path):  # object arrays: numpy would need pickle to read them
+    np.savez(path, **dict(_tiny().arrays, names=np.array(["a", None, "c"], dtype=object)))
+
+
+def _other_dtype(path):  # every key there, but codepoints are numbers
+    np.savez(path, **dict(_tiny().arrays, codepoints=np.arange(3)))
+
+
+@pytest.mark.parametrize("spoil", [_garbage, _truncated, _missing_key, _old_format, _other_dtype])
+def test_a_broken_npz_is_a_config_error_and_ensure_cache_renders_it_again(tmp_path, monkeypatch, spoil):
+    monkeypatch.setattr(emoji_cache, "_sources_match", lambda meta: True)  # whatever is installed here
+    npz = write_cache(tmp_path, _tiny())
+    assert load_cache(tmp_path, 32).meta["checksum"] == _tiny().meta["checksum"]
+    spoil(npz)
+    with pytest.raises(ConfigError, match=r"ddm data fetch emoji --force") as err:
+        load_cache(tmp_path, 32)
+    assert "allow_pickle" not in str(err.value)
+    rendered = []
+    monkeypatch.setattr(
+        emoji_cache, "render_all", lambda size, progress=True: rendered.append(size) or _tiny()
+    )
+    data, note = ensure_cache(tmp_path, 32, progress=False)
+    assert rendered == [32] and note == "rendered again: same checksum as the cache it replaced"
+    assert load_cache(tmp_path, 32).meta["checksum"] == data.meta["checksum"]
+
+
+def test_a_json_of_an_older_format_is_a_config_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(emoji_cache, "_sources_match", lambda meta: True)
+    write_cache(tmp_path, _tiny())
+    meta_path = emoji_cache.cache_paths(tmp_path, 32)[1]
+    old = json.loads(meta_path.read_text())
+    del old["heldout_fraction"]
+    meta_path.write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match="--force"):
+        load_cache(tmp_path, 32)
+    meta_path.write_text("[1, 2]")  # JSON, but not an object: as good as absent
+    with pytest.raises(ConfigError, match="not found"):
+        load_cache(tmp_path, 32)
+
+
+def test_the_doctor_and_rendering_share_one_raqm_check(monkeypatch, tmp_path):
+    from PIL import features
+
+    from ddm.ops.data import emoji_render
+    from ddm.ops.doctor.checks import FAIL
+    from ddm.ops.doctor.emoji import emoji_sources
+
+    monkeypatch.setattr(emoji_cache, "missing_packages", lambda: [])
+    monkeypatch.setattr(features, "check", lambda name: name != "raqm")
+    with pytest.raises(ConfigError, match="libraqm") as err:
+        emoji_render.open_font(tmp_path / "any.ttf")
+    check = emoji_sources()
+    assert check.status == FAIL and check.fix == emoji_render.RAQM_FIX and str(err.value) in check.detail
