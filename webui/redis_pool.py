@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import redis
 import redis.sentinel
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from ddm.client.client import Client
-from ddm.runtime.redis_conn import SENTINEL_SCHEME, parse_sentinel_url
+from ddm.runtime.redis_conn import SENTINEL_SCHEME, parse_sentinel_url, sentinel_kwargs
 from ddm.schema.settings import Settings
 
 SOCKET_TIMEOUT_S = 10.0  # no command the UI sends blocks longer (XREAD BLOCK is below a second)
@@ -47,10 +45,10 @@ def ui_redis(settings: Settings, max_connections: int, wait_s: float) -> redis.R
     if not url.startswith(SENTINEL_SCHEME):
         return redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url, **options))
     parsed = parse_sentinel_url(url)
-    # as ddm/runtime/redis_conn.py asks sentinels: bounded, and no retries (a dead sentinel costs one refusal)
-    asking = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": CONNECT_TIMEOUT_S}
-    asking["retry"] = Retry(NoBackoff(), 0)
-    sentinel = redis.sentinel.Sentinel(list(parsed.sentinels), sentinel_kwargs=asking)
+    # as every ddm process asks sentinels: bounded, no retries, with the URL's sentinel_password
+    sentinel = redis.sentinel.Sentinel(
+        list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs(parsed, CONNECT_TIMEOUT_S)
+    )
     return sentinel.master_for(
         parsed.service,
         connection_pool_class=_SentinelBlockingPool,

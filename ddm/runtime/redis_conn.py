@@ -169,6 +169,19 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     return SentinelURL(hosts_found, parts[0], int(db), username, password, sentinel_password)
 
 
+def sentinel_kwargs(parsed: SentinelURL, timeout: float) -> dict:
+    """How every ddm process asks the sentinels of `parsed` (redis-py's Sentinel(sentinel_kwargs=...)).
+
+    Sentinels answer small queries: bounded timeouts even when the data connection has none (XREAD BLOCK),
+    and no retries, so a sentinel that is down costs one refused connection before the next is asked
+    (redis-py's default retry backs off about 4 s per sentinel, for every master lookup); and the URL's
+    sentinel_password, the sentinels' own requirepass, when it has one."""
+    asking = {"socket_connect_timeout": timeout, "socket_timeout": timeout, "retry": Retry(NoBackoff(), 0)}
+    if parsed.sentinel_password is not None:
+        asking["password"] = parsed.sentinel_password
+    return asking
+
+
 def redis_client(
     url: str, *, socket_timeout: float | None = None, connect_timeout: float = 5.0
 ) -> redis.Redis:
@@ -182,14 +195,9 @@ def redis_client(
     if not url.startswith(SENTINEL_SCHEME):
         return redis.Redis.from_url(url, **options)
     parsed = parse_sentinel_url(url)
-    # Sentinels answer small queries: bounded timeouts even when the data connection has none (XREAD BLOCK),
-    # and no retries, so a sentinel that is down costs one refused connection before the next is asked
-    # (redis-py's default retry backs off about 4 s per sentinel, for every master lookup).
-    asking = {"socket_connect_timeout": connect_timeout, "socket_timeout": connect_timeout}
-    asking["retry"] = Retry(NoBackoff(), 0)
-    if parsed.sentinel_password is not None:
-        asking["password"] = parsed.sentinel_password  # the sentinels' requirepass
-    sentinel = redis.sentinel.Sentinel(list(parsed.sentinels), sentinel_kwargs=asking)
+    sentinel = redis.sentinel.Sentinel(
+        list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs(parsed, connect_timeout)
+    )
     return sentinel.master_for(
         parsed.service, db=parsed.db, username=parsed.username, password=parsed.password, **options
     )

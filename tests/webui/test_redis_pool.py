@@ -14,7 +14,7 @@ import redis
 from ddm.schema.settings import Settings
 from ddm.webui.config import REDIS_SPARE_CONNECTIONS, UIConfig
 from ddm.webui.redis_pool import client_name, ui_redis
-from tests.support.sentinel import SentinelSet, needs_redis_server
+from tests.support.sentinel import SENTINEL_SECRET, SentinelSet, needs_redis_server
 
 
 def test_the_pool_is_sized_from_the_threads():
@@ -42,10 +42,12 @@ def test_a_blocking_pool_on_a_plain_url(settings):
 
 
 @needs_redis_server
-def test_a_blocking_pool_through_sentinel(tmp_path):
-    sentinels = SentinelSet(tmp_path).start()
+@pytest.mark.parametrize("sentinel_password", [None, SENTINEL_SECRET])  # the Sentinel's own requirepass
+def test_a_blocking_pool_through_sentinel(tmp_path, sentinel_password):
+    sentinels = SentinelSet(tmp_path, sentinel_password=sentinel_password).start()
     try:
-        settings = dataclasses.replace(Settings(prefix="tpool."), redis_url=sentinels.url(db=3))
+        url = sentinels.url(db=3, sentinel_password=sentinel_password)
+        settings = dataclasses.replace(Settings(prefix="tpool."), redis_url=url)
         r = ui_redis(settings, max_connections=2, wait_s=0.5)
         r.set("k", b"v")
         assert sentinels.client("master", db=3).get("k") == b"v"  # the service's master, database 3
