@@ -18,16 +18,20 @@ thing throughout.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
 
 from ddm.router.jobrun import JobRun
 from ddm.router.policies import RoutingPolicy
 from ddm.router.sampler import JobArrays, initial_noise
 from ddm.router.store import JobStore
+from ddm.schema.codec import unpackb
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.jobs import JobHash, past_deadline, spec_digest
 from ddm.schema.messages import JobSpec
+from ddm.schema.names import check_job_id
 from ddm.schema.resolved import ResolvedJob
 from ddm.schema.solver import SolverHistory
 
@@ -141,3 +145,22 @@ def _digest_of(stored: JobHash | None) -> str | None:
     if stored.digest is not None:
         return stored.digest
     return spec_digest(stored.spec) if stored.spec is not None else None
+
+
+def refused_job(body: bytes, max_bytes: int) -> tuple[str, str] | None:
+    """(job id, spec digest) a job message's body names, read without JobSpec's checks: a message this
+    router refuses (a field from another version, a value out of range, the wrong content type) can
+    still be matched with the queued hash created for it. The digest is spec_digest's (the canonical
+    JSON of the spec's fields, "type" and "version" left out), so it equals the stored digest only for
+    the message the job was created with. None when the body is not a map naming a valid job id."""
+    try:
+        obj = unpackb(body, max_bytes=max_bytes, numpy_scalars=False)
+        if not isinstance(obj, dict):
+            return None
+        job_id = obj.get("job_id")
+        check_job_id(job_id)
+        fields = {k: v for k, v in obj.items() if k not in ("type", "version")}
+        canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    except (SchemaError, TypeError, ValueError):
+        return None
+    return job_id, hashlib.sha256(canonical.encode()).hexdigest()

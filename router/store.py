@@ -37,6 +37,7 @@ import redis
 
 from ddm.schema import jobs
 from ddm.schema.descriptor import DeploymentDescriptor
+from ddm.schema.errors import SchemaError
 from ddm.schema.jobs import JobHash, ResumeState
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.names import Names
@@ -115,6 +116,16 @@ QUEUED = JobStatus.QUEUED.value.encode()
 BEGAN_KEPT = 4096  # start times kept for jobs that may end here
 
 
+def _stored_digest(digest: bytes | None, spec: bytes | None) -> str | None:
+    """The digest a job hash was created with (hashes from before the field: its stored spec's)."""
+    if digest is not None:
+        return digest.decode()
+    try:
+        return jobs.spec_digest(JobSpec.from_json(spec)) if spec is not None else None
+    except SchemaError:
+        return None
+
+
 def _pairs(mapping: dict) -> list:
     return [len(mapping), *(item for pair in mapping.items() for item in pair)]
 
@@ -134,8 +145,9 @@ class JobStore:
         self._release = client.register_script(_RELEASE)
         self._write_steps = client.register_script(_WRITE_STEPS)
         self._trim_from = 0  # trim_index goes on from this position among the old index entries
-        # job id -> (Redis's clock at its start here, steps it had to run): its JobEnd at the end
-        self._began: dict[str, tuple[float, int]] = {}
+        # job id -> (Redis's clock at its start here, the step it started from, the steps it had to run,
+        # evaluations per step): its JobEnd at the end
+        self._began: dict[str, tuple[float, int, int, int]] = {}
         self._prune_from = "-inf"  # prune_queue goes on after this score
 
     # -- leases ---------------------------------------------------------------------------------
@@ -185,7 +197,8 @@ class JobStore:
     ) -> None:
         """Mark the job running on `router_id` from step `resumed_from`, recording what it resolved to.
         The submitted spec and its digest, as the client wrote them, are kept (written here from
-        `submitted` only when missing)."""
+        `submitted` only when missing). The queued hash's expiry (queued_ttl_s, from the submit) is
+        lifted: a started job's keys expire only after its end."""
         now = time.time()
         key = self.names.job(job_id)
         pipe = self.r.pipeline()
@@ -193,12 +206,13 @@ class JobStore:
             pipe.hsetnx(key, field, value)
         pipe.hset(key, mapping=jobs.running_fields(job, router_id, resumed_from, now))
         pipe.hincrby(key, jobs.ATTEMPTS, 1)
+        pipe.persist(key)
         pipe.zadd(self.names.jobs_index, {job_id: now}, nx=True)
         pipe.zrem(self.names.queue, job_id)  # started: no longer waiting
         pipe.time()
         sec, usec = pipe.execute()[-1]
         self._began.pop(job_id, None)
-        self._began[job_id] = (sec + usec / 1e6, max(0, job.spec.steps - resumed_from))
+        self._began[job_id] = (sec + usec / 1e6, resumed_from, job.spec.steps, job.solver.stages)
         while len(self._began) > BEGAN_KEPT:  # jobs dropped without an end here (lease lost): forget
             del self._began[next(iter(self._began))]
 
@@ -243,6 +257,27 @@ class JobStore:
         if stale:
             self.r.zrem(self.names.queue, *stale)
         return len(stale)
+
+    def fail_refused(self, job_id: str, digest: str, error: str) -> bool:
+        """A job message this router dead-letters (undecodable here, refused): fail the job it names when
+        its hash is still queued, was created for that very message (its stored digest is `digest`: a
+        message whose id names another spec leaves that job alone) and no router holds it. The hash then
+        expires like any ended job's, and the job leaves the queue. False when nothing was changed."""
+        key, lease = self.names.job(job_id), self.names.lease(job_id)
+        with self.r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(key, lease)
+                status, stored, spec = pipe.hmget(key, "status", "digest", "spec")
+                if status != QUEUED or pipe.exists(lease) or _stored_digest(stored, spec) != digest:
+                    return False
+                pipe.multi()
+                pipe.hset(key, mapping=jobs.failed_fields(error, time.time()))
+                pipe.expire(key, self.job_ttl_s)
+                pipe.zrem(self.names.queue, job_id)
+                pipe.execute()
+            except redis.WatchError:
+                return False
+        return True
 
     def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> StepWrites:
         """Frame to the stream, full-precision state and progress to Redis, in one transaction."""
@@ -320,9 +355,13 @@ class JobStore:
         began = self._began.get(job_id)
         end = None
         if began is not None:
+            started, resumed_from, steps, stages = began
+            if status != "done":
+                stored = self.r.hget(self.names.job(job_id), "step")
+                steps = int(stored) if stored and stored.isdigit() else resumed_from
             now = self.now()
-            steps = began[1] if status == "done" else 0
-            end = JobEnd(now, max(0.0, now - began[0]), steps, status).encode()
+            ran = max(0, steps - resumed_from)
+            end = JobEnd(now, max(0.0, now - started), ran, status, ran * stages).encode()
         with self.r.pipeline(transaction=True) as pipe:
             try:
                 if self.owner:

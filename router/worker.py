@@ -34,7 +34,7 @@ import redis
 
 from ddm.router.deployment_loader import describe, load_policy
 from ddm.router.expert_probe import probe_experts, report_looks
-from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle
+from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle, refused_job
 from ddm.router.metrics import RouterMetrics
 from ddm.router.outbox import Outbox, Send
 from ddm.router.scheduler import Scheduler
@@ -242,8 +242,18 @@ class RouterWorker:
             self._carry_out(lambda out: self.scheduler.start(job, out))
 
     def _refuse(self, tag: int, props, body: bytes, reason: str) -> None:
+        """Dead-letter a job message; a queued job created for that very message fails with the reason
+        (else it would wait in the queue, ahead of later jobs, until its hash expires)."""
         self._session.dead_letter(tag, props, body, reason, self.names.jobs)
         self.count_refused(self.names.jobs)
+        named = refused_job(body, self.settings.max_message_bytes)
+        if named is None:
+            return
+        try:
+            if self.store.fail_refused(*named, f"dead-lettered: {reason}"):
+                log.warning("job %s failed: its message was dead-lettered", named[0])
+        except redis.RedisError as exc:  # its queued hash expires after queued_ttl_s anyway
+            log.warning("could not fail job %s after dead-lettering its message (%r)", named[0], exc)
 
     def count_refused(self, queue: str) -> None:
         if queue == self.names.jobs:  # (replies are auto-acked: a bad one is dropped, not refused)

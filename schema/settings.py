@@ -116,6 +116,14 @@ class Settings:
         "failed or cancelled).",
         within=(1, 365 * 86400),
     )
+    queued_ttl_s: int = setting(
+        86400,
+        "A queued job's hash (and with it its place in the queue) expires this long after its submit "
+        "unless a router starts it: a client that died before publishing, or a message that never "
+        "reaches a router, leaves no job waiting forever ahead of the others. A router that takes such a "
+        "job later still runs it (under a hash of its own); set it above the longest wait in ddm.jobs.",
+        within=(1, 365 * 86400),
+    )
     heartbeat_s: float = setting(
         2.0,
         "Workers: seconds between two heartbeats in Redis.",

@@ -71,32 +71,11 @@ def grid_cols(labels: list[int] | tuple[int, ...]) -> int:
     return -best[2]
 
 
-def queue_payload(pos: QueuePosition | None) -> dict[str, Any] | None:
-    """A queued job's place (Client.queue_position) as the page shows it: {"position" (1 = next),
-    "queued" (in all), "ahead", "start_in_s", "done_in_s" (whole seconds; None: no estimate), "measured"
-    (job ends the estimate rests on), "serving" (a router is up), "text" (the words `ddm status` prints)}."""
-    if pos is None:
-        return None
-
-    def whole(s: float | None) -> int | None:
-        return None if s is None else max(1, round(s))
-
-    return {
-        "position": pos.position,
-        "queued": pos.queued,
-        "ahead": pos.ahead,
-        "start_in_s": whole(pos.start_in_s),
-        "done_in_s": whole(pos.done_in_s),
-        "measured": pos.measured,
-        "serving": pos.serving,
-        "text": pos.text(),
-    }
-
-
 def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, Any]:
     """A job hash -> what the page shows about it (no internal fields). strategy and guidance are the
     values the router resolved; while queued, the submitted ones (None: the deployment's default).
-    "queue": a queued job's place and estimate (queue_payload of `queue`); None for a job not queued, and
+    "queue": a queued job's place and estimate (QueuePosition.to_dict of `queue`, the shape `ddm status
+    --json` prints); None for a job not queued, and
     where no place was read (the recent jobs of the overview). solver, grid and nfe (velocity evaluations:
     steps x the solver's per step) likewise: the router's once it started the job, before that what the
     job asked for (None: the deployment's default, and nfe None unless the solver is named)."""
@@ -123,7 +102,7 @@ def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, A
         "resumed_from": job.resumed_from,
         # steps run without an expert that had no live worker: not the model that was asked for there
         "degraded": degraded_text(job.degraded) if job.degraded else None,
-        "queue": queue_payload(queue) if job.status is JobStatus.QUEUED else None,
+        "queue": queue.to_dict() if queue is not None and job.status is JobStatus.QUEUED else None,
     }
     if job.status is JobStatus.DONE:
         out["result_png"] = f"/api/jobs/{job.job_id}/result.png"

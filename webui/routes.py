@@ -148,8 +148,8 @@ def _register_jobs(app: Flask, state) -> None:
         status, err = _job(job_id)
         if err:
             return err
-        queued = status.status is JobStatus.QUEUED
-        return jsonify(job_payload(status, state.client.queue_position(job_id) if queued else None))
+        queued = status.status is JobStatus.QUEUED  # the place: the hub's reading (at most once a second)
+        return jsonify(job_payload(status, state.hub.queue_positions().get(job_id) if queued else None))
 
     @app.get("/api/jobs/<job_id>/result.png")
     def result_png(job_id: str):

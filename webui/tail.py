@@ -96,6 +96,7 @@ class TailHub:
         self._reader_started = False
         self._closed = False
         self._places: tuple[float, dict] = (-1.0, {})  # (monotonic time read, job id -> QueuePosition)
+        self._places_lock = threading.Lock()  # one reading at a time; the others wait for it and share it
 
     # ------------------------------------------------------------ viewers
 
@@ -116,7 +117,7 @@ class TailHub:
         check_job_id(job_id)
         job = self.client.status(job_id)
         queued = job.status is JobStatus.QUEUED
-        status = job_payload(job, self._queue_positions().get(job_id) if queued else None)
+        status = job_payload(job, self.queue_positions().get(job_id) if queued else None)
         self.unwatch(sid)
         with self.lock:
             self.gate.check_address(address, self.per_address.get(address, 0))
@@ -285,19 +286,26 @@ class TailHub:
             pipe.hgetall(self.names.job(tailer.job_id))
         raws = pipe.execute()
         queued = QUEUED_BYTES in (raw.get(b"status") for raw in raws)
-        if queued and now - self._places[0] >= QUEUE_EVERY_S:  # O(queue length): not at every poll
-            self._places = (now, self._queue_positions())
-        places = self._places[1] if queued else {}
+        places = self.queue_positions() if queued else {}
         for tailer, raw in zip(due, raws, strict=True):
             near_end = tailer.steps and tailer.last_step >= tailer.steps
             tailer.next_status = now + (NEAR_END_STATUS_S if near_end else STATUS_EVERY_S)
             self._status(tailer, raw, places)
 
+    def queue_positions(self) -> dict:
+        """Every queued job's place, read at most every QUEUE_EVERY_S (O(queue length): not at every poll,
+        watch or GET /api/jobs/<id>) and shared by all of them; a place may be that old."""
+        with self._places_lock:
+            now = time.monotonic()
+            if now - self._places[0] >= QUEUE_EVERY_S:
+                self._places = (now, self._queue_positions())
+            return self._places[1]
+
     def _queue_positions(self) -> dict:
         """Every queued job's place (Client.queue_positions); {} when they cannot be read (logged): the
         statuses go on without them. A lost Redis is the reader's to handle."""
         try:
-            return self.client.queue_positions()
+            return self.client.queue_positions(prune=False)  # read only: the routers prune
         except REDIS_CONNECTION_ERRORS:
             raise
         except Exception:  # noqa: BLE001 - the places are extra: never stop the statuses for them

@@ -235,6 +235,9 @@ class Client(JobFollowing, JobListing, QueueReading):
                 fields[DEADLINE_FIELD] = stamp(sec + usec / 1e6 + deadline_s)
             pipe.multi()
             pipe.hset(key, mapping=fields)
+            # a job no router starts (this client dies before the publish, its message is lost) leaves no
+            # hash, and so no queue entry, forever: the router lifts this expiry when it starts the job
+            pipe.expire(key, self.settings.queued_ttl_s)
             pipe.zadd(self.names.jobs_index, {spec.job_id: now})
             pipe.zadd(self.names.queue, {spec.job_id: score})  # before the publish: a router removes it
 

@@ -30,6 +30,7 @@ def test_from_dict_environment():
         "DDM_MAX_BATCH": "128",
         "DDM_MAX_WAIT_MS": "7.5",
         "DDM_JOB_TTL_S": "60",
+        "DDM_QUEUED_TTL_S": "3600",
         "DDM_HEARTBEAT_S": "0.5",
         "DDM_HEARTBEAT_TTL_S": "3",
         "DDM_REGION": "eu-west-1",
@@ -61,6 +62,7 @@ def test_from_dict_environment():
     assert s.trace_cache_dir == "/var/cache/ddm/traced"
     assert (s.expert_grace_s, s.hedge_floor_ms, s.hedge_max_fraction) == (12.0, 80.0, 0.1)
     assert s.expert_loss_grace_s == 4.5
+    assert s.queued_ttl_s == 3600 and Settings().queued_ttl_s == 86400
     assert type(s.max_wait_ms) is float and type(s.max_batch) is int
     assert s.names.jobs == "ci-7.ddm.jobs"
     assert set(ENV_VARS.values()) == set(env) - {"UNRELATED"}  # every field has its variable

@@ -43,9 +43,29 @@ def test_a_watched_queued_job_shows_its_place_and_moves_up(make_app, fake):
 
     http = app.test_client().get(f"/api/jobs/{ids[1]}").get_json()
     assert http["status"] == "queued" and http["queue"]["position"] == 2
+    # one JSON shape of a place: the one `ddm status --json` prints (QueuePosition.to_dict)
+    with Client(settings=fake.settings) as client:
+        assert http["queue"] == client.queue_position(ids[1]).to_dict()
     running = app.test_client().get(f"/api/jobs/{ids[2]}").get_json()
     assert running["status"] == "running" and running["queue"] is None
     watcher.disconnect()
+
+
+def test_get_job_reads_the_hubs_cached_places_and_writes_nothing(make_app, fake, monkeypatch):
+    app = make_app()
+    state = app.extensions["ddm"]
+    with Client(settings=fake.settings) as client:
+        ids = [client.submit(JobSpec.new([3], steps=4, seed=i), check=False) for i in range(3)]
+    fake.r.zadd(fake.names.queue, {"stale-job": 0.5})  # a hash gone: skipped, pruned by the routers
+    monkeypatch.setattr("ddm.webui.tail.QUEUE_EVERY_S", 60.0)  # however slow this machine: one reading
+    reads = []
+    real = state.client.queue_positions
+    monkeypatch.setattr(state.client, "queue_positions", lambda **kw: reads.append(kw) or real(**kw))
+    http = app.test_client()
+    got = [http.get(f"/api/jobs/{ids[i % 3]}").get_json()["queue"]["position"] for i in range(30)]
+    assert got == [1, 2, 3] * 10
+    assert reads == [{"prune": False}]  # one reading of the queue (O(its length)) for 30 requests
+    assert fake.r.zscore(fake.names.queue, "stale-job") == 0.5  # a GET writes nothing
 
 
 @pytest.mark.browser
