@@ -18,7 +18,7 @@ def test_the_page_names_the_classes_and_submits_with_a_token(ui_server, fake, fa
     require_browser()
     from playwright.sync_api import sync_playwright
 
-    fake.publish(fake_deployment, class_names=FASHION)
+    fake.publish(fake_deployment, class_names=FASHION, sample_space=None)  # the legacy space, renamed
     fake.all_workers()
     url = ui_server(DDM_UI_TOKEN=TOKEN)
     errors: list[str] = []

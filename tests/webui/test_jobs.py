@@ -145,7 +145,7 @@ def test_parse_form_takes_a_solver_and_grid_or_leaves_them_to_the_deployment():
         ({"labels": [1], "solver": "rk4"}, "solver one of euler, heun, midpoint, ab2, ab3, got 'rk4'"),
         ({"labels": [1], "solver": 2}, "solver: expected a string"),
         ({"labels": [1], "grid": "cosine"}, "grid 'uniform', 'shift:S'"),
-        ({"labels": [1], "grid": "shift:0"}, "0 < S <= 100"),
+        ({"labels": [1], "grid": "shift:0"}, "0.05 <= S <= 100"),
     ],
 )
 def test_parse_form_refuses_an_unknown_solver_or_grid_naming_the_known_ones(form, words):
