@@ -170,6 +170,13 @@ note "dockerd (pid $DOCKERD_PID) ready in $(since "$t") s; socket $WORK/docker.s
 # ---------------------------------------------------------------- 2. compose
 COMPOSE_BIN="$("$PY" -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')"
 ln -s "$COMPOSE_BIN" "$DOCKER_CONFIG/cli-plugins/docker-compose"
+# The checker and its reference sampler import this checkout's code (the images' code), not whatever
+# the python's own install of the project points at: a folder laid out as the package (setuptools'
+# package-dir mapping: ddm.schema = schema/, ...), first on PYTHONPATH.
+PYSRC="$WORK/pysrc"; mkdir -p "$PYSRC/ddm"
+for entry in "$REPO"/ddm/*; do ln -s "$entry" "$PYSRC/ddm/"; done
+for sub in schema workers router ops webui; do ln -s "$REPO/$sub" "$PYSRC/ddm/$sub"; done
+note "checker imports ddm from $(cd / && PYTHONPATH="$PYSRC" "$PY" -c 'import ddm.schema as s; print(s.__file__)' | xargs realpath | xargs dirname | xargs dirname)"
 ENV_FILE="$WORK/env"
 compose() { docker compose -f "$REPO/docker-compose.yml" --env-file "$ENV_FILE" "$@"; }
 docker compose version
@@ -326,7 +333,7 @@ check_jobs() { # check_jobs LABEL [kill command]: e2e_check.py against the runni
   local args=(--deployment "$DEPLOYMENT" --jobs "$JOBS" --steps "$STEPS" --label "$label" --json "$out")
   [ -n "$kill" ] && args+=(--kill "$kill" --kill-after-step 3)
   DDM_AMQP_URL="$CHECK_AMQP" DDM_REDIS_URL="redis://:$(env_get DDM_REDIS_PASSWORD)@$(ip_of redis):6379/0" \
-    DDM_QUEUE_TYPE="${CHECK_QUEUE_TYPE:-classic}" DDM_LOG_LEVEL=WARNING \
+    DDM_QUEUE_TYPE="${CHECK_QUEUE_TYPE:-classic}" DDM_LOG_LEVEL=WARNING PYTHONPATH="$PYSRC" \
     "$PY" ops/docker/e2e_check.py "${args[@]}" || rc=$?
   "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('rows'); print(json.dumps({'checks': {sys.argv[2]: d}}))" "$out" "$label" >> "$RESULTS"
   return $rc
