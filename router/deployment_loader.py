@@ -98,6 +98,12 @@ def load_policy(deployment: Deployment) -> RoutingPolicy:
         from ddm.router.learned import load_router  # a later issue: the learned router network
 
         learned = load_router(deployment.router.checkpoint)
+        if difference := learned.cfg.check_space(deployment.sample_space):
+            raise ConfigError(
+                f"{deployment.path}: the learned router {deployment.router.checkpoint} reads another sample "
+                f"space than the deployment's {deployment.sample_space.describe()}: {difference} (the "
+                "router's first)"
+            )
     return build_policy(deployment.router.kind, expert_label_counts(deployment), learned)
 
 

@@ -108,8 +108,9 @@ class Intake:
             self.store.start(spec.job_id, self.router_id, 0, self.descriptor.resolve(spec), spec)
             return Fail(str(exc))
         try:
-            state = self.store.load_state(spec.job_id, spec.n)
-            step, x, stored_history = state if state is not None else (0, initial_noise(spec), ())
+            space = self.descriptor.sample_space
+            state = self.store.load_state(spec.job_id, spec.n, space)
+            step, x, stored_history = state if state is not None else (0, initial_noise(spec, space), ())
             history = SolverHistory.from_list(stored_history, resolved.solver, x.shape, step)
         except SchemaError as exc:
             self.store.start(spec.job_id, self.router_id, 0, resolved, spec)

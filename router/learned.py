@@ -25,7 +25,8 @@ ROUTER_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16)
 
 
 def init_router_params(model: RouterNet, seed: int = 0) -> dict:
-    x = jnp.zeros((1, 32, 32, 1), jnp.float32)
+    size, channels = model.cfg.image_size, model.cfg.in_channels
+    x = jnp.zeros((1, size, size, channels), jnp.float32)
     init = jax.jit(model.init)
     return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[
         "params"
@@ -55,7 +56,7 @@ class LearnedRouter:
         self._compiled = {
             b: jitted.lower(
                 params,
-                jax.ShapeDtypeStruct((b, 1, 32, 32), jnp.float32),
+                jax.ShapeDtypeStruct((b, cfg.in_channels, cfg.image_size, cfg.image_size), jnp.float32),
                 jax.ShapeDtypeStruct((b,), jnp.float32),
                 jax.ShapeDtypeStruct((b,), jnp.int32),
             ).compile()
@@ -67,7 +68,7 @@ class LearnedRouter:
         return self.cfg.num_clusters
 
     def probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """x f32 [B,1,32,32], t f32 [B], y int [B] -> p(cluster) f32 [B, K]."""
+        """x f32 [B,C,H,W] (its config's sample shape), t f32 [B], y int [B] -> p(cluster) f32 [B, K]."""
 
         def forward(xs, ts, ys):
             return self._compiled[len(xs)](self._params, xs, ts, ys)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import flax.linen as nn
 import jax.numpy as jnp
 
-from ddm.schema.flow import NUM_CLASSES
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.jax_expert.unet import PAD1, timestep_embedding
 
 
@@ -21,14 +21,33 @@ class RouterConfig:
     channels: int = 32
     emb_dim: int = 64
     hidden: int = 128
-    num_classes: int = NUM_CLASSES  # plus the null class: the router also works unconditionally
+    num_classes: int = LEGACY.num_classes  # plus the null class: the router also works unconditionally
+    # the sample space it reads (a config written before the fields: the legacy 1x32x32)
+    in_channels: int = LEGACY.shape[0]
+    image_size: int = LEGACY.shape[1]
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def for_space(cls, num_clusters: int, space: SampleSpace, **fields) -> RouterConfig:
+        """A router for `space` (square samples; height and width divisible by 8: three 2x poolings)."""
+        c, h, w = space.shape
+        return cls(num_clusters, num_classes=space.num_classes, in_channels=c, image_size=h, **fields)
+
+    def check_space(self, space: SampleSpace) -> str:
+        """'' when this router reads `space`, else what differs (for a refusal at load)."""
+        ours = (self.in_channels, self.image_size, self.image_size)
+        diffs = []
+        if ours != space.shape:
+            diffs.append(f"input {'x'.join(map(str, ours))} vs {'x'.join(map(str, space.shape))}")
+        if self.num_classes != space.num_classes:
+            diffs.append(f"num_classes {self.num_classes} vs {space.num_classes}")
+        return "; ".join(diffs)
+
 
 class RouterNet(nn.Module):
-    """x [B,32,32,1] (NHWC), t [B], y [B] int (10 = null) -> logits [B, K]."""
+    """x [B,H,W,C] (NHWC; the sample space), t [B], y [B] int (num_classes = null) -> logits [B, K]."""
 
     cfg: RouterConfig
 
@@ -38,10 +57,12 @@ class RouterNet(nn.Module):
         emb = nn.silu(nn.Dense(e, name="time")(timestep_embedding(t, e)))
         emb = emb + nn.Embed(self.cfg.num_classes + 1, e, name="label")(y)  # [B, e]
         h = x
-        for i, width in enumerate((c, 2 * c, 4 * c)):  # 32 -> 16 -> 8 -> 4
+        for i, width in enumerate((c, 2 * c, 4 * c)):  # 32 -> 16 -> 8 -> 4 (H / 8 at the end)
             h = nn.Conv(width, (3, 3), padding=PAD1, name=f"conv{i}")(h)
             h = h + nn.Dense(width, name=f"film{i}")(emb)[:, None, None, :]  # tell each level the noise level
             h = nn.avg_pool(nn.silu(h), (2, 2), strides=(2, 2))
-        h = jnp.concatenate([h.reshape(h.shape[0], -1), emb], axis=-1)  # [B, 16*4c + e]: keeps the layout
+        h = jnp.concatenate(
+            [h.reshape(h.shape[0], -1), emb], axis=-1
+        )  # [B, (H/8)^2*4c + e]: keeps the layout
         h = nn.silu(nn.Dense(self.cfg.hidden, name="hidden")(h))
         return nn.Dense(self.cfg.num_clusters, name="out")(h)  # [B, K]

@@ -17,19 +17,21 @@ import numpy as np
 
 from ddm.router.policies import RoutingPolicy, without_gone
 from ddm.router.solvers import finish, stage_point
-from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS
 from ddm.schema.messages import JobSpec
 from ddm.schema.resolved import ResolvedJob
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import Solver, SolverHistory
 from ddm.schema.strategy import Strategy
 
-# velocity(x f32 [b,1,32,32], t f32 [b], y i64 [b], guidance f32 [b]) -> v f32 [b,1,32,32]
+# velocity(x f32 [b,C,H,W], t f32 [b], y i64 [b], guidance f32 [b]) -> v f32 [b,C,H,W] (the sample space)
 VelocityFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
-def initial_noise(spec: JobSpec) -> np.ndarray:
-    """x at t = 0: float32 [n,1,32,32], a function of the seed and n only."""
-    return np.random.default_rng(spec.seed).standard_normal((spec.n, *IMAGE_SHAPE), dtype=np.float32)
+def initial_noise(spec: JobSpec, space: SampleSpace = LEGACY) -> np.ndarray:
+    """x at t = 0: float32 [n, C, H, W] of the sample space, a function of the seed, n and the shape only
+    (in the legacy space exactly default_rng(seed).standard_normal((n, 1, 32, 32), dtype=float32), as
+    before sample spaces: the same images bit for bit)."""
+    return np.random.default_rng(spec.seed).standard_normal((spec.n, *space.shape), dtype=np.float32)
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,25 +41,33 @@ class JobArrays:
 
     job: ResolvedJob
     grid: np.ndarray  # float32 [steps + 1], t of each step (the job's grid)
-    labels: np.ndarray  # int64 [n], NULL_CLASS for an unconditional image
+    labels: np.ndarray  # int64 [n], the space's null class for an unconditional image
     guidance: np.ndarray  # float32 [n], 1 on unconditional rows
 
     @classmethod
     def of(cls, job: ResolvedJob) -> JobArrays:
         spec = job.spec
-        labels = np.asarray(spec.labels, dtype=np.int64)  # NULL_CLASS: an unconditional image
+        labels = np.asarray(spec.labels, dtype=np.int64)  # the null class: an unconditional image
         return cls(
             job=job,
             grid=job.grid.times(spec.steps),
             labels=labels,
             # an unconditional row's guided velocity is v_null + g * (v_null - v_null) = v_null: guidance
             # 1 there says so, and spares the expert the extra null-class row it would add for g != 1
-            guidance=np.where(labels == NULL_CLASS, 1.0, job.guidance).astype(np.float32),
+            guidance=np.where(labels == job.space.null_class, 1.0, job.guidance).astype(np.float32),
         )
 
     @property
     def spec(self) -> JobSpec:
         return self.job.spec
+
+    @property
+    def space(self) -> SampleSpace:
+        return self.job.space
+
+    def noise(self) -> np.ndarray:
+        """x at t = 0 (initial_noise in the job's space)."""
+        return initial_noise(self.spec, self.space)
 
     @property
     def strategy(self) -> Strategy:
@@ -147,10 +157,15 @@ def plan_steps(
     return [_plan_without(w, r, gone) for w, r in pairs]
 
 
-def combine(plan: StepPlan, velocities: Mapping[int, np.ndarray], n: int) -> np.ndarray:
+def combine(
+    plan: StepPlan, velocities: Mapping[int, np.ndarray], n: int, shape: tuple[int, ...] | None = None
+) -> np.ndarray:
     """v = sum_k w_k v_k over the plan's experts, in ascending expert id (a fixed order, so both
-    drivers add in the same order). velocities[k] holds the rows plan.rows[k], in that order."""
-    v = np.zeros((n, *IMAGE_SHAPE), np.float32)
+    drivers add in the same order). velocities[k] holds the rows plan.rows[k], in that order.
+    shape: one sample's (C, H, W); None: the velocities' (the legacy space's where there are none)."""
+    if shape is None:
+        shape = next(iter(velocities.values())).shape[1:] if velocities else LEGACY.shape
+    v = np.zeros((n, *shape), np.float32)
     for k, rows in plan.rows.items():
         v[rows] += plan.weights[rows, k][:, None, None, None] * velocities[k]
     return v
@@ -162,14 +177,15 @@ def sample_local(
     resolved: ResolvedJob,
     on_step: Callable[[int, float, np.ndarray, StepPlan], None] | None = None,
 ) -> np.ndarray:
-    """Sample a resolved job in-process. Returns x at t = 1, float32 [n,1,32,32].
+    """Sample a resolved job in-process, in its space (resolved.space). Returns x at t = 1, float32
+    [n, C, H, W].
 
     on_step(step, t, x, plan) is called after each step with the new x (step counts from 1) and the
     routing of the step's first evaluation (the one at x before the step, which frames record).
     """
     job = JobArrays.of(resolved)
     spec = resolved.spec
-    x, history = initial_noise(spec), SolverHistory()
+    x, history = job.noise(), SolverHistory()
     for i in range(spec.steps):
         mixed: list[np.ndarray] = []
         plans: list[StepPlan] = []
@@ -177,7 +193,7 @@ def sample_local(
             x_eval, t_eval = job.eval_point(x, i, mixed)
             plan = plan_step(policy, job.strategy, x_eval, t_eval, job.labels)
             velocities = {k: experts[k](*job.inputs(x_eval, t_eval, rows)) for k, rows in plan.rows.items()}
-            mixed.append(combine(plan, velocities, spec.n))
+            mixed.append(combine(plan, velocities, spec.n, job.space.shape))
             plans.append(plan)
         x, history = job.advance(x, i, mixed, history)
         if on_step is not None:

@@ -309,7 +309,7 @@ class Scheduler:
 
     def _evaluated(self, job: JobRun, out: Outbox) -> None:
         """Every expert answered an evaluation: mix; then the step's next evaluation, or the step."""
-        job.mixed.append(combine(job.plan, job.got, job.arrays.spec.n))
+        job.mixed.append(combine(job.plan, job.got, job.arrays.spec.n, job.arrays.space.shape))
         job.missing.update(job.plan.missing)
         if job.first_plan is None:
             job.first_plan = job.plan

@@ -4,10 +4,11 @@
                              step, steps, n, router, resumed_from, attempts, *_at, error, mean_step_ms,
                              cancel_requested_at (written by Client.cancel)
     names.traj(id)    stream one entry per step: {"frame": Frame.encode()}
-    names.state(id)   hash   ResumeState {"step": str, "x": float32 [n,1,32,32] raw bytes, and for a
+    names.state(id)   hash   ResumeState {"step": str, "x": float32 [n,C,H,W] raw bytes, and for a
                              multistep solver "history": its velocities, raw bytes} - what a
-                             redelivered job resumes from (x at full precision, unlike the float16 frame)
-    names.result(id)  string codec.packb(float32 [n,1,32,32]) - the final latents
+                             redelivered job resumes from (x at full precision, unlike the float16 frame;
+                             C, H, W: the deployment's sample space)
+    names.result(id)  string codec.packb(float32 [n,C,H,W]) - the final latents
     names.jobs_index  zset   job id -> created_at (recent jobs; expired ones trimmed by trim_index)
     names.deployment  string DeploymentDescriptor JSON, EX heartbeat_ttl_s (publish_descriptor)
     names.queue       zset   the jobs not started yet (schema/queue.py): a job leaves it when it starts
@@ -43,6 +44,7 @@ from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.names import Names
 from ddm.schema.queue import ENDS_KEPT, JobEnd
 from ddm.schema.resolved import ResolvedJob
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import SolverHistory
 
 # Lua, so that checking a lease and writing under it is one atomic step on the server.
@@ -175,10 +177,10 @@ class JobStore:
         raw = self.r.hgetall(self.names.job(job_id))
         return JobHash.decode(job_id, raw) if raw else None
 
-    def load_state(self, job_id: str, n: int) -> ResumeState | None:
-        """(steps done, x float32 [n,1,32,32]) stored after the last completed step, or None."""
+    def load_state(self, job_id: str, n: int, space: SampleSpace = LEGACY) -> ResumeState | None:
+        """(steps done, x float32 [n,C,H,W] of `space`) stored after the last completed step, or None."""
         raw = self.r.hgetall(self.names.state(job_id))
-        return ResumeState.decode(raw, n) if raw else None
+        return ResumeState.decode(raw, n, space) if raw else None
 
     # -- writing (router worker) ----------------------------------------------------------------
 
@@ -350,7 +352,8 @@ class JobStore:
     def _end(self, job_id: str, write, status: str) -> bool:
         """Run `write` and the expiries in one transaction, only while the lease is ours (WATCH). The job
         leaves the queue (ended unrun), and one this store started records its JobEnd (the throughput
-        behind queue ETAs)."""
+        behind queue ETAs): the steps and evaluations this run did (all of them for a done job; for
+        another, those stored since it started here)."""
         lease = self.names.lease(job_id)
         began = self._began.get(job_id)
         end = None

@@ -30,14 +30,16 @@ def router_batch(
     seed: int,
     step: int,
     label_dropout: float,
+    null_class: int = NULL_CLASS,
 ):
-    """x_t f32 [B,1,32,32], t f32 [B], y i64 [B], cluster i64 [B]; a pure function of (seed, step)."""
+    """x_t f32 [B,C,H,W], t f32 [B], y i64 [B] (null_class where dropped), cluster i64 [B]; a pure
+    function of (seed, step)."""
     rng = np.random.default_rng([seed, step, 7])
     idx = rng.integers(0, len(images), size=batch)
     x1 = images[idx]
     x0 = rng.standard_normal(x1.shape, dtype=np.float32)
     t = rng.random(batch, dtype=np.float32)
-    y = np.where(rng.random(batch) < label_dropout, NULL_CLASS, labels[idx]).astype(np.int64)
+    y = np.where(rng.random(batch) < label_dropout, null_class, labels[idx]).astype(np.int64)
     return interpolate(x0, x1, t).astype(np.float32), t, y, clusters[idx]
 
 
@@ -56,7 +58,8 @@ def train_router(
     label_dropout: float = 0.1,
     progress: bool = True,
 ) -> dict:
-    """images f32 [N,1,32,32], labels i64 [N], clusters i64 [N] -> checkpoint in out_dir; returns meta."""
+    """images f32 [N,C,H,W] (cfg's sample shape), labels i64 [N], clusters i64 [N] -> checkpoint in
+    out_dir; returns meta."""
     model = RouterNet(cfg)
     params = init_router_params(model, seed)
     tx = optax.adamw(
@@ -68,7 +71,9 @@ def train_router(
     recent: list[float] = []
     bar = tqdm(range(steps), desc="router", disable=not progress)
     for step in bar:
-        x_t, t, y, k = router_batch(images, labels, clusters, batch, seed, step, label_dropout)
+        x_t, t, y, k = router_batch(
+            images, labels, clusters, batch, seed, step, label_dropout, cfg.num_classes
+        )
         params, opt, loss = step_fn(params, opt, jnp.asarray(x_t.transpose(0, 2, 3, 1)), t, y, k)
         recent = (recent + [float(loss)])[-100:]
         bar.set_postfix(loss=f"{np.mean(recent):.4f}")
@@ -116,7 +121,8 @@ def accuracy_by_t(
     """
     rng = np.random.default_rng(seed)
     mids, accs = [], []
-    y = labels if conditional else np.full(len(labels), NULL_CLASS, np.int64)
+    null_class = getattr(getattr(router, "cfg", None), "num_classes", NULL_CLASS)
+    y = labels if conditional else np.full(len(labels), null_class, np.int64)
     for b in range(T_BINS):
         lo, hi = b / T_BINS, (b + 1) / T_BINS
         t = rng.uniform(lo, hi, len(images)).astype(np.float32)

@@ -321,6 +321,7 @@ class RouterWorker:
     def _on_reply(self, ch, method, props, body: bytes) -> None:
         try:
             reply = VelocityReply.decode(body)
+            reply.check_space(self.descriptor.sample_space)  # an expert in another space: not mixed in
         except SchemaError as exc:
             log.warning("dropping an undecodable reply: %s", exc)
             return

@@ -320,7 +320,8 @@ class DeploymentDescriptor:
                 on_expert_loss=spec.on_expert_loss or self.default_on_expert_loss,
                 solver=spec.solver or self.sampling.default_solver,
                 grid=spec.grid or self.sampling.default_grid,
-            )
+            ),
+            self.sample_space,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,15 +28,21 @@ import numpy as np
 
 from .codec import DEFAULT_MAX_BYTES, packb, unpackb
 from .errors import SchemaError, expected
-from .flow import IMAGE_SHAPE
 from .messages import MAX_GUIDANCE, Frame, JobSpec, JobStatus
 from .names import check_job_id
 from .resolved import ResolvedJob
+from .sample_space import LEGACY, MAX_SAMPLE_NUMBERS, SampleSpace
 from .strategy import Strategy
 
 FRAME_FIELD = b"frame"  # the one field of a trajectory entry
 MAX_ERROR_CHARS = 2000
-LATENT_BYTES = int(np.prod(IMAGE_SHAPE)) * 4  # one float32 latent [1, 32, 32]
+LATENT_BYTES = LEGACY.size * 4  # one float32 latent of the legacy space [1, 32, 32]; latent_bytes(space)
+
+
+def latent_bytes(space: SampleSpace) -> int:
+    """Bytes of one float32 latent of `space` (C * H * W * 4)."""
+    return space.size * 4
+
 
 CANCEL_FIELD = "cancel_requested_at"  # set by Client.cancel; the router stops the job when it sees it
 # Set by Client.submit(deadline_s=...), on Redis's clock (TIME): a router cancels a job it sees unfinished
@@ -327,7 +333,7 @@ def decode_traj_entry(job_id: str, fields: dict, *, max_bytes: int = DEFAULT_MAX
 
 
 class ResumeState(NamedTuple):
-    """What a redelivered job resumes from: steps done, x float32 [n, 1, 32, 32] at full precision
+    """What a redelivered job resumes from: steps done, x float32 [n, C, H, W] at full precision
     (unlike the float16 frame), and a multistep solver's history (the velocities it reuses, oldest
     first; empty for one-step solvers, and then not stored: a state from before solvers reads the same).
     Unpacks as (step, x, history)."""
@@ -343,9 +349,11 @@ class ResumeState(NamedTuple):
         return fields
 
     @classmethod
-    def decode(cls, raw: dict, n: int) -> ResumeState:
-        """The state hash -> ResumeState of n latents; SchemaError for a wrong length or step. How many
-        velocities the history may hold is the job's solver's to check (SolverHistory.from_list)."""
+    def decode(cls, raw: dict, n: int, space: SampleSpace = LEGACY) -> ResumeState:
+        """The state hash -> ResumeState of n latents of `space` (raw bytes: the shape is the space's);
+        SchemaError for a wrong length or step. How many velocities the history may hold is the job's
+        solver's to check (SolverHistory.from_list)."""
+        size = n * latent_bytes(space)
         fields = {_text(k): v for k, v in raw.items()}
         step, data = fields.get("step"), fields.get("x")
         if step is None or data is None or not {"step", "x"} <= set(fields) <= {"step", "x", "history"}:
@@ -353,39 +361,53 @@ class ResumeState(NamedTuple):
         step = _text(step)
         if not _INT_RE.fullmatch(step) or int(step) < 0:
             raise SchemaError(expected("a stored state step >= 0", step))
-        x = _latents(data, n, f"a stored state of {n} latents ({n * LATENT_BYTES} bytes)")
+        shape = "x".join(map(str, space.shape))
+        x = _latents(data, n, space, f"a stored state of {n} latents {shape} ({size} bytes)")
         history = fields.get("history", b"")
-        if not isinstance(history, bytes) or len(history) % (n * LATENT_BYTES):
+        if not isinstance(history, bytes) or len(history) % size:
             got = f"{len(history)} bytes" if isinstance(history, bytes) else type(history).__name__
-            raise SchemaError(expected(f"a stored history of whole sets of {n} latents", got))
-        chunks = [history[i : i + n * LATENT_BYTES] for i in range(0, len(history), n * LATENT_BYTES)]
-        return cls(int(step), x, tuple(_latents(c, n, "a history entry") for c in chunks))
+            raise SchemaError(expected(f"a stored history of whole sets of {n} latents {shape}", got))
+        chunks = [history[i : i + size] for i in range(0, len(history), size)]
+        return cls(int(step), x, tuple(_latents(c, n, space, "a history entry") for c in chunks))
 
 
-def _latents(data: object, n: int, what: str) -> np.ndarray:
-    """n latents float32 [n, 1, 32, 32] from their raw little-endian bytes."""
-    if not isinstance(data, bytes) or len(data) != n * LATENT_BYTES:
+def _latents(data: object, n: int, space: SampleSpace, what: str) -> np.ndarray:
+    """n latents float32 [n, C, H, W] of `space` from their raw little-endian bytes."""
+    if not isinstance(data, bytes) or len(data) != n * latent_bytes(space):
         got = f"{len(data)} bytes" if isinstance(data, bytes) else type(data).__name__
         raise SchemaError(expected(what, got))
-    return np.frombuffer(data, dtype="<f4").reshape(n, *IMAGE_SHAPE).copy()
+    return np.frombuffer(data, dtype="<f4").reshape(n, *space.shape).copy()
 
 
 # ---------------------------------------------------------------- result
 
 
 def encode_result(x: np.ndarray) -> bytes:
-    """The final latents float32 [n, 1, 32, 32] as the result string."""
+    """The final latents float32 [n, C, H, W] as the result string (its shape travels with it)."""
     return packb(np.ascontiguousarray(x, dtype=np.float32))
 
 
 def decode_result(
-    job_id: str, data: bytes, n: int | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+    job_id: str,
+    data: bytes,
+    n: int | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    space: SampleSpace | None = None,
 ) -> np.ndarray:
-    """The result string -> float32 [n, 1, 32, 32] (any n when n is None); SchemaError otherwise."""
+    """The result string -> float32 [n, C, H, W] (any n when n is None; the shape of `space` where given,
+    else any sample shape, read from the data, for the caller to check); SchemaError otherwise."""
     x = unpackb(data, max_bytes=max_bytes)
-    ok = isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 4 and x.shape[1:] == IMAGE_SHAPE
+    ok = (
+        isinstance(x, np.ndarray)
+        and x.dtype == np.float32
+        and x.ndim == 4
+        and 0 < int(np.prod(x.shape[1:])) <= MAX_SAMPLE_NUMBERS
+        and (space is None or x.shape[1:] == space.shape)
+    )
     if not ok or (n is not None and x.shape[0] != n) or x.shape[0] < 1:
-        want = "[" + ", ".join(str(d) for d in (n if n is not None else "n", *IMAGE_SHAPE)) + "]"
-        got = f"{x.dtype} {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
+        sample = ("C", "H", "W") if space is None else space.shape
+        want = "[" + ", ".join(str(d) for d in (n if n is not None else "n", *sample)) + "]"
+        got = f"{x.dtype} {list(x.shape)}" if isinstance(x, np.ndarray) else type(x).__name__
         raise SchemaError(f"job {job_id} result: " + expected(f"float32 array {want}", got))
     return x

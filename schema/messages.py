@@ -20,9 +20,10 @@ import numpy as np
 
 from .codec import DEFAULT_MAX_BYTES, packb, unpackb
 from .errors import SchemaError, expected
-from .flow import IMAGE_SHAPE, NULL_CLASS, NUM_CLASSES
+from .flow import NULL_CLASS
 from .names import MAX_EXPERT_ID, check_job_id, check_worker_id
 from .precision import DEFAULT_PRECISION, PRECISIONS
+from .sample_space import MAX_CLASSES, MAX_SAMPLE_NUMBERS, SampleSpace
 from .solver import Grid, Solver
 from .strategy import Strategy
 
@@ -91,6 +92,42 @@ def _array(name: str, value: object, dtype: type, shape: tuple, dims: str = "B")
     return value
 
 
+def _samples(name: str, value: object, dtype: type, dims: str = "B") -> np.ndarray:
+    """A batch of samples [B, C, H, W] of any sample space (a decoder has none at hand: the receiver
+    checks the shape against its own with check_samples): dtype, four positive dims, at most
+    MAX_SAMPLE_NUMBERS numbers per sample."""
+    _array(name, value, dtype, (None, None, None, None), dims=dims + "CHW")
+    if 0 in value.shape[1:] or math.prod(value.shape[1:]) > MAX_SAMPLE_NUMBERS:
+        want = f"{name} samples [C, H, W] of 1..{MAX_SAMPLE_NUMBERS} numbers"
+        raise SchemaError(expected(want, value.shape))
+    return value
+
+
+def check_samples(name: str, value: np.ndarray, space: SampleSpace, dims: str = "B") -> None:
+    """A batch of samples checked against the live sample space: SchemaError naming the expected and
+    the received shape, e.g. 'expected x shape [B, 1, 32, 32] (the sample space 1x32x32 in [-1, 1],
+    10 classes (...)), got [4, 3, 32, 32]'."""
+    if tuple(value.shape[1:]) != space.shape:
+        got = [int(n) for n in value.shape]  # shown as [4, 3, 32, 32]
+        raise SchemaError(
+            expected(f"{name} shape {space.batch_shape(dims)} (the sample space {space.describe()})", got)
+        )
+
+
+def check_labels(name: str, labels, space: SampleSpace) -> None:
+    """Labels checked against the live sample space: 0..K-1 a class, K the null label (unconditional);
+    an unconditional space has only its null label, 0."""
+    labels = np.asarray(labels)
+    if labels.size and (labels.min() < 0 or labels.max() > space.null_class):
+        what = (
+            f"{name} in 0..{space.num_classes - 1}, or {space.null_class} (the null class: unconditional)"
+            if space.conditional
+            else f"{name} {space.null_class} only (the null label: the sample space is unconditional)"
+        )
+        bad = sorted({int(y) for y in labels.reshape(-1) if not 0 <= y <= space.null_class})
+        raise SchemaError(expected(what, bad))
+
+
 def _finite(name: str, a: np.ndarray) -> None:
     if not np.isfinite(a).all():
         raise SchemaError(expected(f"{name} all finite", f"{int((~np.isfinite(a)).sum())} NaN/inf values"))
@@ -102,10 +139,11 @@ def _batch(name: str, n: int, lo: int, hi: int) -> None:
 
 
 def _label(value: object) -> int:
-    """A JobSpec label: a class 0..9, or NULL_CLASS (10) for an unconditional image."""
-    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value <= NULL_CLASS
+    """A JobSpec label, as far as it can be checked without the sample space: an int 0..MAX_CLASSES.
+    JobSpec.check_space (and the deployment descriptor's check) bound it by the live space."""
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value <= MAX_CLASSES
     if not ok:
-        what = f"label int in 0..{NUM_CLASSES - 1}, or {NULL_CLASS} (the null class: unconditional)"
+        what = f"label int in 0..{MAX_CLASSES} (a class 0..K-1, or K, the null class: unconditional)"
         raise SchemaError(expected(what, value))
     return int(value)
 
@@ -176,7 +214,8 @@ DEFAULT_EXPERT_LOSS_POLICY = "wait"
 class JobSpec(_Message):
     """A sampling job: n = len(labels) images, `steps` steps of `solver` on `grid`, routing `strategy`.
 
-    labels: one per image, 0..9 a class, or NULL_CLASS (10, schema/flow.py) for an unconditional image:
+    labels: one per image, 0..K-1 a class of the deployment's sample space (K = 10 in the legacy space),
+    or K, its null class (NULL_CLASS, 10, in the legacy space) for an unconditional image:
     the null class of label dropout, so the router reads x_t and t alone for that row and its expert
     computes v_null (guidance means nothing there). A job may mix both. The 'oracle' strategy routes
     by the label and cannot route a null row (DeploymentDescriptor.check refuses it; a job that leaves
@@ -216,8 +255,17 @@ class JobSpec(_Message):
 
     @property
     def unconditional(self) -> int:
-        """How many of its images are unconditional (label NULL_CLASS)."""
+        """How many of its images are unconditional in the legacy space (label NULL_CLASS); in another
+        space: nulls(space)."""
         return sum(1 for y in self.labels if y == NULL_CLASS)
+
+    def nulls(self, space: SampleSpace) -> int:
+        """How many of its images are unconditional in `space` (its null label)."""
+        return sum(1 for y in self.labels if y == space.null_class)
+
+    def check_space(self, space: SampleSpace) -> None:
+        """Its labels bound by the live sample space (SchemaError otherwise)."""
+        check_labels("labels", self.labels, space)
 
     def validate(self) -> None:
         """Check every field; normalises numeric types (numpy ints, list labels) to plain Python."""
@@ -295,8 +343,10 @@ class JobSpec(_Message):
 class VelocityRequest(_Message):
     """Ask an expert for v(x, t, y) with guidance, for B rows at once.
 
-    x float32 [B, 1, 32, 32] finite; t float32 [B] in [0, 1]; y int64 [B] in 0..10 (10 = null class);
-    guidance float32 [B] finite. 1 <= B <= 256.
+    x float32 [B, C, H, W] finite (the sample space: [B, 1, 32, 32] in the legacy space); t float32 [B]
+    in [0, 1]; y int64 [B] in 0..K (K = the null class, 10 in the legacy space); guidance float32 [B]
+    finite. 1 <= B <= 256. Decoding checks what holds in any space; the receiver checks x and y against
+    the space it serves (check_space): an expert worker dead-letters a request in another space.
     """
 
     TYPE: ClassVar[str] = "velocity_request"
@@ -309,7 +359,7 @@ class VelocityRequest(_Message):
 
     def __post_init__(self) -> None:
         _str("request_id", self.request_id, REQUEST_ID_RE)
-        _array("x", self.x, np.float32, (None, *IMAGE_SHAPE))
+        _samples("x", self.x, np.float32)
         B = self.x.shape[0]
         _batch("x", B, 1, MAX_BATCH)
         for name in ("t", "guidance"):
@@ -319,8 +369,13 @@ class VelocityRequest(_Message):
         _finite("x", self.x)
         if not ((self.t >= 0) & (self.t <= 1)).all():
             raise SchemaError(expected("t in [0, 1]", self.t))
-        if not ((self.y >= 0) & (self.y <= NULL_CLASS)).all():
-            raise SchemaError(expected(f"y in 0..{NULL_CLASS}", self.y))
+        if not ((self.y >= 0) & (self.y <= MAX_CLASSES)).all():
+            raise SchemaError(expected(f"y in 0..{MAX_CLASSES}", self.y))
+
+    def check_space(self, space: SampleSpace) -> None:
+        """x and y checked against the sample space the receiver serves (SchemaError naming both shapes)."""
+        check_samples("x", self.x, space)
+        check_labels("y", self.y, space)
 
     @property
     def batch_size(self) -> int:
@@ -329,7 +384,8 @@ class VelocityRequest(_Message):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class VelocityReply(_Message):
-    """An expert's answer: v float32 [B, 1, 32, 32] finite, plus who computed it and how fast.
+    """An expert's answer: v float32 [B, C, H, W] finite (the sample space; check_space checks it), plus
+    who computed it and how fast.
 
     batch_size is the size of the forward pass that served the request (>= 1), for metrics;
     precision: what the expert computed at (fp32 | tf32 | bf16). fp32, the default, stays off the wire,
@@ -349,7 +405,7 @@ class VelocityReply(_Message):
 
     def __post_init__(self) -> None:
         _str("request_id", self.request_id, REQUEST_ID_RE)
-        _array("v", self.v, np.float32, (None, *IMAGE_SHAPE))
+        _samples("v", self.v, np.float32)
         _batch("v", self.v.shape[0], 1, MAX_BATCH)
         _finite("v", self.v)
         object.__setattr__(self, "expert_id", _int("expert_id", self.expert_id, 0, MAX_EXPERT_ID))
@@ -359,12 +415,17 @@ class VelocityReply(_Message):
         if self.precision not in PRECISIONS:
             raise SchemaError(expected(f"precision in {PRECISIONS}", self.precision))
 
+    def check_space(self, space: SampleSpace) -> None:
+        """v checked against the sample space the receiver serves (SchemaError naming both shapes)."""
+        check_samples("v", self.v, space)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Frame(_Message):
     """One denoising step of a job, for the trajectory stream and the browser.
 
-    x float16 [n, 1, 32, 32] finite (compact latent); experts: ids used at this step by any sample;
+    x float16 [n, C, H, W] finite (compact latent; the sample space, check_space); experts: ids used at
+    this step by any sample;
     weights float32 [n, K] finite, >= 0 (routing weights over all K experts); t in [0, 1].
     latency_ms: the step's wall time at the router from sending its requests to the last reply
     (transport both ways, queueing, compute);
@@ -392,7 +453,7 @@ class Frame(_Message):
         check_job_id(self.job_id)
         object.__setattr__(self, "step", _int("step", self.step, 0, MAX_STEPS))
         object.__setattr__(self, "t", _float("t", self.t, 0.0, 1.0))
-        _array("x", self.x, np.float16, (None, *IMAGE_SHAPE), dims="n")
+        _samples("x", self.x, np.float16, dims="n")
         n = self.x.shape[0]
         _batch("x", n, 1, MAX_SAMPLES)
         _finite("x", self.x)
@@ -420,6 +481,10 @@ class Frame(_Message):
         object.__setattr__(self, "latency_ms", _float("latency_ms", self.latency_ms, 0.0))
         object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
 
+    def check_space(self, space: SampleSpace) -> None:
+        """x checked against the deployment's sample space (SchemaError naming both shapes)."""
+        check_samples("x", self.x, space, dims="n")
+
     @classmethod
     def from_latent(
         cls,
@@ -434,8 +499,8 @@ class Frame(_Message):
         missing=(),
         precisions=(),
     ) -> Frame:
-        """Build a Frame from the float32 latent x [n, 1, 32, 32], stored as float16."""
-        _array("x", x, np.float32, (None, *IMAGE_SHAPE), dims="n")
+        """Build a Frame from the float32 latent x [n, C, H, W], stored as float16."""
+        _samples("x", x, np.float32, dims="n")
         limit = float(np.finfo(np.float16).max)
         if not (np.abs(x) <= limit).all():  # also false for NaN
             raise SchemaError(

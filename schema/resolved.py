@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from .errors import SchemaError, expected
 from .messages import DEFAULT_EXPERT_LOSS_POLICY, JobSpec
+from .sample_space import LEGACY, SampleSpace
 from .solver import DEFAULT_GRID, DEFAULT_SOLVER, Grid, Solver
 from .strategy import Strategy
 
@@ -17,15 +18,18 @@ from .strategy import Strategy
 @dataclass(frozen=True)
 class ResolvedJob:
     """spec: the JobSpec with strategy, guidance, on_expert_loss, solver and grid set (the strategy as
-    spelled; the job hash records str(strategy), the canonical spelling); strategy: parsed once, here."""
+    spelled; the job hash records str(strategy), the canonical spelling); strategy: parsed once, here;
+    space: the deployment's sample space (the shape of its noise and latents, its null label)."""
 
     spec: JobSpec
     strategy: Strategy
+    space: SampleSpace = LEGACY
 
     @classmethod
-    def of(cls, spec: JobSpec) -> ResolvedJob:
+    def of(cls, spec: JobSpec, space: SampleSpace = LEGACY) -> ResolvedJob:
         """A spec that names its strategy and guidance (on_expert_loss unset: 'wait', the default; solver
-        and grid unset: Euler on the uniform grid)."""
+        and grid unset: Euler on the uniform grid), in `space` (its labels checked against it)."""
+        spec.check_space(space)
         if spec.strategy is None or spec.guidance is None:
             raise SchemaError(
                 f"job {spec.job_id}: "
@@ -37,7 +41,7 @@ class ResolvedJob:
             solver=spec.solver or DEFAULT_SOLVER,
             grid=spec.grid or DEFAULT_GRID,
         )
-        return cls(spec, Strategy.parse(spec.strategy))
+        return cls(spec, Strategy.parse(spec.strategy), space)
 
     @property
     def solver(self) -> Solver:

@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from ddm.schema.errors import SchemaError, expected
 
 FIELDS = ("shape", "value_range", "num_classes", "class_names")
+# Bounds a record checked without its space still holds to (a message decoded with no space at hand):
+# labels 0..MAX_CLASSES (the null label of the largest space), at most MAX_SAMPLE_NUMBERS per sample.
+MAX_CLASSES = 100_000
+MAX_SAMPLE_NUMBERS = 4 * 512 * 512
 
 
 def _is_int(value: object) -> bool:
@@ -55,8 +59,14 @@ class SampleSpace:
             raise SchemaError(
                 expected("value_range (lo, hi), two finite numbers with lo < hi", self.value_range)
             )
-        if not (_is_int(self.num_classes) and self.num_classes >= 0):
-            raise SchemaError(expected("num_classes an int >= 0 (0 = unconditional)", self.num_classes))
+        if math.prod(shape) > MAX_SAMPLE_NUMBERS:
+            raise SchemaError(expected(f"shape of at most {MAX_SAMPLE_NUMBERS} numbers", self.shape))
+        if not (_is_int(self.num_classes) and 0 <= self.num_classes <= MAX_CLASSES):
+            raise SchemaError(
+                expected(
+                    f"num_classes an int >= 0 (0 = unconditional), at most {MAX_CLASSES}", self.num_classes
+                )
+            )
         names = tuple(self.class_names) if isinstance(self.class_names, tuple | list) else self.class_names
         if not (
             isinstance(names, tuple)
@@ -86,6 +96,10 @@ class SampleSpace:
         """Numbers per sample: C * H * W."""
         c, h, w = self.shape
         return c * h * w
+
+    def batch_shape(self, dims: str = "B") -> str:
+        """'[B, 1, 32, 32]': the shape of a batch of samples, as errors name it."""
+        return "[" + ", ".join((dims, *map(str, self.shape))) + "]"
 
     def describe(self) -> str:
         """'1x32x32 in [-1, 1], 10 classes (0, 1, ...)' or '3x32x32 in [-1, 1], unconditional'."""

@@ -110,7 +110,7 @@ def _velocity(expert, items: list[Pending], chunk_rows: int | None = None, betwe
         r = reqs[0]
         x, t, y, g = r.x, r.t, r.y, r.guidance
     else:
-        x = np.concatenate([r.x for r in reqs])  # [R, 1, 32, 32], R = total rows
+        x = np.concatenate([r.x for r in reqs])  # [R, C, H, W], R = total rows
         t = np.concatenate([r.t for r in reqs])  # [R]
         y = np.concatenate([r.y for r in reqs])  # [R]
         g = np.concatenate([r.guidance for r in reqs])  # [R]

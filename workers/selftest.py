@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ddm.schema.errors import DeviceError
-from ddm.schema.flow import IMAGE_SHAPE, NULL_CLASS
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.expert import Expert
 
 # Relative error allowed per precision. fp32: devices differ from the CPU only in summation order and
@@ -89,19 +89,22 @@ class SelftestReport:
         }
 
 
-def fixed_inputs(bucket: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x f32 [b,1,32,32] seeded noise, t f32 [b] spread over [0, 1], y i64 [b] cycling 0..9 and null."""
+def fixed_inputs(
+    bucket: int, seed: int = 0, space: SampleSpace = LEGACY
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x f32 [b,C,H,W] seeded noise (the expert's sample space), t f32 [b] spread over [0, 1], y i64 [b]
+    cycling over its classes and the null label."""
     rng = np.random.default_rng(seed + bucket)
-    x = rng.standard_normal((bucket, *IMAGE_SHAPE), dtype=np.float32)
+    x = rng.standard_normal((bucket, *space.shape), dtype=np.float32)
     t = np.linspace(0.0, 1.0, bucket, dtype=np.float32) if bucket > 1 else np.array([0.5], np.float32)
-    y = np.arange(bucket, dtype=np.int64) % (NULL_CLASS + 1)
+    y = np.arange(bucket, dtype=np.int64) % (space.null_class + 1)
     return x, t, y
 
 
 def check_bucket(
     device: Expert, reference: Expert, bucket: int, repeats: int = LATENCY_REPEATS
 ) -> BucketCheck:
-    x, t, y = fixed_inputs(bucket)
+    x, t, y = fixed_inputs(bucket, space=reference.card.sample_space)
     want = reference._forward(x, t, y)
     times = []
     for _ in range(max(1, repeats)):

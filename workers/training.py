@@ -77,18 +77,21 @@ def ema_decay(step: int, cfg: TrainConfig) -> float:
     return min(cfg.ema_decay, (1.0 + step) / (10.0 + step))
 
 
-def training_batch(images: np.ndarray, labels: np.ndarray, cfg: TrainConfig, step: int):
+def training_batch(
+    images: np.ndarray, labels: np.ndarray, cfg: TrainConfig, step: int, null_class: int = NULL_CLASS
+):
     """One flow-matching batch, a pure function of (cfg.seed, step).
 
-    images float32 [N,1,32,32] in [-1,1], labels int64 [N] ->
-    x_t float32 [B,1,32,32], t float32 [B], y int64 [B] (NULL_CLASS where dropped), v float32 [B,1,32,32].
+    images float32 [N,C,H,W] in [-1,1], labels int64 [N] ->
+    x_t float32 [B,C,H,W], t float32 [B], y int64 [B] (null_class where dropped: the sample space's,
+    NULL_CLASS in the legacy space), v float32 [B,C,H,W].
     """
     rng = np.random.default_rng([cfg.seed, step])
     idx = rng.integers(0, len(images), size=cfg.batch)
     x1 = images[idx]
     x0 = rng.standard_normal(x1.shape, dtype=np.float32)
     t = rng.random(cfg.batch, dtype=np.float32)
-    y = np.where(rng.random(cfg.batch) < cfg.label_dropout, NULL_CLASS, labels[idx]).astype(np.int64)
+    y = np.where(rng.random(cfg.batch) < cfg.label_dropout, null_class, labels[idx]).astype(np.int64)
     objective = cfg.objective_record()
     if not objective.is_identity:
         # the same draws, read by the objective: t is its uniform u, x0 its noise (workers/objectives.py);
@@ -144,9 +147,10 @@ def train_loop(
     x1 - x0); distillation (ddm.ops.distill) keeps its x_t, t, y and puts the teachers' velocity
     in as the target. It must be a pure function of the step, so a resumed run sees the same batches.
     """
-    if batch is None:
-        batch = lambda step: training_batch(images, labels, cfg, step)  # noqa: E731
     expert = kind_of(meta) == "expert"
+    if batch is None:
+        null_class = card_of(meta).sample_space.null_class if expert else NULL_CLASS
+        batch = lambda step: training_batch(images, labels, cfg, step, null_class)  # noqa: E731
     if expert and card_of(meta).objective != cfg.objective_record():
         have, want = card_of(meta).objective.describe(), cfg.objective_record().describe()
         raise ConfigError(expected(f"a meta whose card declares the objective trained ({want})", have))

@@ -40,6 +40,7 @@ from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.messages import VelocityReply, VelocityRequest
 from ddm.schema.names import check_expert_id, check_worker_id
 from ddm.schema.precision import check_precision
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.settings import Settings, redact
 from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_batch
@@ -296,6 +297,8 @@ class ExpertWorker:
             if props.content_type not in (None, CONTENT_TYPE):
                 raise SchemaError(expected(f"content_type {CONTENT_TYPE!r}", props.content_type))
             request = VelocityRequest.decode(body, max_bytes=self.settings.max_message_bytes)
+            # another sample space than this expert's (its card): dead-lettered naming both shapes
+            request.check_space(self.sample_space)
         except Exception as exc:  # SchemaError, or anything a malformed body could raise
             self._dead_letter(ch, method.delivery_tag, props, body, f"{type(exc).__name__}: {exc}")
             return
@@ -310,6 +313,12 @@ class ExpertWorker:
                 props,
             )
         )
+
+    @property
+    def sample_space(self) -> SampleSpace:
+        """The space this worker serves: its expert's card's (the legacy one for an expert without)."""
+        card = getattr(self.expert, "card", None)
+        return card.sample_space if card is not None else LEGACY
 
     def _dead_letter(self, ch, delivery_tag: int, props, body: bytes, reason: str) -> None:
         """Refuse a message: to ddm.dead with the reason attached (see ddm.runtime.deadletter)."""

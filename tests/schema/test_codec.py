@@ -210,8 +210,10 @@ def malformed_messages():
         "guidance int64": wire(np.ones(1, np.int64)),
         "x rank 3": wire(np.zeros((1, 32, 32), np.float32)),
         "x rank 2": wire(np.zeros((32, 32), np.float32)),
-        "x 3 channels": wire(np.zeros((1, 3, 32, 32), np.float32)),
-        "x 28x28": wire(np.zeros((1, 1, 28, 28), np.float32)),
+        # another sample space (3 channels, 28x28) decodes: the receiver checks it against its own
+        # (tests/schema/test_messages.py test_the_receiver_checks_the_sample_space)
+        "x 0 channels": wire(np.zeros((1, 0, 32, 32), np.float32)),
+        "x 0x0": wire(np.zeros((1, 1, 0, 0), np.float32)),
         "t rank 2": wire(np.zeros((1, 1), np.float32)),
         "t scalar": 0.5,
         "t batch 2": B2["t"],
@@ -220,7 +222,7 @@ def malformed_messages():
         "x batch 0": wire(np.zeros((0, 1, 32, 32), np.float32)),
         "t 1.5": wire(np.array([1.5], np.float32)),
         "t -0.1": wire(np.array([-0.1], np.float32)),
-        "y 11": wire(np.array([11], np.int64)),
+        "y 100001": wire(np.array([100_001], np.int64)),  # past MAX_CLASSES (the space bounds it more)
         "y -1": wire(np.array([-1], np.int64)),
         "request_id empty": "",
         "request_id newline": "req\n",
@@ -279,7 +281,7 @@ def malformed_messages():
 
     spec_bad = {
         "labels empty": [],
-        "labels 11": [11],  # 10 is the null class (unconditional)
+        "labels 100001": [100_001],  # past MAX_CLASSES (the deployment's space bounds it more)
         "labels -1": [-1],
         "labels 65": [1] * 65,
         "labels bool": [True],

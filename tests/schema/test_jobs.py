@@ -11,6 +11,7 @@ from ddm.schema.errors import SchemaError
 from ddm.schema.jobs import JobHash, ResumeState
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.resolved import ResolvedJob
+from ddm.schema.sample_space import LEGACY, SampleSpace
 
 
 def as_redis(fields: dict) -> dict[bytes, bytes]:
@@ -114,7 +115,27 @@ def test_result_round_trip_and_shape_check():
     x = np.ones((2, 1, 32, 32), np.float32)
     assert np.array_equal(jobs.decode_result("j1", jobs.encode_result(x), 2), x)
     assert jobs.decode_result("j1", jobs.encode_result(x)).shape == (2, 1, 32, 32)
-    with pytest.raises(SchemaError, match=r"job j1 result: expected float32 array \[3, 1, 32, 32\]"):
+    with pytest.raises(SchemaError, match=r"job j1 result: expected float32 array \[3, C, H, W\]"):
         jobs.decode_result("j1", jobs.encode_result(x), 3)
+    with pytest.raises(SchemaError, match=r"job j1 result: expected float32 array \[3, 1, 32, 32\]"):
+        jobs.decode_result("j1", jobs.encode_result(x), 3, space=LEGACY)
     with pytest.raises(SchemaError, match="float32 array"):
         jobs.decode_result("j1", packb(x.astype(np.float16)))
+
+
+def test_results_and_states_in_another_sample_space():
+    """A result carries its shape (checked against a space where one is given); a state's raw bytes
+    are read in the job's space."""
+    rgb = SampleSpace((3, 16, 16), num_classes=9, class_names=tuple("abcdefghi"))
+    x = np.arange(2 * 3 * 16 * 16, dtype=np.float32).reshape(2, 3, 16, 16)
+    assert np.array_equal(jobs.decode_result("j1", jobs.encode_result(x), 2, space=rgb), x)
+    assert jobs.decode_result("j1", jobs.encode_result(x)).shape == (2, 3, 16, 16)
+    with pytest.raises(
+        SchemaError, match=r"expected float32 array \[2, 1, 32, 32\], got 'float32 \[2, 3, 16, 16\]'"
+    ):
+        jobs.decode_result("j1", jobs.encode_result(x), 2, space=LEGACY)
+    raw = {k.encode(): v for k, v in ResumeState(4, x, (x + 1,)).encode().items()}
+    step, back, history = ResumeState.decode(raw, 2, rgb)
+    assert step == 4 and np.array_equal(back, x) and np.array_equal(history[0], x + 1)
+    with pytest.raises(SchemaError, match="a stored state of 2 latents 1x32x32"):
+        ResumeState.decode(raw, 2)

@@ -150,7 +150,7 @@ def test_frame_from_latent_stores_float16():
         (dict(y=np.zeros(3, np.int32)), "y dtype int64"),
         (dict(t=np.zeros(2, np.float32)), r"t shape \[3\]"),
         (dict(t=np.full(3, np.nan, np.float32)), "t all finite"),
-        (dict(y=np.full(3, 11)), "y in 0..10"),
+        (dict(y=np.full(3, 100_001)), "y in 0..100000"),
         (dict(request_id="a b"), "request_id"),
     ],
 )
@@ -229,7 +229,7 @@ def test_job_spec_defaults_and_normalisation():
     "kw",
     [
         dict(labels=()),
-        dict(labels=(11,)),
+        dict(labels=(100_001,)),
         dict(labels=(1,) * 65),
         dict(steps=0),
         dict(steps=1001),
@@ -281,3 +281,33 @@ def test_job_status():
     )
     assert JobStatus.DONE.terminal and JobStatus.FAILED.terminal and JobStatus.CANCELLED.terminal
     assert not JobStatus.RUNNING.terminal and not JobStatus.QUEUED.terminal
+
+
+def test_the_receiver_checks_the_sample_space():
+    """A decoder has no space at hand: it takes any [B, C, H, W]; the receiver checks it against its own
+    space, naming the expected and the received shape, and the labels against its classes."""
+    from ddm.schema.sample_space import LEGACY, SampleSpace
+
+    rgb = SampleSpace((3, 16, 16), num_classes=9, class_names=tuple("abcdefghi"))
+    x = np.zeros((2, 3, 16, 16), np.float32)
+    one = np.ones(2, np.float32)
+    req = VelocityRequest.decode(VelocityRequest("r.0.1", x, one / 2, np.array([0, 9]), one).encode())
+    req.check_space(rgb)
+    with pytest.raises(SchemaError, match=r"expected x shape \[B, 1, 32, 32\] .*got \[2, 3, 16, 16\]"):
+        req.check_space(LEGACY)
+    with pytest.raises(SchemaError, match=r"y in 0..8, or 9 .*got \[10\]"):
+        VelocityRequest("r.0.1", x, one / 2, np.array([0, 10]), one).check_space(rgb)
+    reply = VelocityReply("r.0.1", x, 0, "w-1", 1.0, 2)
+    reply.check_space(rgb)
+    with pytest.raises(SchemaError, match=r"v shape \[B, 1, 32, 32\]"):
+        reply.check_space(LEGACY)
+    frame = Frame.from_latent("j", 1, 0.5, x, (0,), np.ones((2, 1), np.float32), 1.0)
+    frame.check_space(rgb)
+    with pytest.raises(SchemaError, match=r"x shape \[n, 1, 32, 32\].*got \[2, 3, 16, 16\]"):
+        Frame.decode(frame.encode()).check_space(LEGACY)
+    JobSpec("j", (0, 8, 9)).check_space(rgb)
+    with pytest.raises(SchemaError, match=r"labels in 0..8, or 9"):
+        JobSpec("j", (10,)).check_space(rgb)
+    with pytest.raises(SchemaError, match=r"labels 0 only \(the null label"):
+        JobSpec("j", (0, 1)).check_space(SampleSpace((3, 16, 16)))
+    assert JobSpec("j", (0, 9, 9)).nulls(rgb) == 2

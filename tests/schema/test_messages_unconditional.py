@@ -29,10 +29,17 @@ def test_a_job_spec_takes_the_null_label_and_keeps_it_on_the_wire():
     assert JobSpec("j", (3,)).unconditional == 0
 
 
-@pytest.mark.parametrize("label", [11, -1, True, 3.0])
-def test_a_job_spec_refuses_other_labels_and_says_what_10_means(label):
-    with pytest.raises(SchemaError, match=r"label int in 0..9, or 10 \(the null class: unconditional\)"):
+@pytest.mark.parametrize("label", [100_001, -1, True, 3.0])
+def test_a_job_spec_refuses_other_labels_and_says_what_the_null_class_is(label):
+    with pytest.raises(SchemaError, match=r"label int in 0..100000 \(a class 0..K-1, or K, the null class"):
         JobSpec("j", (label,))
+
+
+def test_the_legacy_space_bounds_labels_at_its_null_class():
+    from ddm.schema.sample_space import LEGACY
+
+    with pytest.raises(SchemaError, match=r"labels in 0..9, or 10 \(the null class: unconditional\)"):
+        JobSpec("j", (11,)).check_space(LEGACY)
 
 
 def test_oracle_refuses_a_null_label_naming_the_strategy_and_the_label():

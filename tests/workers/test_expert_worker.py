@@ -427,3 +427,24 @@ def test_reconnects_when_the_broker_drops_the_connection(
     for c, req in zip(corrs, after, strict=True):
         np.testing.assert_allclose(replies[c].v, expected_v(references(0), req), atol=TOL, rtol=0)
     assert w.ready.is_set() and w.stats.requests == 3
+
+
+def test_a_request_in_another_sample_space_is_dead_lettered_naming_both_shapes(
+    settings, client, workers, references, label_split_deployment, rng
+):
+    """A well-formed request whose x is not the expert's sample space (its card: 1x32x32 here) decodes,
+    and is dead-lettered by the worker with a reason naming the expected and the received shape."""
+    w = start_worker(settings, label_split_deployment, 0, max_wait_ms=2, worker_id="one-space")
+    workers.append(w)
+    rgb = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    ones = np.ones(2, np.float32)
+    wrong = VelocityRequest("rgb.0.1", rgb, ones / 2, np.array([1, 2], np.int64), ones)
+    corr = client.send(0, wrong.encode(), corr="rgb")
+    [(props, body)] = client.dead_letters(1)
+    assert props.correlation_id == corr and body == wrong.encode()
+    reason = props.headers[REASON_HEADER]
+    assert "expected x shape [B, 1, 32, 32]" in reason and "got [2, 3, 16, 16]" in reason, reason
+    good = make_request(rng, 2, 4)
+    corr = client.send(0, good.encode())
+    np.testing.assert_allclose(client.wait([corr])[corr].v, expected_v(references(0), good), atol=TOL, rtol=0)
+    assert client.replies.keys() == {corr}

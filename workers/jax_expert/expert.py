@@ -72,9 +72,10 @@ class JaxExpert(Expert):
 
         jitted = jax.jit(apply)
         self._compiled = {}
+        shape = self.card.sample_space.shape  # the expert's sample space (its card)
         for b in self.buckets:
             spec = (
-                jax.ShapeDtypeStruct((b, 1, 32, 32), jnp.float32),
+                jax.ShapeDtypeStruct((b, *shape), jnp.float32),
                 jax.ShapeDtypeStruct((b,), jnp.float32),
                 jax.ShapeDtypeStruct((b,), jnp.int32),
             )

@@ -94,7 +94,8 @@ class UNet(nn.Module):
 
 def init_params(model: UNet, seed: int) -> dict:
     """A fresh params tree (also the template for restoring checkpoints)."""
-    x = jnp.zeros((1, 32, 32, model.cfg.in_channels), jnp.float32)
+    size = model.cfg.image_size
+    x = jnp.zeros((1, size, size, model.cfg.in_channels), jnp.float32)
     # jitted: eager init dispatches every op one by one (tens of seconds on a busy CPU)
     init = jax.jit(model.init)
     return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[

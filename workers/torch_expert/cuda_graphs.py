@@ -29,16 +29,19 @@ class CudaGraphBucket:
     """One bucket: static device tensors, pinned host staging buffers, a captured graph. Not
     thread-safe (the buffers are shared): the expert worker computes on one thread."""
 
-    def __init__(self, model: torch.nn.Module, bucket: int, precision: str):
+    def __init__(
+        self, model: torch.nn.Module, bucket: int, precision: str, shape: tuple[int, int, int] = (1, 32, 32)
+    ):
+        """shape: one sample's (C, H, W), the expert's sample space (its card)."""
         dev = torch.device("cuda")
         self.bucket = bucket
-        self.x = torch.zeros(bucket, 1, 32, 32, device=dev)
+        self.x = torch.zeros(bucket, *shape, device=dev)
         self.t = torch.zeros(bucket, device=dev)
         self.y = torch.zeros(bucket, dtype=torch.int64, device=dev)
-        self.host_x = torch.zeros(bucket, 1, 32, 32).pin_memory()
+        self.host_x = torch.zeros(bucket, *shape).pin_memory()
         self.host_t = torch.zeros(bucket).pin_memory()
         self.host_y = torch.zeros(bucket, dtype=torch.int64).pin_memory()
-        self.host_out = torch.zeros(bucket, 1, 32, 32).pin_memory()
+        self.host_out = torch.zeros(bucket, *shape).pin_memory()
         self.stream = torch.cuda.Stream()
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16")
 
@@ -56,7 +59,7 @@ class CudaGraphBucket:
             self.out = forward()
 
     def __call__(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """x f32 [bucket,1,32,32], t f32 [bucket], y i64 [bucket] -> v f32 [bucket,1,32,32]."""
+        """x f32 [bucket,C,H,W], t f32 [bucket], y i64 [bucket] -> v f32 [bucket,C,H,W]."""
         self.host_x.numpy()[...] = x
         self.host_t.numpy()[...] = t
         self.host_y.numpy()[...] = y

@@ -24,6 +24,7 @@ import torch
 
 from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.precision import DEFAULT_PRECISION
+from ddm.schema.sample_space import LEGACY
 from ddm.workers.checkpoint import architecture_of, config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.frameworks import TORCH
@@ -77,25 +78,34 @@ def model_identity(model: torch.nn.Module) -> str:
 
 
 def traced_buckets(
-    model: torch.nn.Module, device: str, precision: str, buckets, weights_sha256: str, cache: TraceCache
+    model: torch.nn.Module,
+    device: str,
+    precision: str,
+    buckets,
+    weights_sha256: str,
+    cache: TraceCache,
+    shape: tuple[int, int, int] = LEGACY.shape,
 ) -> dict[int, BucketFn]:
-    """Every bucket traced (or loaded from the cache) before the first request."""
+    """Every bucket traced (or loaded from the cache) before the first request, at one sample's `shape`
+    (the card's sample space; the model identity in the key holds the config that sizes it)."""
     tracer = tracer_for(device, precision)
     versions = tuple(sorted(toolchain(device).items()))
     identity = model_identity(model)
     fns = {}
     for b in sorted(buckets):
         key = TraceKey(weights_sha256, identity, b, device, versions, tracer.compiler_args)
-        fns[b] = _host_call(cache.get(key, lambda b=b: tracer.trace(model, example_inputs(b))))
+        fns[b] = _host_call(cache.get(key, lambda b=b: tracer.trace(model, example_inputs(b, shape))))
     return fns
 
 
-def cuda_buckets(model: torch.nn.Module, precision: str, buckets) -> dict[int, BucketFn]:
+def cuda_buckets(
+    model: torch.nn.Module, precision: str, buckets, shape: tuple[int, int, int] = LEGACY.shape
+) -> dict[int, BucketFn]:
     from ddm.workers.torch_expert.cuda_graphs import CudaGraphBucket, set_cuda_precision
 
     set_cuda_precision(precision)
     model = model.to("cuda")
-    return {b: CudaGraphBucket(model, b, precision) for b in sorted(buckets)}
+    return {b: CudaGraphBucket(model, b, precision, shape) for b in sorted(buckets)}
 
 
 def load(
@@ -114,12 +124,14 @@ def load(
     model.load_state_dict(state)
     model = model.eval().requires_grad_(False)
     expert_meta = ExpertMeta.from_json(meta, device, str(path), precision)
+    card = expert_meta.card
+    shape = (card.sample_space if card is not None else LEGACY).shape  # traces' and graphs' static shapes
     if device in ("neuron", "cpu-traced"):
         cache = cache if cache is not None else TraceCache.from_settings()
         digest = file_sha256(Path(path) / TORCH.weights_file)
         before = (cache.compiled, cache.loaded, cache.compile_s)  # a cache may serve several loads
         expert = TorchExpert(
-            expert_meta, None, traced_buckets(model, device, precision, buckets, digest, cache)
+            expert_meta, None, traced_buckets(model, device, precision, buckets, digest, cache, shape)
         )
         expert.compile_report = {
             "compiled": cache.compiled - before[0],
@@ -128,5 +140,5 @@ def load(
         }
         return expert
     if device == "cuda":
-        return TorchExpert(expert_meta, None, cuda_buckets(model, precision, buckets))
+        return TorchExpert(expert_meta, None, cuda_buckets(model, precision, buckets, shape))
     return TorchExpert(expert_meta, model)

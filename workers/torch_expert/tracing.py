@@ -52,6 +52,9 @@ def tracer_for(device: str, precision: str) -> Tracer:
     return Tracer("cpu-traced", ("torch.jit.trace",), jit_trace)
 
 
-def example_inputs(bucket: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Static-shape inputs of one bucket: x [b,1,32,32], t [b], y [b] int64."""
-    return torch.zeros(bucket, 1, 32, 32), torch.zeros(bucket), torch.zeros(bucket, dtype=torch.int64)
+def example_inputs(
+    bucket: int, shape: tuple[int, int, int] = (1, 32, 32)
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Static-shape inputs of one bucket: x [b, C, H, W] (one sample's `shape`: the expert's sample
+    space; the legacy 1x32x32 by default), t [b], y [b] int64."""
+    return torch.zeros(bucket, *shape), torch.zeros(bucket), torch.zeros(bucket, dtype=torch.int64)
