@@ -9,17 +9,24 @@ from pathlib import Path
 from ddm.schema.checkpoint_meta import file_sha256, write_meta
 from ddm.schema.deployment import Deployment
 from ddm.schema.expert_card import stamp_card
-from ddm.schema.flow import NUM_CLASSES
+from ddm.schema.sample_space import LEGACY, SampleSpace
 
 # what stands for a partition manifest: a random expert learnt from no data
 RANDOM_PARTITION = {"id": "test", "dataset": "synthetic", "split": "none"}
 
 
 def make_random_expert(
-    folder: Path, framework: str, classes, preset: str = "tiny", seed: int = 0, architecture: str = "unet"
+    folder: Path,
+    framework: str,
+    classes,
+    preset: str = "tiny",
+    seed: int = 0,
+    architecture: str = "unet",
+    sample_space: SampleSpace = LEGACY,
 ) -> Path:
     """A checkpoint folder with random (not trained) weights, O(1) outputs, and a real meta.json.
-    architecture: a name in ddm.workers.architectures."""
+    architecture: a name in ddm.workers.architectures; sample_space: what its card declares and its
+    model is sized for (channels, square size, classes; default the legacy 1x32x32, 10 classes)."""
     import torch
 
     from ddm.workers.architectures import expert_architecture
@@ -27,8 +34,21 @@ def make_random_expert(
     from ddm.workers.frameworks import expert_framework
 
     target = expert_framework(framework)
-    counts = [100 if c in classes else 0 for c in range(NUM_CLASSES)]
-    meta = expert_meta(framework, preset, 0, RANDOM_PARTITION, counts, steps=0, architecture=architecture)
+    counts = [100 if c in classes else 0 for c in range(sample_space.num_classes)]
+    meta = expert_meta(
+        framework,
+        preset,
+        0,
+        RANDOM_PARTITION,
+        counts,
+        steps=0,
+        architecture=architecture,
+        sample_space=sample_space,
+    )
+    if sample_space != LEGACY:  # the model sized for the space (the legacy config is the preset's)
+        c, h, _ = sample_space.shape
+        sized = {"in_channels": c, "image_size": h, "num_classes": sample_space.num_classes}
+        meta["config"] = {**meta["config"], **sized}
     cfg = config_of(meta)
     # The canonical layout is the architecture's PyTorch state_dict: every framework's weights start there.
     torch.manual_seed(seed)

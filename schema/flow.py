@@ -65,7 +65,15 @@ def pad_to_32(images_28: np.ndarray) -> np.ndarray:
     return x[:, None, :, :]
 
 
-def to_uint8(x: np.ndarray) -> np.ndarray:
-    """float [N, 1, 32, 32] in about [-1, 1] -> uint8 [N, 32, 32] for pictures."""
-    x = np.clip((np.asarray(x, dtype=np.float32)[:, 0] + 1.0) * 127.5, 0, 255)
-    return np.round(x).astype(np.uint8)
+def to_uint8(x: np.ndarray, value_range: tuple[float, float] = (-1.0, 1.0)) -> np.ndarray:
+    """float [N, C, H, W] in about value_range (the sample space's) -> uint8 for pictures: [N, H, W]
+    greyscale of channel 0 when C < 3 (the legacy [N, 1, 32, 32] gives the bytes it always gave), else
+    [N, H, W, 3] RGB of channels 0, 1, 2."""
+    x = np.asarray(x, dtype=np.float32)
+    picked = x[:, 0] if x.shape[1] < 3 else np.moveaxis(x[:, :3], 1, -1)
+    lo, hi = float(value_range[0]), float(value_range[1])
+    if (lo, hi) == (-1.0, 1.0):
+        scaled = np.clip((picked + 1.0) * 127.5, 0, 255)
+    else:
+        scaled = np.clip((picked - lo) * (255.0 / (hi - lo)), 0, 255)
+    return np.round(scaled).astype(np.uint8)

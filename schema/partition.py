@@ -26,32 +26,43 @@ from ddm.schema.flow import NUM_CLASSES
 
 MANIFEST_VERSION = 1
 METHODS = ("labels", "kmeans", "random")
-PIXELS = 28 * 28
+PIXELS = 28 * 28  # MNIST's and Fashion-MNIST's: other datasets' pixel counts are their own (pca_input)
 PCA_INPUT = "28x28 pixels scaled to [-1, 1], flattened to 784 (row-major)"
+
+
+def pca_input(pixels: int) -> str:
+    """What the manifest says its PCA reads: PCA_INPUT for 784 grey pixels (so MNIST manifests keep their
+    bytes and ids), else the count of numbers per image (channels first, then rows)."""
+    if pixels == PIXELS:
+        return PCA_INPUT
+    return f"images scaled to [-1, 1], flattened to {pixels} (channels first, row-major)"
+
+
 ASSIGN_RULE = "nearest fine centroid (euclidean, feature space), then fine_to_cluster"
 REQUIRED_KEYS = ("id", "dataset", "split", "data_sha256", "method", "num_clusters", "clusters", "assignments")
 # What a checkpoint records about the partition it was trained on (PartitionManifest.identity()).
 IDENTITY_KEYS = ("id", "dataset", "split", "data_sha256", "method", "num_clusters")
 
 
-def check_label_groups(groups: list[list[int]]) -> None:
-    """Every label 0..9 exactly once across non-empty groups; ConfigError naming what is wrong."""
+def check_label_groups(groups: list[list[int]], num_classes: int = NUM_CLASSES) -> None:
+    """Every label 0..num_classes-1 (the dataset's classes: 10 for MNIST) exactly once across non-empty
+    groups; ConfigError naming what is wrong."""
     flat = [int(x) for g in groups for x in g]
     if any(len(g) == 0 for g in groups):
         raise ConfigError(expected("non-empty label groups", groups))
-    out_of_range = sorted({x for x in flat if not 0 <= x < NUM_CLASSES})
-    missing = sorted(set(range(NUM_CLASSES)) - set(flat))
+    out_of_range = sorted({x for x in flat if not 0 <= x < num_classes})
+    missing = sorted(set(range(num_classes)) - set(flat))
     dupes = sorted({x for x in flat if flat.count(x) > 1})
     problems = []
     if out_of_range:
-        problems.append(f"labels outside 0-{NUM_CLASSES - 1}: {out_of_range}")
+        problems.append(f"labels outside 0-{num_classes - 1}: {out_of_range}")
     if missing:
         problems.append(f"missing labels: {missing}")
     if dupes:
         problems.append(f"labels in more than one group: {dupes}")
     if problems:
         raise ConfigError(
-            f"expected every label 0-{NUM_CLASSES - 1} in exactly one group (e.g. 'labels:0-4,5-9'), "
+            f"expected every label 0-{num_classes - 1} in exactly one group (e.g. 'labels:0-4,5-9'), "
             f"got {groups}: " + "; ".join(problems)
         )
 
@@ -60,7 +71,7 @@ def check_label_groups(groups: list[list[int]]) -> None:
 class ClusterInfo:
     id: int
     count: int
-    label_counts: tuple[int, ...]  # 10 ints
+    label_counts: tuple[int, ...]  # one per class of the dataset (10 for MNIST)
     labels: tuple[int, ...] | None = None  # the label set, method "labels" only
 
     def to_json(self) -> dict:
@@ -84,7 +95,8 @@ class ClusterInfo:
 class KMeansModel:
     """What it takes to place a new sample: PCA features, then nearest fine centroid -> its cluster.
 
-    mean float64 [784], components float64 [D, 784], fine_centroids [F, D], fine_to_cluster int64 [F],
+    mean float64 [P], components float64 [D, P] (P numbers per image: 784 for MNIST's 28x28 grey, 3072
+    for 3x32x32 RGB), fine_centroids [F, D], fine_to_cluster int64 [F],
     centroids [K, D] (the merged centroids: size-weighted means of each cluster's fine centroids).
     The arithmetic lives in ddm.ops.data.kmeans.
     """
@@ -101,7 +113,7 @@ class KMeansModel:
         return {
             "features": {
                 "kind": "pca",
-                "input": PCA_INPUT,
+                "input": pca_input(int(self.mean.shape[0])),
                 "dims": int(self.components.shape[0]),
                 "mean": self.mean.tolist(),
                 "components": self.components.tolist(),
@@ -148,9 +160,10 @@ class KMeansModel:
         )
         D = components.shape[0] if components.ndim == 2 else -1
         shapes_ok = (
-            mean.shape == (PIXELS,)
+            mean.ndim == 1
+            and mean.size > 0
             and components.ndim == 2
-            and components.shape[1] == PIXELS
+            and components.shape[1] == mean.shape[0]
             and fine.ndim == 2
             and fine.shape[1] == D
             and to_cluster.shape == (fine.shape[0],)
@@ -161,7 +174,7 @@ class KMeansModel:
         )
         if not shapes_ok:
             want = (
-                f"mean [784], components [D, 784], fine_centroids [F, D], "
+                f"mean [P], components [D, P], fine_centroids [F, D], "
                 f"fine_to_cluster [F] in 0..{k - 1}, centroids [{k}, D]"
             )
             got = (mean.shape, components.shape, fine.shape, to_cluster.shape, centroids.shape)
@@ -250,7 +263,7 @@ class PartitionManifest:
                 raise _bad(
                     source, "a label set in every cluster of a labels manifest", "a cluster without 'labels'"
                 )
-            check_label_groups([list(c.labels) for c in clusters])
+            check_label_groups([list(c.labels) for c in clusters], len(clusters[0].label_counts))
         if method == "kmeans" and "kmeans" not in d:
             raise _bad(source, "a 'kmeans' section in a kmeans manifest", "none")
         seed = d.get("seed")
@@ -352,11 +365,17 @@ def _decode_clusters(raw: object, counts: np.ndarray, source: str) -> tuple[Clus
             info = ClusterInfo.from_json(c)
         except (KeyError, TypeError, ValueError) as exc:
             raise _bad(source, "clusters[i] with id, count, label_counts", c) from exc
-        if info.id != i or info.count != counts[i] or len(info.label_counts) != NUM_CLASSES:
+        classes = len(clusters[0].label_counts) if clusters else len(info.label_counts)
+        if (
+            info.id != i
+            or info.count != counts[i]
+            or not info.label_counts
+            or len(info.label_counts) != classes
+        ):
             raise _bad(
                 source,
                 f"clusters[{i}] with id {i}, count {counts[i]} (from assignments), "
-                f"{NUM_CLASSES} label counts",
+                f"{classes} label counts (one per class, as every cluster)",
                 c if len(str(c)) < 200 else {"id": info.id, "count": info.count},
             )
         if sum(info.label_counts) != info.count:

@@ -3,7 +3,7 @@
     from ddm.client import Client, png_bytes
 
     with Client() as c:
-        x = c.generate([3, 8], n=2)            # float32 [4, 1, 32, 32], the deployment's defaults
+        x = c.generate([3, 8], n=2)            # float32 [4, C, H, W], the deployment's defaults
         open("digits.png", "wb").write(png_bytes(x, cols=2))
 
 Everything here installs with the base package (no torch, JAX or Flask); pillow makes the pictures.

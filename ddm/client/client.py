@@ -4,11 +4,11 @@
 
     with Client() as c:                                   # DDM_AMQP_URL / DDM_REDIS_URL / DDM_PREFIX
         print(c.deployment().strategies)                  # what the serving router accepts
-        x = c.generate([3, 8], n=2, timeout=120)          # one call: float32 [4, 1, 32, 32]
+        x = c.generate([3, 8], n=2, timeout=120)          # one call: float32 [4, C, H, W] (1x32x32: MNIST)
         job = c.submit(JobSpec.new([7] * 4, steps=50))    # strategy, guidance: the deployment's defaults
         for frame in c.frames(job):                       # replays stored steps, then follows live
             print(frame.step, frame.experts)
-        x = c.result(job, timeout=60)                     # float32 [4, 1, 32, 32]
+        x = c.result(job, timeout=60)                     # float32 [4, C, H, W]
         c.cancel(job)                                     # a job still running stops at its next step
 
 The client needs no deployment file: it validates against the descriptor the serving router publishes
@@ -182,10 +182,11 @@ class Client(JobFollowing, JobListing, QueueReading):
     ) -> str:
         """Validate `spec`, create its job hash (status queued) and queue it on ddm.jobs. Returns the job id.
 
-        Validation happens before anything is written: the JobSpec rules (steps 1..1000, 1..64 labels in
-        0..9 or NULL_CLASS 10 for an unconditional image, strategy syntax, guidance 0..20) and, with check
-        (the default), the live deployment's (DeploymentDescriptor.check: a strategy it routes, labels
-        some expert was trained on, no unconditional image under 'oracle'); no router serving raises
+        Validation happens before anything is written: the JobSpec rules (steps 1..1000, 1..64 labels,
+        strategy syntax, guidance 0..20) and, with check (the default), the live deployment's
+        (DeploymentDescriptor.check: labels in its sample space, 0..K-1 or K, its null class, for an
+        unconditional image (K = 10 for MNIST); a strategy it routes, labels some expert was trained on,
+        no unconditional image under 'oracle'); no router serving raises
         NoDeploymentError. A strategy or guidance left None gets the deployment's default, resolved by
         the router. A job id that already exists is refused.
 
@@ -330,7 +331,8 @@ class Client(JobFollowing, JobListing, QueueReading):
 
     @redis_errors
     def result(self, job_id: str, timeout: float | None = None, *, on_degraded: str = "warn") -> np.ndarray:
-        """Wait for the job and return its final latents float32 [n, 1, 32, 32] (about [-1, 1]).
+        """Wait for the job and return its final latents float32 [n, C, H, W] (the deployment's sample
+        space; about its value range, [-1, 1] for MNIST's 1x32x32).
 
         on_degraded: what a degraded result does (some steps ran without an expert that had no live
         worker, a job with on_expert_loss="degrade"): "warn" (a DegradedResultWarning naming the experts
@@ -363,8 +365,9 @@ class Client(JobFollowing, JobListing, QueueReading):
 
     @redis_errors
     def stored_result(self, status: JobHash) -> np.ndarray | None:
-        """The job's final latents float32 [n, 1, 32, 32] as stored now, without waiting; None when
-        there are none (not done yet, failed, cancelled, or expired)."""
+        """The job's final latents float32 [n, C, H, W] as stored now, without waiting; None when
+        there are none (not done yet, failed, cancelled, or expired). The shape is the result's own (a
+        router serving the job may be gone): check it against a descriptor's sample space if need be."""
         data = self.redis.get(self.names.result(status.job_id))
         if data is None:
             return None
@@ -386,9 +389,10 @@ class Client(JobFollowing, JobListing, QueueReading):
         timeout: float | None = None,
         on_degraded: str = "warn",
     ) -> np.ndarray:
-        """Submit, wait and return the images in one call: float32 [len(labels) * n, 1, 32, 32].
+        """Submit, wait and return the images in one call: float32 [len(labels) * n, C, H, W].
 
-        labels: one label or a list (NULL_CLASS, 10: an unconditional image); the list is repeated n
+        labels: one label or a list (the null class, the deployment's class count, 10 for MNIST: an
+        unconditional image); the list is repeated n
         times (n images per label, as `ddm submit --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance,
         on_expert_loss, solver and grid None take the serving deployment's defaults (a solver or grid it
         does not serve is refused, naming the ones it does); on_degraded as in result(). Raises

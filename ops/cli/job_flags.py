@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ddm.schema.errors import ConfigError
-from ddm.schema.flow import NULL_CLASS
 from ddm.schema.messages import MAX_SAMPLES
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import SOLVERS
 
 NULL_WORD = "null"  # how an unconditional image (the null label) is spelled in --labels
@@ -23,14 +23,16 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )
     who.add_argument(
         "--labels",
-        help="comma-separated labels; the whole list is repeated --n times, e.g. --labels 3,8 --n 2 "
-        f"gives 3,8,3,8 (one grid column per label); `{NULL_WORD}` is an unconditional image (the null "
-        f"label, {NULL_CLASS} in the job), e.g. --labels 3,{NULL_WORD}",
+        help="comma-separated labels 0..K-1 of the deployment's K classes, or class names; the whole list "
+        "is repeated --n times, e.g. --labels 3,8 --n 2 gives 3,8,3,8 (one grid column per label); "
+        f"`{NULL_WORD}` is an unconditional image (the null label, K in the job: {LEGACY.null_class} for "
+        f"MNIST), e.g. --labels 3,{NULL_WORD}",
     )
     who.add_argument(
         "--all-labels",
         action="store_true",
-        help="labels 0-9, the whole list repeated --n times (0..9,0..9,...: one grid column per label)",
+        help="every label 0..K-1 of the deployment, the whole list repeated --n times (0..K-1,0..K-1,...: "
+        "one grid column per label)",
     )
     who.add_argument(
         "--unconditional",
@@ -78,20 +80,31 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial noise")
 
 
-def job_labels(args: argparse.Namespace) -> tuple[list[int], int]:
-    """(labels per image, grid columns). Images are ordered row by row with one column per label: the
-    label list is repeated --n times (--labels 3,8 --n 2 -> [3, 8, 3, 8], 2 columns)."""
+def job_labels(args: argparse.Namespace, space: SampleSpace = LEGACY) -> tuple[list[int], int]:
+    """(labels per image, grid columns) in the deployment's sample space `space`. Images are ordered
+    row by row with one column per label: the label list is repeated --n times (--labels 3,8 --n 2 ->
+    [3, 8, 3, 8], 2 columns). A label outside 0..K-1 is refused naming the range and the classes."""
     if args.labels:
         try:
-            base = [_label(s.strip()) for s in args.labels.split(",") if s.strip()]
+            base = [_label(s.strip(), space) for s in args.labels.split(",") if s.strip()]
         except ValueError:
-            raise ConfigError(f"expected --labels like 0,3,7 or 3,{NULL_WORD}, got {args.labels!r}") from None
+            raise ConfigError(
+                f"expected --labels like 0,3,7 or 3,{NULL_WORD} (or class names: {_names(space)}), "
+                f"got {args.labels!r}"
+            ) from None
     elif args.all_labels:
-        base = list(range(10))
-    elif args.unconditional:
-        base = [NULL_CLASS]
+        base = list(range(space.num_classes)) or [space.null_class]
+    elif args.unconditional or not space.conditional:
+        if args.label is not None:
+            raise ConfigError(f"expected no --label: the sample space is unconditional ({space.describe()})")
+        base = [space.null_class]
     else:
-        base = [3 if args.label is None else args.label]
+        base = [(3 if space.num_classes > 3 else 0) if args.label is None else args.label]
+    for y in base:
+        if not (0 <= y < space.num_classes or y == space.null_class):
+            raise ConfigError(
+                f"expected labels 0..{space.num_classes - 1} ({_names(space)}) or {NULL_WORD}, got {y}"
+            )
     n = args.n if args.n is not None else (8 if len(base) == 1 else 4)
     if n < 1:
         raise ConfigError(f"expected --n >= 1, got {n}")
@@ -107,6 +120,31 @@ def job_labels(args: argparse.Namespace) -> tuple[list[int], int]:
     return base * n, len(base)
 
 
-def _label(text: str) -> int:
-    """One --labels entry: an int, or `null` for the null label (an unconditional image)."""
-    return NULL_CLASS if text.lower() == NULL_WORD else int(text)
+def _names(space: SampleSpace) -> str:
+    names = ", ".join(space.class_names[:10]) + (", ..." if space.num_classes > 10 else "")
+    return names or "none: unconditional"
+
+
+def _label(text: str, space: SampleSpace = LEGACY) -> int:
+    """One --labels entry: an int, a class name of `space` (any case), or `null` for the null label
+    (an unconditional image)."""
+    if text.lower() == NULL_WORD:
+        return space.null_class
+    try:
+        return int(text)
+    except ValueError:
+        folded = [n.lower() for n in space.class_names]
+        if text.lower() in folded:
+            return folded.index(text.lower())
+        raise
+
+
+def live_space(client) -> SampleSpace:
+    """The serving deployment's sample space (its descriptor), or LEGACY when no router serves (a job
+    then waits in the queue unchecked: --no-check)."""
+    from ddm.client.errors import NoDeploymentError
+
+    try:
+        return client.deployment().sample_space
+    except NoDeploymentError:
+        return LEGACY

@@ -6,7 +6,7 @@ import argparse
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", required=True, help="mnist or fashion-mnist")
+    parser.add_argument("--dataset", required=True, help="mnist, fashion-mnist, emoji or emoji-64")
     parser.add_argument("--split", default="train", help="e.g. train, test, 'test[:8000]' (default: train)")
     parser.add_argument(
         "--by",
@@ -25,13 +25,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.ops.data.catalog import DATASETS
     from ddm.ops.data.dataset import load_dataset
     from ddm.ops.data.partition_spec import parse_by
     from ddm.ops.data.partitions import make_partition
     from ddm.ops.data.previews import save_preview, summary
     from ddm.schema.partition import write_manifest
 
-    spec = parse_by(args.by)  # fail on a bad spec before reading any data
+    known = DATASETS.get(args.dataset)
+    classes = len(known.classes) if known else 10
+    spec = parse_by(args.by, classes)  # fail on a bad spec before reading any data
     ds = load_dataset(args.dataset, args.split, args.data_dir)
     manifest = make_partition(ds, spec, seed=args.seed, fine=args.fine, dims=args.dims)
     path = write_manifest(args.out, manifest)

@@ -27,16 +27,19 @@ def main(args: argparse.Namespace) -> int:
 
     from ddm.client.client import Client
     from ddm.client.images import save_grid
+    from ddm.ops.cli.job_flags import live_space
     from ddm.ops.cli.output import print_json
-    from ddm.schema.descriptor import labels_summary
+    from ddm.schema.descriptor import DIGITS, labels_summary
     from ddm.webui.payloads import grid_cols  # the web UI's download has the same layout
 
     with Client() as client:
         x = client.result(args.job, timeout=args.timeout)
         st = client.status(args.job)
+        space = live_space(client)  # the legacy space where no router serves now
     saved = {}
     if args.out:
-        saved["png"] = str(save_grid(x, args.out, cols=grid_cols(st.labels or [0])))
+        cols = grid_cols(st.labels or [0])
+        saved["png"] = str(save_grid(x, args.out, cols=cols, value_range=space.value_range))
     if args.npy:
         args.npy.parent.mkdir(parents=True, exist_ok=True)
         np.save(args.npy, x)
@@ -44,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**st.to_dict(), "shape": list(x.shape), "saved": saved})
         return 0
-    labels = labels_summary(st.labels)  # "unconditional" for the null label
+    names = space.class_names if x.shape[1:] == space.shape else DIGITS
+    labels = labels_summary(st.labels, names)  # "unconditional" for the null label
     print(
         f"job {st.job_id} {st.status.value}: {st.n} images (labels {labels}), {st.steps} steps, "
         f"strategy {st.strategy}, guidance {st.guidance}"

@@ -46,8 +46,8 @@ def main(args: argparse.Namespace) -> int:
     from ddm.schema.deployment import Deployment
     from ddm.schema.messages import JobSpec
 
-    labels, cols = job_labels(args)
     deployment = Deployment.load(resolve_deployment(args.deployment))
+    labels, cols = job_labels(args, deployment.sample_space)
     policy = load_policy(deployment)
     spec = JobSpec.new(
         labels,
@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
     bar.close()
     sample_s = time.perf_counter() - t0
     # absolute: a relative --out (samples.png by default) lands in the working folder, which says nothing
-    saved = [save_grid(x, args.out, cols=cols).resolve()]
+    saved = [save_grid(x, args.out, cols=cols, value_range=deployment.sample_space.value_range).resolve()]
     if args.npy:
         args.npy.parent.mkdir(parents=True, exist_ok=True)
         np.save(args.npy, x)

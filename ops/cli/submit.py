@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ddm.ops.cli.job_flags import add_job_arguments, job_labels
+from ddm.ops.cli.job_flags import add_job_arguments, job_labels, live_space
 from ddm.schema.messages import EXPERT_LOSS_POLICIES
 from ddm.schema.topology import JOB_MAX_PRIORITY
 
@@ -78,18 +78,19 @@ def main(args: argparse.Namespace) -> int:
     from ddm.ops.cli.output import print_json
     from ddm.schema.messages import JobSpec
 
-    labels, cols = job_labels(args)
-    spec = JobSpec.new(
-        labels,
-        steps=args.steps,
-        strategy=args.strategy,
-        guidance=args.guidance,
-        seed=args.seed,
-        on_expert_loss=args.on_expert_loss,
-        solver=args.solver,
-        grid=args.grid,
-    )
     with Client() as client:
+        space = live_space(client)
+        labels, cols = job_labels(args, space)
+        spec = JobSpec.new(
+            labels,
+            steps=args.steps,
+            strategy=args.strategy,
+            guidance=args.guidance,
+            seed=args.seed,
+            on_expert_loss=args.on_expert_loss,
+            solver=args.solver,
+            grid=args.grid,
+        )
         job_id = client.submit(
             spec,
             check=not args.no_check,
@@ -146,7 +147,8 @@ def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:
     if args.out:
         from ddm.client.images import save_grid
 
-        saved.append(str(save_grid(x, args.out, cols=cols)))
+        value_range = live_space(client).value_range
+        saved.append(str(save_grid(x, args.out, cols=cols, value_range=value_range)))
     if args.npy:
         args.npy.parent.mkdir(parents=True, exist_ok=True)
         np.save(args.npy, x)

@@ -93,7 +93,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         description="Train a small CNN classifier; its test accuracy goes to meta.json.",
     )
     c.add_argument(
-        "--dataset", default="mnist", choices=("mnist", "fashion-mnist"), help="dataset to classify"
+        "--dataset",
+        default="mnist",
+        choices=("mnist", "fashion-mnist", "emoji", "emoji-64"),
+        help="dataset to classify (its channels, size and classes size the network)",
     )
     c.add_argument(
         "--split", default="test[:8000]", help="training split (default: test[:8000], offline MNIST)"
@@ -176,7 +179,8 @@ def train_router_command(args: argparse.Namespace) -> int:
         dataset.as_model_input(),
         np.asarray(dataset.labels),
         np.asarray(manifest.assignments),
-        RouterConfig(num_clusters=manifest.num_clusters, channels=args.channels),
+        # the dataset's sample space: channels, size and classes (1x32x32, 10 for MNIST as before)
+        RouterConfig.for_space(manifest.num_clusters, dataset.sample_space, channels=args.channels),
         args.out,
         {"partition": manifest.identity(), "created": utc_now()},
         steps=args.steps,

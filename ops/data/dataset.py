@@ -16,6 +16,7 @@ from ddm.ops.data.idx import parse_idx, read_raw
 from ddm.ops.data.splits import format_split, parse_split
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NUM_CLASSES, pad_to_32
+from ddm.schema.sample_space import SampleSpace
 
 
 def _spec_shape(name: str) -> tuple[int, ...]:
@@ -75,6 +76,14 @@ class Dataset:
         spec = DATASETS.get(self.name)
         return spec.classes if spec else tuple(str(c) for c in range(NUM_CLASSES))
 
+    @property
+    def sample_space(self) -> SampleSpace:
+        """What its model input is (as_model_input): [C, 32, 32] or its catalog size, in [-1, 1],
+        conditioned on its classes, named as the catalog names them."""
+        shape = self.images.shape[1:]
+        sample = (1, 32, 32) if len(shape) == 2 else tuple(int(n) for n in shape)
+        return SampleSpace(sample, (-1.0, 1.0), len(self.classes), self.classes)
+
     def label_counts(self) -> np.ndarray:
         """int64 [len(classes)]: samples per class."""
         return np.bincount(self.labels, minlength=len(self.classes)).astype(np.int64)
@@ -87,9 +96,10 @@ class Dataset:
         return pad_to_32(self.images)
 
 
-def label_histogram(labels: np.ndarray) -> np.ndarray:
-    """int64 [10]: how many of each class in a label array."""
-    return np.bincount(np.asarray(labels, dtype=np.int64), minlength=NUM_CLASSES).astype(np.int64)
+def label_histogram(labels: np.ndarray, num_classes: int = NUM_CLASSES) -> np.ndarray:
+    """int64 [num_classes] (the dataset's classes; 10 for MNIST): how many of each class in a label
+    array."""
+    return np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes).astype(np.int64)
 
 
 def md5_hex(data: bytes) -> str:

@@ -12,18 +12,20 @@ _CHUNK = 8192  # rows per block, to bound memory on the 60k-image train split
 
 
 def _pixels(images: np.ndarray) -> np.ndarray:
-    """uint8 [n, 28, 28] -> float64 [n, 784] in [-1, 1]."""
+    """uint8 [n, ...] (28x28 grey, [C, H, W] colour) -> float64 [n, P] in [-1, 1], P numbers per image."""
     return images.reshape(images.shape[0], -1).astype(np.float64) / 127.5 - 1.0
 
 
 def pca_fit(images: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
-    """mean [784], components [dims, 784] (top eigenvectors of the pixel covariance, sign-fixed)."""
+    """mean [P], components [dims, P] (top eigenvectors of the pixel covariance, sign-fixed); P numbers
+    per image (784 for 28x28 grey, 3072 for 3x32x32)."""
     n = images.shape[0]
-    total = np.zeros(784)
+    pixels = int(np.prod(images.shape[1:]))
+    total = np.zeros(pixels)
     for i in range(0, n, _CHUNK):
         total += _pixels(images[i : i + _CHUNK]).sum(axis=0)
     mean = total / n
-    cov = np.zeros((784, 784))
+    cov = np.zeros((pixels, pixels))
     for i in range(0, n, _CHUNK):
         x = _pixels(images[i : i + _CHUNK]) - mean
         cov += x.T @ x
@@ -37,7 +39,7 @@ def pca_fit(images: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pca_project(images: np.ndarray, mean: np.ndarray, components: np.ndarray) -> np.ndarray:
-    """uint8 [n, 28, 28] -> float64 [n, D]."""
+    """uint8 [n, ...] (P numbers per image, as pca_fit read) -> float64 [n, D]."""
     out = np.empty((images.shape[0], components.shape[0]))
     for i in range(0, images.shape[0], _CHUNK):
         out[i : i + _CHUNK] = (_pixels(images[i : i + _CHUNK]) - mean) @ components.T
@@ -114,7 +116,7 @@ def kmeans_fit(
 
 
 def kmeans_features(model: KMeansModel, images: np.ndarray) -> np.ndarray:
-    """uint8 [N, 28, 28] -> float64 [N, D]: the model's PCA features."""
+    """uint8 [N, ...] (the partition dataset's images) -> float64 [N, D]: the model's PCA features."""
     return pca_project(images, model.mean, model.components)
 
 

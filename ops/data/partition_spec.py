@@ -21,11 +21,11 @@ class PartitionSpec:
     groups: tuple[tuple[int, ...], ...] | None = None
 
 
-def parse_label_groups(text: str) -> list[list[int]]:
+def parse_label_groups(text: str, num_classes: int = NUM_CLASSES) -> list[list[int]]:
     """'0-4,5-9' -> [[0..4], [5..9]]; '0+2+4-6,1+3+7-9' -> [[0,2,4,5,6], [1,3,7,8,9]].
 
     Groups are separated by ',', items inside a group by '+', an item is a label or a range 'a-b'.
-    Every label 0..9 must appear exactly once.
+    Every label 0..num_classes-1 (the dataset's classes: 0..9 for MNIST) must appear exactly once.
     """
     groups: list[list[int]] = []
     for group_text in text.split(","):
@@ -41,20 +41,21 @@ def parse_label_groups(text: str) -> list[list[int]]:
                 raise ConfigError(expected("a range a-b with a <= b", item))
             group.extend(range(lo, hi + 1))
         groups.append(group)
-    check_label_groups(groups)
+    check_label_groups(groups, num_classes)
     return groups
 
 
-def parse_by(spec: str) -> PartitionSpec:
-    """Parse a --by value: 'labels:0-4,5-9' | 'kmeans:K' | 'random:K' | 'all'."""
+def parse_by(spec: str, num_classes: int = NUM_CLASSES) -> PartitionSpec:
+    """Parse a --by value: 'labels:0-4,5-9' | 'kmeans:K' | 'random:K' | 'all'; labels of a dataset of
+    num_classes classes (10 for MNIST)."""
     text = spec.strip() if isinstance(spec, str) else ""
     if text == "all":
-        return PartitionSpec("all", 1, (tuple(range(NUM_CLASSES)),))
+        return PartitionSpec("all", 1, (tuple(range(num_classes)),))
     method, sep, arg = text.partition(":")
     if not sep or method not in METHODS:
         raise ConfigError(expected(f"a partition like {_BY_EXAMPLE}", spec))
     if method == "labels":
-        groups = parse_label_groups(arg)
+        groups = parse_label_groups(arg, num_classes)
         return PartitionSpec("labels", len(groups), tuple(tuple(g) for g in groups))
     if not re.fullmatch(r"\d+", arg.strip()) or int(arg) < 1:
         raise ConfigError(expected(f"{method}:K with an integer K >= 1, e.g. {method}:4", spec))

@@ -26,7 +26,6 @@ from ddm.ops.data.kmeans import (
 )
 from ddm.ops.data.partition_spec import PartitionSpec, parse_by
 from ddm.schema.errors import ConfigError, expected
-from ddm.schema.flow import NUM_CLASSES
 from ddm.schema.partition import ClusterInfo, KMeansModel, PartitionManifest, check_label_groups
 
 
@@ -51,7 +50,7 @@ def build_manifest(
             ClusterInfo(
                 id=c,
                 count=int(mask.sum()),
-                label_counts=tuple(int(x) for x in label_histogram(ds.labels[mask])),
+                label_counts=tuple(int(x) for x in label_histogram(ds.labels[mask], len(ds.classes))),
                 labels=tuple(sorted(label_sets[c])) if label_sets is not None else None,
             )
         )
@@ -80,16 +79,16 @@ def build_manifest(
 def partition_labels(ds: Dataset, groups: list[list[int]]) -> PartitionManifest:
     """Cluster k = the samples whose label is in groups[k]; every label in exactly one group."""
     groups = [[int(x) for x in g] for g in groups]
-    check_label_groups(groups)
-    table = np.empty(NUM_CLASSES, dtype=np.int64)
+    check_label_groups(groups, len(ds.classes))
+    table = np.empty(len(ds.classes), dtype=np.int64)
     for k, g in enumerate(groups):
         table[g] = k
     return build_manifest(ds, "labels", table[ds.labels], label_sets=groups)
 
 
 def partition_one(ds: Dataset) -> PartitionManifest:
-    """The monolith's manifest: one cluster holding every sample (labels method, all ten labels)."""
-    return partition_labels(ds, [list(range(NUM_CLASSES))])
+    """The monolith's manifest: one cluster holding every sample (labels method, every label)."""
+    return partition_labels(ds, [list(range(len(ds.classes)))])
 
 
 def partition_random(ds: Dataset, K: int, seed: int = 0) -> PartitionManifest:
@@ -113,19 +112,13 @@ def partition_kmeans(ds: Dataset, K: int, fine: int = 64, seed: int = 0, dims: i
     and the experts agree); `centroids` are the size-weighted means of each cluster's fine centroids.
     """
     N = len(ds)
-    if ds.images.shape[1:] != (28, 28):
-        # The manifest's k-means model (ddm.schema.partition.KMeansModel) holds a PCA of 784 grey pixels.
-        raise ConfigError(
-            f"kmeans partitions read 28x28 grey images (schema.partition PCA_INPUT); "
-            f"{expected('images [N, 28, 28]', f'{ds.name} {list(ds.images.shape)}')}: k-means over other "
-            "sample spaces waits for the sample space in the manifest; use labels or random for now"
-        )
+    pixels = int(np.prod(ds.images.shape[1:]))  # 784 for 28x28 grey, 3072 for 3x32x32 RGB
     if not 1 <= K <= fine:
         raise ConfigError(expected(f"1 <= K <= fine ({fine})", K))
     if fine > N:
         raise ConfigError(expected(f"fine <= {N} samples", fine))
-    if not 1 <= dims <= min(784, N):
-        raise ConfigError(expected(f"1 <= dims <= {min(784, N)}", dims))
+    if not 1 <= dims <= min(pixels, N):
+        raise ConfigError(expected(f"1 <= dims <= {min(pixels, N)}", dims))
     rng = np.random.default_rng(seed)
     mean, components = pca_fit(ds.images, dims)
     feats = pca_project(ds.images, mean, components)
@@ -175,7 +168,7 @@ def make_partition(
 ) -> PartitionManifest:
     """Dispatch a --by value to the partition function."""
     if isinstance(spec, str):
-        spec = parse_by(spec)
+        spec = parse_by(spec, len(ds.classes))
     if spec.method == "all":
         return partition_one(ds)
     if spec.method == "labels":
@@ -190,7 +183,7 @@ def assign_clusters(
 ) -> np.ndarray:
     """Cluster ids int64 [N] of new samples by the manifest's rule.
 
-    images uint8 [N, 28, 28] (kmeans), labels int [N] (labels method).
+    images uint8 [N, ...] as the dataset holds them (kmeans), labels int [N] (labels method).
     """
     if manifest.method == "random":
         raise ConfigError(
@@ -202,13 +195,16 @@ def assign_clusters(
         if labels is None:
             raise ConfigError(expected("labels for a labels partition", None))
         labels = np.asarray(labels, dtype=np.int64)
-        if labels.size and (labels.min() < 0 or labels.max() >= NUM_CLASSES):
-            raise ConfigError(expected(f"labels in 0..{NUM_CLASSES - 1}", (labels.min(), labels.max())))
-        table = np.full(NUM_CLASSES, -1, dtype=np.int64)
+        classes = len(manifest.clusters[0].label_counts)  # the dataset's classes
+        if labels.size and (labels.min() < 0 or labels.max() >= classes):
+            raise ConfigError(expected(f"labels in 0..{classes - 1}", (labels.min(), labels.max())))
+        table = np.full(classes, -1, dtype=np.int64)
         for c in manifest.clusters:
             table[list(c.labels)] = c.id
         return table[labels]
     images = np.asarray(images)
-    if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28):
-        raise ConfigError(expected("images uint8 [N, 28, 28]", f"{images.dtype} {images.shape}"))
+    pixels = manifest.kmeans.mean.shape[0]  # what the manifest's PCA reads
+    if images.dtype != np.uint8 or images.ndim < 2 or int(np.prod(images.shape[1:])) != pixels:
+        want = f"images uint8 [N, ...] of {pixels} numbers each (as the partition's)"
+        raise ConfigError(expected(want, f"{images.dtype} {images.shape}"))
     return kmeans_assign(manifest.kmeans, kmeans_features(manifest.kmeans, images))

@@ -23,21 +23,23 @@ WEIGHTS = "model.safetensors"
 
 
 class Classifier(nn.Module):
-    """x [B,1,32,32] in [-1,1] -> logits [B,10]; features() gives the penultimate [B,256]."""
+    """x [B,C,S,S] in [-1,1] -> logits [B,K]; features() gives the penultimate [B,256]. C, S, K: the
+    dataset's sample space (1, 32, 10 for MNIST: the defaults, what a checkpoint without them means)."""
 
-    def __init__(self):
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 32):
         super().__init__()
-        self.c1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.shape = {"in_channels": in_channels, "num_classes": num_classes, "image_size": image_size}
+        self.c1 = nn.Conv2d(in_channels, 32, 3, padding=1)
         self.c2 = nn.Conv2d(32, 32, 3, padding=1)
         self.c3 = nn.Conv2d(32, 64, 3, padding=1)
         self.c4 = nn.Conv2d(64, 64, 3, padding=1)
-        self.fc = nn.Linear(64 * 8 * 8, FEATURE_DIM)
-        self.out = nn.Linear(FEATURE_DIM, 10)
+        self.fc = nn.Linear(64 * (image_size // 4) ** 2, FEATURE_DIM)
+        self.out = nn.Linear(FEATURE_DIM, num_classes)
         self.drop = nn.Dropout(0.3)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.max_pool2d(F.relu(self.c2(F.relu(self.c1(x)))), 2)  # [B, 32, 16, 16]
-        h = F.max_pool2d(F.relu(self.c4(F.relu(self.c3(h)))), 2)  # [B, 64, 8, 8]
+        h = F.max_pool2d(F.relu(self.c2(F.relu(self.c1(x)))), 2)  # [B, 32, S/2, S/2]
+        h = F.max_pool2d(F.relu(self.c4(F.relu(self.c3(h)))), 2)  # [B, 64, S/4, S/4]
         return F.relu(self.fc(h.flatten(1)))  # [B, 256]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -45,11 +47,12 @@ class Classifier(nn.Module):
 
 
 def augment(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Random shifts of up to 2 pixels (the border is background, -1)."""
+    """Random shifts of up to 2 pixels (the border is background, -1); x [N, C, H, W]."""
     out = np.full_like(x, -1.0)
+    h, w = x.shape[2:]
     for i, (dy, dx) in enumerate(rng.integers(-2, 3, size=(len(x), 2))):
-        out[i, :, max(dy, 0) : 32 + min(dy, 0), max(dx, 0) : 32 + min(dx, 0)] = x[
-            i, :, max(-dy, 0) : 32 + min(-dy, 0), max(-dx, 0) : 32 + min(-dx, 0)
+        out[i, :, max(dy, 0) : h + min(dy, 0), max(dx, 0) : w + min(dx, 0)] = x[
+            i, :, max(-dy, 0) : h + min(-dy, 0), max(-dx, 0) : w + min(-dx, 0)
         ]
     return out
 
@@ -68,7 +71,14 @@ def train_classifier(
     """Train on `train`, score on `test`: a checkpoint in out_dir with its test accuracy in meta.json."""
     t0 = time.perf_counter()
     model = fit_classifier(
-        train.as_model_input(), np.asarray(train.labels), epochs, batch, lr, seed, progress
+        train.as_model_input(),
+        np.asarray(train.labels),
+        epochs,
+        batch,
+        lr,
+        seed,
+        progress,
+        num_classes=len(train.classes),
     )
     test_images = test.as_model_input()
     accuracy = float((predict(model, test_images).argmax(1) == np.asarray(test.labels)).mean())
@@ -89,18 +99,26 @@ def train_classifier(
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "test_accuracy": accuracy,
         "num_test": len(test),
+        **model.shape,  # in_channels, num_classes, image_size: the sample space it reads
     }
     write_meta(out_dir, meta)
     return meta
 
 
 def fit_classifier(
-    images: np.ndarray, labels: np.ndarray, epochs: int, batch: int, lr: float, seed: int, progress: bool
+    images: np.ndarray,
+    labels: np.ndarray,
+    epochs: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    progress: bool,
+    num_classes: int = 10,
 ) -> Classifier:
-    """images f32 [N,1,32,32], labels i64 [N] -> the trained classifier (eval mode)."""
+    """images f32 [N,C,S,S], labels i64 [N] in 0..num_classes-1 -> the trained classifier (eval mode)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = Classifier()
+    model = Classifier(images.shape[1], num_classes, images.shape[2])
     steps = epochs * (len(images) // batch)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
@@ -123,7 +141,7 @@ def fit_classifier(
 
 @torch.inference_mode()
 def predict(model: Classifier, x: np.ndarray, batch: int = 256) -> np.ndarray:
-    """Logits f32 [N, 10]."""
+    """Logits f32 [N, K]."""
     return np.concatenate(
         [model(torch.from_numpy(x[s : s + batch])).numpy() for s in range(0, len(x), batch)]
     )
@@ -143,6 +161,7 @@ def load_classifier(path: str | Path) -> tuple[Classifier, dict]:
         raise ConfigError(
             expected(f"a classifier checkpoint (meta.json + {WEIGHTS}) at {path}", "missing files")
         )
-    model = Classifier()
+    shape = {k: int(meta[k]) for k in ("in_channels", "num_classes", "image_size") if k in meta}
+    model = Classifier(**shape)  # a checkpoint before the fields: 1x32x32, 10 classes
     model.load_state_dict({k: torch.from_numpy(v) for k, v in load_file(str(path / WEIGHTS)).items()})
     return model.eval(), meta

@@ -68,13 +68,21 @@ def write_fake_deployment(
     return write_deployment(root, [folder for folder, _, _ in experts], router, name, **top_level)
 
 
-def write_random_deployment(root: Path, experts, router: str = "oracle", **top_level) -> Path:
+def write_random_deployment(
+    root: Path, experts, router: str = "oracle", sample_space=None, **top_level
+) -> Path:
     """A deployment of random-weight experts that really serve: experts is [(folder, framework,
-    classes, seed)]. No training, so a session fixture builds one in seconds."""
+    classes, seed)]. No training, so a session fixture builds one in seconds. sample_space: the
+    experts' cards' and the file's [sample_space] (None: the legacy space, no table)."""
     from ddm.ops.random_experts import make_random_expert
 
     for folder, framework, classes, seed in experts:
-        make_random_expert(root / folder, framework, classes, seed=seed)
+        if sample_space is None:
+            make_random_expert(root / folder, framework, classes, seed=seed)
+        else:
+            make_random_expert(root / folder, framework, classes, seed=seed, sample_space=sample_space)
+    if sample_space is not None:
+        top_level["sample_space"] = sample_space
     return write_deployment(root, [folder for folder, *_ in experts], router, "test", **top_level)
 
 
