@@ -14,7 +14,8 @@ from ddm.schema.partition import PartitionManifest
 
 def summary(manifest: PartitionManifest, class_names: tuple[str, ...] | None = None) -> str:
     """A small text table: per-cluster counts and label histograms."""
-    head = f"{'cluster':>7} {'count':>6} {'share':>6}  " + " ".join(f"{c:>5}" for c in range(NUM_CLASSES))
+    classes = len(manifest.clusters[0].label_counts)  # the dataset's (10 for MNIST)
+    head = f"{'cluster':>7} {'count':>6} {'share':>6}  " + " ".join(f"{c:>5}" for c in range(classes))
     lines = [
         f"partition {manifest.id}: {manifest.dataset} {manifest.split}, method {manifest.method}, "
         f"{manifest.num_clusters} cluster(s), {len(manifest)} samples",

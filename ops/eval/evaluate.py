@@ -26,6 +26,7 @@ from ddm.schema.checkpoint_meta import file_sha256, write_json_atomic
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import MAX_SAMPLES, JobSpec
 from ddm.schema.resolved import ResolvedJob
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.strategy import Strategy
 
 
@@ -104,12 +105,13 @@ class CountingExpert:
 def generate(
     deployment_path: Path, n: int, strategy: str, steps: int, guidance: float, seed: int, device=None
 ):
-    """Sample n images, labels cycling 0..9. Returns (x f32 [n,1,32,32], labels, cost dict)."""
+    """Sample n images, labels cycling over the deployment's classes. Returns (x f32 [n,C,H,W], labels,
+    cost dict)."""
     deployment = Deployment.load(deployment_path)
     policy = load_policy(deployment)
     policy.check_strategy(Strategy.parse(strategy))  # before loading experts: fail fast
     experts = {k: CountingExpert(e) for k, e in load_experts(deployment, device=device).items()}
-    return sample_counted(experts, policy, n, strategy, steps, guidance, seed)
+    return sample_counted(experts, policy, n, strategy, steps, guidance, seed, space=deployment.sample_space)
 
 
 def sample_counted(
@@ -123,11 +125,13 @@ def sample_counted(
     solver: str | None = None,
     grid: str | None = None,
     progress: bool = True,
+    space: SampleSpace = LEGACY,
 ):
-    """Sample n images (labels cycling 0..9) with loaded, counted experts: chunk c of MAX_SAMPLES has seed
-    seed + c, so two calls with one seed and n start from the same noise (paired images).
-    Returns (x f32 [n,1,32,32], labels, cost dict: this call's forward passes and seconds)."""
-    labels = np.arange(n) % 10
+    """Sample n images (labels cycling over the classes of `space`, 0..9 for MNIST; the null label in an
+    unconditional space) with loaded, counted experts: chunk c of MAX_SAMPLES has seed seed + c, so two
+    calls with one seed and n start from the same noise (paired images).
+    Returns (x f32 [n,C,H,W], labels, cost dict: this call's forward passes and seconds)."""
+    labels = np.arange(n) % space.num_classes if space.conditional else np.full(n, space.null_class)
     forwards0 = {k: e.forwards for k, e in experts.items()}
     chunks = []
     t0 = time.perf_counter()
@@ -136,7 +140,7 @@ def sample_counted(
         spec = JobSpec.new(
             part, steps=steps, strategy=strategy, guidance=guidance, seed=seed + c, solver=solver, grid=grid
         )
-        chunks.append(sample_local(experts, policy, ResolvedJob.of(spec)))
+        chunks.append(sample_local(experts, policy, ResolvedJob.of(spec, space)))
     wall = time.perf_counter() - t0
     forwards = {k: e.forwards - forwards0[k] for k, e in experts.items()}
     cost = {
@@ -173,7 +177,10 @@ def score_features(
     comparisons of images from the same noise (ddm.ops.eval.sweep). bootstrap: a FrechetBootstrap of
     real_f made once for many generated sets (frechet_bootstrap's 200 redraws otherwise)."""
     correct = pred == labels
-    per_class = [float((pred[labels == c] == c).mean()) if np.any(labels == c) else None for c in range(10)]
+    classes = int(labels.max()) + 1 if len(labels) else 0  # labels cycle over the classes: 10 for MNIST
+    per_class = [
+        float((pred[labels == c] == c).mean()) if np.any(labels == c) else None for c in range(classes)
+    ]
     out = {
         "accuracy": float(correct.mean()),
         "accuracy_ci95": accuracy_interval(correct),
@@ -225,14 +232,13 @@ def write_report(out_dir: Path, x: np.ndarray, labels: np.ndarray, metrics: dict
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_dir / "metrics.json", metrics)
-    rows = min(8, len(x) // 10)
-    order = (
-        np.concatenate([np.flatnonzero(labels == c)[:rows] for c in range(10)]).reshape(10, rows).T.ravel()
-    )
-    save_grid(x[order], out_dir / "samples.png", cols=10)
+    k = len(metrics["per_class_accuracy"])  # the classes the labels cycled over (10 for MNIST)
+    rows = min(8, len(x) // k)
+    order = np.concatenate([np.flatnonzero(labels == c)[:rows] for c in range(k)]).reshape(k, rows).T.ravel()
+    save_grid(x[order], out_dir / "samples.png", cols=k)
     fig, ax = plt.subplots(figsize=(5, 2.8), dpi=120)
-    ax.bar(range(10), [a or 0 for a in metrics["per_class_accuracy"]], color="#4c78a8")
-    ax.set_xticks(range(10))
+    ax.bar(range(k), [a or 0 for a in metrics["per_class_accuracy"]], color="#4c78a8")
+    ax.set_xticks(range(k))
     ax.set_ylim(0, 1.0)
     ax.set_xlabel("requested label")
     ax.set_ylabel("classifier agrees")
