@@ -167,7 +167,10 @@ def _register_jobs(app: Flask, state) -> None:
         labels = list(status.labels) or [0] * len(x)
         scale_arg = request.args.get("scale", "3")
         scale = min(4, max(1, int(scale_arg))) if scale_arg.isdigit() and len(scale_arg) < 4 else 3
-        resp = Response(png_bytes(x, cols=grid_cols(labels), scale=scale), mimetype="image/png")
+        # drawn from the sample space's value range (greyscale or RGB as the latent has it)
+        value_range = state.monitor.value_range(tuple(x.shape[1:]))
+        png = png_bytes(x, cols=grid_cols(labels), scale=scale, value_range=value_range)
+        resp = Response(png, mimetype="image/png")
         disposition = "attachment" if request.args.get("download") == "1" else "inline"
         resp.headers["Content-Disposition"] = f'{disposition}; filename="ddm-{job_id}.png"'
         resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
