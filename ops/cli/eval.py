@@ -25,9 +25,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     # --n means images per label, as in `ddm sample` and `ddm submit`; --total counts them all.
     count = parser.add_mutually_exclusive_group()
-    count.add_argument("--n", type=int, default=None, help="images per label 0-9 (default: --total 1000)")
     count.add_argument(
-        "--total", type=int, default=None, help="images in all, labels cycling 0-9 (default: 1000)"
+        "--n",
+        type=int,
+        default=None,
+        help="images per label of the deployment's classes (0-9 for MNIST; default: --total 1000)",
+    )
+    count.add_argument(
+        "--total",
+        type=int,
+        default=None,
+        help="images in all, labels cycling over the deployment's classes (default: 1000)",
     )
     parser.add_argument(
         "--strategy",
@@ -99,8 +107,8 @@ def main(args: argparse.Namespace) -> int:
     from ddm.ops.eval.strategy_choice import eval_strategy
     from ddm.schema.deployment import Deployment, resolve_deployment
 
-    total = total_images(args)
     deployment = resolve_deployment(args.deployment)
+    total = total_images(args, Deployment.load(deployment).sample_space.num_classes)
     strategy, why = eval_strategy(Deployment.load(deployment), args.strategy)
     print(f"ddm eval: strategy {strategy} ({why})", file=sys.stderr, flush=True)
     request = EvalRequest(
@@ -130,21 +138,21 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def total_images(args: argparse.Namespace) -> int:
+def total_images(args: argparse.Namespace, classes: int = 10) -> int:
+    """The images to sample: --n per label of the deployment's `classes` (10 for MNIST; one for an
+    unconditional space), else --total, else 1000."""
     from ddm.schema.errors import ConfigError, expected
-    from ddm.schema.flow import NUM_CLASSES
 
-    total = args.n * NUM_CLASSES if args.n is not None else (args.total or 1000)
-    if total < NUM_CLASSES:
-        raise ConfigError(
-            expected(f"at least {NUM_CLASSES} images (--n >= 1, --total >= {NUM_CLASSES})", total)
-        )
+    classes = max(1, classes)
+    total = args.n * classes if args.n is not None else (args.total or 1000)
+    if total < classes:
+        raise ConfigError(expected(f"at least {classes} images (--n >= 1, --total >= {classes})", total))
     return total
 
 
 def sweep_main(args: argparse.Namespace) -> int:
     from ddm.ops.eval.sweep import evaluate_sweep, parse_list, plot_sweep, read_sweep, sweep_table
-    from ddm.schema.deployment import resolve_deployment
+    from ddm.schema.deployment import Deployment, resolve_deployment
 
     if args.render_only:
         record = read_sweep(args.sweep)
@@ -155,7 +163,9 @@ def sweep_main(args: argparse.Namespace) -> int:
             nfes=parse_list(args.nfe, "--nfe", int),
             solvers=parse_list(args.solvers, "--solvers") if args.solvers else None,
             grids=parse_list(args.grids, "--grids") if args.grids else None,
-            n=total_images(args),
+            n=total_images(
+                args, Deployment.load(resolve_deployment(args.deployment)).sample_space.num_classes
+            ),
             strategy=args.strategy,
             guidance=args.guidance,
             seed=args.seed,
