@@ -96,6 +96,11 @@ def check_pairs_dir(folder: Path, settings: PairSettings, teachers: list[dict]) 
     path.write_text(json.dumps(record, indent=2) + "\n")
 
 
+def missing_chunks(folder: Path, n: int) -> list[int]:
+    """The chunks of n pairs not yet in folder."""
+    return [c for c in range(len(_chunks(n))) if not (Path(folder) / f"chunk_{c:05d}.npz").is_file()]
+
+
 def generate_pairs(
     experts: dict, policy, settings: PairSettings, folder: Path, progress: bool = True
 ) -> dict:
@@ -110,7 +115,7 @@ def generate_pairs(
 
     folder = Path(folder)
     chunks = _chunks(settings.n)
-    todo = [c for c in range(len(chunks)) if not (folder / f"chunk_{c:05d}.npz").is_file()]
+    todo = missing_chunks(folder, settings.n)
     t0, c0 = time.perf_counter(), cpu_seconds()
     total_path = folder / "cost.json"
     total = json.loads(total_path.read_text()) if total_path.is_file() else {"wall_s": 0.0, "cpu_s": 0.0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from ddm.ops.cli.parser import add_deployment_flag
@@ -149,7 +150,8 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--strategy: {exc}") from None
     tcfg = train_config(args)
     if args.method == "reflow":
-        return _reflow(args, deployment, policy, parsed, tcfg)
+        # no labels dropped: the pairs' flow is the (guided) conditional one, served at guidance 1
+        return _reflow(args, deployment, policy, parsed, dataclasses.replace(tcfg, label_dropout=0.0))
     # The data before the teachers (loading a JAX teacher compiles it): a wrong split fails at once.
     dataset = _student_data(deployment, args)
     record = d.distilled_from(deployment, str(parsed), tcfg.steps)
@@ -229,8 +231,11 @@ def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int
         f"reflow: {settings.n} pairs from {deployment.name} ({settings.solver} {settings.steps} steps, "
         f"grid {settings.grid}, guidance {settings.guidance:g}, strategy {strategy}) in {pairs_dir}"
     )
-    experts = {k: CountingExpert(e) for k, e in load_experts(deployment, device=args.teacher_device).items()}
-    r.generate_pairs(experts, policy, settings, pairs_dir, progress=not args.no_progress)
+    experts = {}
+    if r.missing_chunks(pairs_dir, settings.n):  # the teachers load only when pairs remain to sample
+        teachers = load_experts(deployment, device=args.teacher_device)
+        experts = {k: CountingExpert(e) for k, e in teachers.items()}
+        r.generate_pairs(experts, policy, settings, pairs_dir, progress=not args.no_progress)
     x0, x1, y = r.load_pairs(pairs_dir, settings.n)
     cost = r.pairs_cost(pairs_dir)
     forwards = sum(e.forwards for e in experts.values())

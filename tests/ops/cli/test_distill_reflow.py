@@ -78,6 +78,7 @@ def test_the_student_records_how_it_was_made_and_how_it_samples(student):
     assert src["sampling"]["solver"] == "euler" and src["sampling"]["default_steps"] == 4
     assert src["training_cost"]["steps"] == 2 and src["training_cost"]["cpu_s"] >= 0
     assert meta["classes"] == list(range(10)) and meta["num_train_samples"] == 70
+    assert meta["train"]["label_dropout"] == 0.0  # reflow_batch drops no labels, and says so
     assert "reflow" in (out / "MODEL_CARD.md").read_text()
 
 
