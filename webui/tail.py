@@ -120,7 +120,11 @@ class TailHub:
         status = job_payload(job, self.queue_positions().get(job_id) if queued else None)
         self.unwatch(sid)
         with self.lock:
+            # Socket.IO's threading mode runs each event on its own thread: another watch of this socket may
+            # have made it a viewer since the unwatch above; replace that one, or its tailer keeps a viewer
+            # no socket owns (and the tailer is never freed)
             self.gate.check_address(address, self.per_address.get(address, 0))
+            stale = self._forget_viewer(sid)
             tailer = self.tailers.get(job_id)
             if tailer is None:
                 tailer = self.tailers[job_id] = Tailer(job_id, n=status["n"], steps=status["steps"])
@@ -133,6 +137,8 @@ class TailHub:
                 viewer.sent = current
             self.viewers[sid] = viewer
             self.per_address[address] = self.per_address.get(address, 0) + 1
+        if stale is not None:
+            self.replayer.discard(stale)
         self.emit("job", current, to=sid)  # before any frame: the page learns the job's shape
         self.replayer.add(viewer)
         self._start_reader()
@@ -140,23 +146,30 @@ class TailHub:
 
     def unwatch(self, sid: str) -> None:
         with self.lock:
-            viewer = self.viewers.pop(sid, None)
-            if viewer is None:
-                return
-            left = self.per_address[viewer.address] - 1
-            if left:
-                self.per_address[viewer.address] = left
-            else:
-                del self.per_address[viewer.address]
-            tailer = viewer.tailer
-            with tailer.lock:
-                viewer.gone = True
-                tailer.viewers.discard(viewer)
-                if viewer.live:
-                    self.socketio.server.leave_room(sid, tailer.room, namespace=NAMESPACE)
-                if not tailer.viewers:
-                    del self.tailers[tailer.job_id]
-        self.replayer.discard(viewer)
+            viewer = self._forget_viewer(sid)
+        if viewer is not None:
+            self.replayer.discard(viewer)
+
+    def _forget_viewer(self, sid: str) -> Viewer | None:
+        """Take `sid`'s viewer out of its tailer (freed with its last viewer) and the counts; self.lock held.
+        Returns it (the caller discards it from the replayer, outside the lock), None if it had none."""
+        viewer = self.viewers.pop(sid, None)
+        if viewer is None:
+            return None
+        left = self.per_address[viewer.address] - 1
+        if left:
+            self.per_address[viewer.address] = left
+        else:
+            del self.per_address[viewer.address]
+        tailer = viewer.tailer
+        with tailer.lock:
+            viewer.gone = True
+            tailer.viewers.discard(viewer)
+            if viewer.live:
+                self.socketio.server.leave_room(sid, tailer.room, namespace=NAMESPACE)
+            if not tailer.viewers:
+                del self.tailers[tailer.job_id]
+        return viewer
 
     def leave(self, sid: str) -> None:
         """The socket disconnected: keep nothing of it."""
