@@ -206,6 +206,9 @@ class RouterWorker:
             return
         try:
             spec = JobSpec.decode(body)
+            # labels outside the deployment's sample space (0..K-1, or K: the null class) are malformed
+            # here, as a request in another space is at an expert: dead-lettered with the reason
+            spec.check_space(self.descriptor.sample_space)
         except SchemaError as exc:
             self._refuse(method.delivery_tag, props, body, f"undecodable job: {exc}")
             return

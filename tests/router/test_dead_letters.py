@@ -30,6 +30,11 @@ POISON = {
         {"type": "job_spec", "version": 1, "job_id": "dl-1", "labels": [1], "steps": 5000}
         | {"strategy": None, "guidance": None, "seed": 0}
     ),
+    # decodes (labels up to MAX_CLASSES), but not in this deployment's sample space (10 classes)
+    "a JobSpec with label 11": msgpack.packb(
+        {"type": "job_spec", "version": 1, "job_id": "dl-2", "labels": [11], "steps": 2}
+        | {"strategy": None, "guidance": None, "seed": 0}
+    ),
 }
 
 
@@ -80,6 +85,8 @@ def test_router_dead_letters_keep_body_and_properties(router, label):
     headers = dict(got.headers)
     reason = headers.pop(REASON_HEADER)
     assert reason.startswith("undecodable job: expected "), reason
+    if "label 11" in label:
+        assert "labels in 0..9, or 10 (the null class: unconditional), got [11]" in reason, reason
     assert headers == {
         **sent.headers,
         SOURCE_QUEUE_HEADER: names.jobs,
