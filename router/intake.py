@@ -105,7 +105,11 @@ class Intake:
         try:
             resolved = self._resolve(spec, stored)
         except DDMError as exc:
-            self.store.start(spec.job_id, self.router_id, 0, self.descriptor.resolve(spec), spec)
+            try:
+                recorded = self.descriptor.resolve(spec)
+            except DDMError:  # not even resolvable (labels outside the sample space): refused, with why
+                return Refuse(f"job {spec.job_id}: {exc}")
+            self.store.start(spec.job_id, self.router_id, 0, recorded, spec)
             return Fail(str(exc))
         try:
             space = self.descriptor.sample_space
