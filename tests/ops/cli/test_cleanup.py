@@ -58,7 +58,11 @@ def test_cleanup_deletes_one_prefix_after_asking(settings, other_prefix):
     dry = json.loads(cleanup(settings.prefix, "--dry-run", "--json").stdout)
     queues = {q["name"]: q for q in dry["queues"]}
     assert set(queues) == {names.jobs, names.dead_letter_queue, names.expert_queue(0), names.expert_queue(1)}
-    assert queues[names.jobs]["messages"] == 1 and dry["key_kinds"] == {"job": 1, "jobs": 1}
+    assert queues[names.jobs]["messages"] == 1 and dry["key_kinds"] == {
+        "job": 1,
+        "jobs": 1,
+        "queue": 2,
+    }  # queue: its order and counter
     assert dry["deleted"] is False and queue_exists(names.jobs)
 
     with amqp_channel() as ch:  # a worker still consuming: refused unless --force
