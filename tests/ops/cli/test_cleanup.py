@@ -74,7 +74,7 @@ def test_cleanup_deletes_one_prefix_after_asking(settings, other_prefix):
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     assert (
-        shown["deleted"] is True and shown["keys"] == 2 and shown["exchanges"] == [names.dead_letter_exchange]
+        shown["deleted"] is True and shown["keys"] == 4 and shown["exchanges"] == [names.dead_letter_exchange]
     )
     assert not any(queue_exists(q) for q in queues)
     assert not client.redis.exists(names.job(job), names.jobs_index)
