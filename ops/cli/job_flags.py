@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ddm.schema.errors import ConfigError
-from ddm.schema.messages import MAX_SAMPLES
+from ddm.schema.messages import MAX_SAMPLES, JobSpec
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import SOLVERS
 
@@ -148,3 +148,18 @@ def live_space(client) -> SampleSpace:
         return client.deployment().sample_space
     except NoDeploymentError:
         return LEGACY
+
+
+def job_spec(args: argparse.Namespace, labels: list[int], **more) -> JobSpec:
+    """The JobSpec the shared job flags describe, with a fresh id; `more`: fields a command adds
+    (`ddm submit`'s on_expert_loss)."""
+    return JobSpec.new(
+        labels,
+        steps=args.steps,
+        strategy=args.strategy,
+        guidance=args.guidance,
+        seed=args.seed,
+        solver=args.solver,
+        grid=args.grid,
+        **more,
+    )

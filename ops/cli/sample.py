@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ddm.ops.cli.job_flags import add_job_arguments, job_labels
+from ddm.ops.cli.job_flags import add_job_arguments, job_labels, job_spec
 from ddm.ops.cli.parser import add_deployment_flag
 from ddm.schema.deployment import resolve_deployment
 
@@ -44,20 +44,11 @@ def main(args: argparse.Namespace) -> int:
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.router.sampler import sample_local
     from ddm.schema.deployment import Deployment
-    from ddm.schema.messages import JobSpec
 
     deployment = Deployment.load(resolve_deployment(args.deployment))
     labels, cols = job_labels(args, deployment.sample_space)
     policy = load_policy(deployment)
-    spec = JobSpec.new(
-        labels,
-        steps=args.steps,
-        strategy=args.strategy,
-        guidance=args.guidance,
-        seed=args.seed,
-        solver=args.solver,
-        grid=args.grid,
-    )
+    spec = job_spec(args, labels)
     # Exactly as the router does: check against the deployment's descriptor, fill in its defaults.
     descriptor = describe(deployment, policy, "local")
     descriptor.check(spec)

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ddm.ops.cli.job_flags import add_job_arguments, job_labels, live_space
+from ddm.ops.cli.job_flags import add_job_arguments, job_labels, job_spec, live_space
 from ddm.schema.messages import EXPERT_LOSS_POLICIES
 from ddm.schema.topology import JOB_MAX_PRIORITY
 
@@ -76,21 +76,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ddm.client.client import Client
     from ddm.ops.cli.output import print_json
-    from ddm.schema.messages import JobSpec
 
     with Client() as client:
         space = live_space(client)
         labels, cols = job_labels(args, space)
-        spec = JobSpec.new(
-            labels,
-            steps=args.steps,
-            strategy=args.strategy,
-            guidance=args.guidance,
-            seed=args.seed,
-            on_expert_loss=args.on_expert_loss,
-            solver=args.solver,
-            grid=args.grid,
-        )
+        spec = job_spec(args, labels, on_expert_loss=args.on_expert_loss)
         job_id = client.submit(
             spec,
             check=not args.no_check,
