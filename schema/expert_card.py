@@ -51,7 +51,7 @@ SCHEDULES: dict[str, dict[str, float]] = {
     "cosine": {"s": 0.008},
 }
 DEFAULT_SCHEDULE = "linear"  # what a ddpm-* objective named without a schedule gets (the CLI's default)
-DEFAULT_ARCHITECTURE = "unet"  # meta.json without `architecture` (ddm.workers.architectures agrees)
+DEFAULT_ARCHITECTURE = "unet"  # meta.json without `architecture` (ddm.workers.architectures re-exports it)
 CARD_FIELDS = (
     "framework",
     "architecture",

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddm.schema.errors import ConfigError, expected
+from ddm.schema.expert_card import DEFAULT_ARCHITECTURE as DEFAULT_ARCHITECTURE  # one home: the card
+from ddm.schema.expert_card import architecture_of
 from ddm.workers.frameworks import EntryPoint
-
-DEFAULT_ARCHITECTURE = "unet"  # meta.json without `architecture`
 
 # Where each architecture's record lives, as "module:NAME"; one line per architecture.
 REGISTERED: tuple[str, ...] = (
@@ -80,7 +80,7 @@ class ExpertArchitecture:
 
 def model_title(meta: dict) -> str:
     """How a model card names the model of an expert's meta (an unknown architecture: its name)."""
-    name = meta.get("architecture", DEFAULT_ARCHITECTURE)
+    name = architecture_of(meta)
     record = architectures().get(name)
     return (record.title or record.name) if record is not None else str(name)
 

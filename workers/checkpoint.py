@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ddm.schema import checkpoint_meta
+from ddm.schema import checkpoint_meta, expert_card
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.expert_card import FLOW, ExpertCard, Objective, card_of, new_card
 from ddm.schema.sample_space import LEGACY, SampleSpace
@@ -31,7 +31,7 @@ RESUME_KEYS = ("framework", "architecture", "preset", "expert", "partition")
 
 def architecture_name(meta: dict) -> object:
     """meta.json's `architecture`; a meta without one is a UNet's (written before the field existed)."""
-    return meta.get("architecture", DEFAULT_ARCHITECTURE)
+    return expert_card.architecture_of(meta)
 
 
 def architecture_of(meta: dict, source: str = checkpoint_meta.META_FILE) -> ExpertArchitecture:

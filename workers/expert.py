@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ddm.schema.errors import SchemaError, expected
-from ddm.schema.expert_card import ExpertCard, card_of
+from ddm.schema.expert_card import DEFAULT_ARCHITECTURE, ExpertCard, card_of
 from ddm.schema.flow import NUM_CLASSES, guided_velocity
 from ddm.schema.precision import DEFAULT_PRECISION
 from ddm.schema.sample_space import LEGACY, SampleSpace
@@ -43,7 +43,7 @@ class ExpertMeta:
     # its card (schema/expert_card.py): objective, time convention, sample space...; None: the LEGACY
     # card derived from the other fields (flow-velocity, t0-noise, 1x32x32, 10 classes)
     card: ExpertCard | None = None
-    architecture: str = "unet"  # a name in ddm.workers.architectures (meta.json without one: unet)
+    architecture: str = DEFAULT_ARCHITECTURE  # a name in ddm.workers.architectures
 
     @classmethod
     def from_json(cls, meta: dict, device: str, path: str, precision: str = DEFAULT_PRECISION) -> ExpertMeta:
@@ -101,7 +101,8 @@ class Expert(ABC):
         """The expert's card (schema/expert_card.py); the derived LEGACY card for a meta without one."""
         card = getattr(self.meta, "card", None)
         if card is None:
-            card = ExpertCard(framework=self.meta.framework, derived=True)
+            meta = self.meta
+            card = ExpertCard(framework=meta.framework, architecture=meta.architecture, derived=True)
         return card
 
     def velocity(self, x, t, y, guidance=1.0) -> np.ndarray:
