@@ -111,4 +111,3 @@ def data_folder(flag: str | None) -> Check:
     return Check(
         "data folder", SKIP, f"no data at {data_dir} (only training, partition and eval need one)", fix
     )
-
