@@ -26,11 +26,17 @@ class UNetConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> UNetConfig:
-        names = {f.name for f in fields(cls)}
-        unknown = set(data) - names
-        if unknown:
-            raise ConfigError(expected(f"UNetConfig fields {sorted(names)}", sorted(unknown)))
-        return cls(**data)
+        return config_from_dict(cls, data)
+
+
+def config_from_dict(cls: type, data: dict):
+    """meta.json's `config` as the frozen dataclass `cls` (any architecture's); ConfigError naming the
+    fields when it holds one `cls` does not have."""
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ConfigError(expected(f"{cls.__name__} fields {sorted(names)}", sorted(unknown)))
+    return cls(**data)
 
 
 PRESETS: dict[str, UNetConfig] = {

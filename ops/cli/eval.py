@@ -108,8 +108,9 @@ def main(args: argparse.Namespace) -> int:
     from ddm.schema.deployment import Deployment, resolve_deployment
 
     deployment = resolve_deployment(args.deployment)
-    total = total_images(args, Deployment.load(deployment).sample_space.num_classes)
-    strategy, why = eval_strategy(Deployment.load(deployment), args.strategy)
+    loaded = Deployment.load(deployment)
+    total = total_images(args, loaded.sample_space.num_classes)
+    strategy, why = eval_strategy(loaded, args.strategy)
     print(f"ddm eval: strategy {strategy} ({why})", file=sys.stderr, flush=True)
     request = EvalRequest(
         deployment=deployment,
@@ -157,15 +158,14 @@ def sweep_main(args: argparse.Namespace) -> int:
     if args.render_only:
         record = read_sweep(args.sweep)
     else:
+        deployment = resolve_deployment(args.deployment)
         record = evaluate_sweep(
-            resolve_deployment(args.deployment),
+            deployment,
             args.sweep,
             nfes=parse_list(args.nfe, "--nfe", int),
             solvers=parse_list(args.solvers, "--solvers") if args.solvers else None,
             grids=parse_list(args.grids, "--grids") if args.grids else None,
-            n=total_images(
-                args, Deployment.load(resolve_deployment(args.deployment)).sample_space.num_classes
-            ),
+            n=total_images(args, Deployment.load(deployment).sample_space.num_classes),
             strategy=args.strategy,
             guidance=args.guidance,
             seed=args.seed,

@@ -14,10 +14,11 @@ Parameters (counted by tests/workers/test_dit.py, the same in both frameworks):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NUM_CLASSES
+from ddm.workers.config import config_from_dict
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,7 @@ class DiTConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> DiTConfig:
-        names = {f.name for f in fields(cls)}
-        unknown = set(data) - names
-        if unknown:
-            raise ConfigError(expected(f"DiTConfig fields {sorted(names)}", sorted(unknown)))
-        return cls(**data)
+        return config_from_dict(cls, data)
 
 
 PRESETS: dict[str, DiTConfig] = {
