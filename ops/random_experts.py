@@ -45,10 +45,6 @@ def make_random_expert(
         architecture=architecture,
         sample_space=sample_space,
     )
-    if sample_space != LEGACY:  # the model sized for the space (the legacy config is the preset's)
-        c, h, _ = sample_space.shape
-        sized = {"in_channels": c, "image_size": h, "num_classes": sample_space.num_classes}
-        meta["config"] = {**meta["config"], **sized}
     cfg = config_of(meta)
     # The canonical layout is the architecture's PyTorch state_dict: every framework's weights start there.
     torch.manual_seed(seed)

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.expert_card import DEFAULT_ARCHITECTURE as DEFAULT_ARCHITECTURE  # one home: the card
 from ddm.schema.expert_card import architecture_of
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.frameworks import EntryPoint
 
 # Where each architecture's record lives, as "module:NAME"; one line per architecture.
@@ -59,11 +60,18 @@ class ExpertArchitecture:
             raise ConfigError(expected(f"a {self.name} expert's config as a JSON object", data))
         return self.config.from_dict(data)
 
-    def preset(self, name: str) -> Any:
+    def preset(self, name: str, space: SampleSpace = LEGACY) -> Any:
+        """Preset `name` sized for the sample space `space`: its channels, size and classes (the legacy
+        space: the preset as written). Every architecture's config names in_channels, image_size and
+        num_classes; the models are square, so a space with height != width is refused."""
         try:
-            return self.presets[name]
+            config = self.presets[name]
         except KeyError:
             raise ConfigError(expected(f"a {self.name} preset in {sorted(self.presets)}", name)) from None
+        c, h, w = space.shape
+        if h != w:
+            raise ConfigError(expected(f"a square sample space for a {self.name}", space.describe()))
+        return replace(config, in_channels=c, image_size=h, num_classes=space.num_classes)
 
     def code(self, framework: str, entry: str = "model") -> EntryPoint:
         """The entry point `entry` of this architecture in `framework`; ConfigError when it has none."""

@@ -133,7 +133,7 @@ def expert_meta(
         "framework": framework,
         "architecture": architecture,
         "preset": preset,
-        "config": record.preset(preset).to_dict(),
+        "config": record.preset(preset, sample_space).to_dict(),
         "expert": int(expert),
         "partition": partition,
         "classes": [c for c, n in enumerate(counts) if n > 0],

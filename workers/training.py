@@ -22,6 +22,7 @@ from ddm.schema.checkpoint_meta import kind_of, read_meta, write_meta
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.expert_card import FLOW_VELOCITY, T0_NOISE, Objective, card_of, stamp_card
 from ddm.schema.flow import NULL_CLASS, interpolate, target_velocity
+from ddm.schema.sample_space import LEGACY, SampleSpace
 
 
 @dataclass(frozen=True)
@@ -219,13 +220,17 @@ def _weights_sha256(out_dir: Path, meta: dict) -> str | None:
 
 
 def make_trainer(
-    framework: str, tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet"
+    framework: str,
+    tcfg: TrainConfig,
+    device: str = "cpu",
+    architecture: str = "unet",
+    space: SampleSpace = LEGACY,
 ) -> Trainer:
-    """The framework's trainer of `architecture` (ddm.workers.architectures) at preset tcfg.preset
-    (device: torch only; JAX trains where JAX runs)."""
+    """The framework's trainer of `architecture` (ddm.workers.architectures) at preset tcfg.preset,
+    sized for the sample space `space` (device: torch only; JAX trains where JAX runs)."""
     from ddm.workers.architectures import expert_architecture
     from ddm.workers.frameworks import expert_framework
 
     record = expert_framework(framework)
     expert_architecture(architecture, "--arch").code(framework)  # refused here, before any import
-    return record.make_trainer(tcfg, device, architecture)
+    return record.make_trainer(tcfg, device, architecture, space)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from ddm.schema.deployment import ROUTER_KINDS
 from ddm.schema.messages import EXPERT_LOSS_POLICIES
@@ -42,6 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.schema.deployment import Deployment
+    from ddm.schema.sample_space import LEGACY
 
     experts = [tuple(e.split(":", 1)) if ":" in e else e for e in args.expert]
     kind, _, router_folder = args.router.partition(":")
@@ -53,6 +55,9 @@ def main(args: argparse.Namespace) -> int:
         "on_expert_loss": args.on_expert_loss,
     }
     given = {key: value for key, value in fields.items() if value is not None}
+    space = expert_space(Path(args.out).parent, experts[0])
+    if space != LEGACY:  # declared from the experts' cards; `ddm up` refuses experts that differ
+        given["sample_space"] = space
     deployment = Deployment.build(args.out, experts, kind, router_folder or None, **given)
     path = deployment.write(comment=args.comment.replace("\\n", "\n"))
     if args.json:
@@ -60,3 +65,17 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(path)
     return 0
+
+
+def expert_space(base: Path, entry):
+    """The sample space in the card of the expert `entry` (FOLDER or (FOLDER, DEVICE), relative to the
+    deployment's folder `base`): what the file declares. A folder with no checkpoint yet: the legacy
+    space (`ddm up` checks the file against the experts it finds)."""
+    from ddm.schema.checkpoint_meta import META_FILE
+    from ddm.schema.expert_card import card_of
+    from ddm.schema.sample_space import LEGACY
+    from ddm.workers.checkpoint import read_meta
+
+    folder = Path(entry if isinstance(entry, str) else entry[0])
+    folder = folder if folder.is_absolute() else base / folder
+    return card_of(read_meta(folder)).sample_space if (folder / META_FILE).is_file() else LEGACY

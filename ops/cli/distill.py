@@ -136,6 +136,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.schema.deployment import Deployment
     from ddm.schema.errors import ConfigError, SchemaError
+    from ddm.schema.expert_card import card_of
     from ddm.schema.strategy import Strategy
     from ddm.workers.checkpoint import check_resume
     from ddm.workers.training import make_trainer, train_loop
@@ -170,7 +171,8 @@ def main(args: argparse.Namespace) -> int:
         f"{dataset.name} {dataset.split} -> {args.out}"
     )
     ensemble = d.Ensemble(load_experts(deployment, device=args.teacher_device), policy, parsed)
-    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch)
+    space = card_of(meta).sample_space  # the student's, from its teachers' deployment
+    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch, space=space)
     batch = d.distill_batch(ensemble, images, labels, tcfg)
     final = train_loop(
         trainer, images, labels, tcfg, args.out, meta, progress=not args.no_progress, batch=batch
@@ -202,6 +204,7 @@ def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int
     from ddm.ops import reflow as r
     from ddm.ops.eval.evaluate import CountingExpert
     from ddm.router.deployment_loader import load_experts
+    from ddm.schema.expert_card import card_of
     from ddm.workers.checkpoint import check_resume
     from ddm.workers.training import make_trainer, train_loop
 
@@ -246,7 +249,8 @@ def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int
         **r.reflow_record(settings, cost, r.pairs_digest(x0, x1, y), args.init_from and str(args.init_from)),
     }
     print(f"pairs ready: {len(x0)} (wall {cost.get('wall_s')} s, cpu {cost.get('cpu_s')} s in all)")
-    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch)
+    space = card_of(meta).sample_space  # the student's, from its teachers' deployment
+    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch, space=space)
     if args.init_from is not None and not (args.out / "meta.json").is_file():
         r.init_student(trainer, args.framework, args.init_from)
     before = r.training_cpu_before(args.out)

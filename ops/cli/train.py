@@ -132,6 +132,7 @@ def train_expert_command(args: argparse.Namespace) -> int:
     idx = manifest.indices(args.expert)
     label_counts = manifest.clusters[args.expert].label_counts
     tcfg = train_config(args)  # refuses an unknown objective, schedule or time convention
+    space = dataset_space(dataset)
     meta = expert_meta(
         args.framework,
         args.preset,
@@ -141,10 +142,10 @@ def train_expert_command(args: argparse.Namespace) -> int:
         args.device,
         architecture=args.arch,
         objective=tcfg.objective_record(),
-        sample_space=dataset_space(dataset),
+        sample_space=space,
     )
     check_resume(args.out, meta, args.resume)
-    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch)
+    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch, space=space)
     print(
         f"training {args.framework} expert {args.expert} ({args.arch} {args.preset}) on {len(idx)} samples "
         f"of {manifest.dataset} {manifest.split}, classes {meta['classes']} -> {args.out}"

@@ -161,3 +161,29 @@ def test_shipped_checkpoints_get_the_legacy_card_and_the_same_bits(folder):
     want = raw[:3].copy()
     want[1:] = guided_velocity(want[1:], raw[3:], g[1:])
     assert np.array_equal(expert.velocity(x, t, y, guidance=g), want)
+
+
+RGB = SampleSpace((3, 16, 16), (-1.0, 1.0), 5, ("a", "b", "c", "d", "e"))
+
+
+@pytest.mark.parametrize("architecture", ["unet", "dit"])
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_training_in_an_rgb_space_sizes_the_model_for_it(framework, architecture, tmp_path):
+    """The preset is sized for the card's space (channels, size, classes): the model trains on RGB and the
+    checkpoint loads and answers RGB velocities (a 1-channel preset would refuse the batch)."""
+    rng = np.random.default_rng(0)
+    images = rng.uniform(-1, 1, (4, 3, 16, 16)).astype(np.float32)
+    labels = np.arange(4) % RGB.num_classes
+    tcfg = TrainConfig(preset="tiny", steps=1, batch=4, warmup=1, save_every=1)
+    meta = expert_meta(framework, "tiny", 0, PARTITION, [1] * 5, "cpu", architecture, sample_space=RGB)
+    assert (meta["config"]["in_channels"], meta["config"]["image_size"], meta["config"]["num_classes"]) == (
+        3,
+        16,
+        5,
+    )
+    trainer = make_trainer(framework, tcfg, architecture=architecture, space=RGB)
+    train_loop(trainer, images, labels, tcfg, tmp_path, meta, progress=False)
+    expert = load_expert(tmp_path, device="cpu", buckets=(4,))
+    assert expert.card.sample_space == RGB
+    v = expert.velocity(images, np.full(4, 0.5, np.float32), labels, guidance=np.ones(4, np.float32))
+    assert v.shape == images.shape and np.isfinite(v).all()

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.architectures import architecture_of_config, expert_architecture
 from ddm.workers.frameworks import JAX
 from ddm.workers.jax_expert.checkpoint import load_train_state, save_train_state, save_weights
@@ -55,10 +56,12 @@ class JaxTrainer:
         save_train_state(out_dir, {**host, "step": step, "wall_s": wall_s})
 
 
-def make_trainer(tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet") -> JaxTrainer:
-    """The registry's trainer factory: `architecture` at preset tcfg.preset. `device` is torch's: JAX
-    trains where JAX runs (its default backend)."""
-    return JaxTrainer(expert_architecture(architecture).preset(tcfg.preset), tcfg)
+def make_trainer(
+    tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet", space: SampleSpace = LEGACY
+) -> JaxTrainer:
+    """The registry's trainer factory: `architecture` at preset tcfg.preset, sized for `space`. `device`
+    is torch's: JAX trains where JAX runs (its default backend)."""
+    return JaxTrainer(expert_architecture(architecture).preset(tcfg.preset, space), tcfg)
 
 
 def _train_step(model, tx, tree, x_t, t, y, v, lr, ema):

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.architectures import architecture_of_config, expert_architecture
 from ddm.workers.frameworks import TORCH
 from ddm.workers.torch_expert.checkpoint import (
@@ -56,6 +57,9 @@ class TorchTrainer:
         save_train_state(out_dir, self.model, self.ema, self.optimizer, step, wall_s)
 
 
-def make_trainer(tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet") -> TorchTrainer:
-    """The registry's trainer factory: `architecture` at preset tcfg.preset on `device` (cpu or cuda)."""
-    return TorchTrainer(expert_architecture(architecture).preset(tcfg.preset), tcfg, device=device)
+def make_trainer(
+    tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet", space: SampleSpace = LEGACY
+) -> TorchTrainer:
+    """The registry's trainer factory: `architecture` at preset tcfg.preset, sized for `space`, on
+    `device` (cpu or cuda)."""
+    return TorchTrainer(expert_architecture(architecture).preset(tcfg.preset, space), tcfg, device=device)
