@@ -12,7 +12,7 @@
 #   3        jax        unet          flow-velocity  ddpm-eps, cosine schedule, t0-data
 #
 # Equal training compute: every expert in both cases trains the same steps at the same batch (tiny
-# presets), with the same seed. Per seed: 8 experts, one learned router (it reads x_t and the
+# presets), with the same seed; cluster 0, velocity in both cases, is one model (velocity/expert0 links it). Per seed: 8 experts, one learned router (it reads x_t and the
 # partition, not the experts, so both cases share it), two deployments, `ddm eval` at top-1 and top-2
 # against the test split with the shared emoji classifier. Each seed's eval records go to
 # docs/study/emoji/seed<S>/ (small JSON, committed); ops/study/objectives.py builds the table with
@@ -77,8 +77,14 @@ for seed in $seeds; do
   for spec in "${CLUSTERS[@]}"; do
     read -r e framework arch flags <<< "$spec"
     echo "$seed mixed $e $framework $arch $flags"
-    echo "$seed velocity $e $framework $arch --objective flow-velocity"
+    # a cluster whose mixed objective is the velocity trains once: the same model in both cases
+    [ "$flags" = "--objective flow-velocity" ] || echo "$seed velocity $e $framework $arch --objective flow-velocity"
   done | xargs -P "$jobs" -L 1 bash -c 'train_one "$@"' _
+  for spec in "${CLUSTERS[@]}"; do
+    read -r e framework arch flags <<< "$spec"
+    shared="$out/seed$seed/velocity/expert$e"
+    if [ "$flags" = "--objective flow-velocity" ] && [ ! -e "$shared" ]; then ln -s "../mixed/expert$e" "$shared"; fi
+  done
 
   echo "== seed $seed: router"
   router="$out/seed$seed/router"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ddm.ops.distill import student_summary
 from ddm.schema.checkpoint_meta import kind_of, read_meta
+from ddm.schema.expert_card import card_of
 from ddm.workers.architectures import model_title
 
 # What each dataset's checkpoints were trained and scored on, offline
@@ -28,6 +29,14 @@ FASHION_NOTE = (
 )
 
 
+EMOJI_NOTE = (
+    "Colour emoji (Google's Noto Color Emoji, SIL OFL 1.1; groups from Unicode's emoji-test.txt) rendered "
+    "here from the Debian packages fonts-noto-color-emoji and unicode-data (docs/DATA.md): trained on "
+    "`{split}` (1,580 base emoji, skin tones folded in); every held-out figure uses the 290-emoji `test` "
+    "split, held out by a hash of each emoji, which it never saw."
+)
+
+
 def data_note(meta: dict) -> str:
     part = meta.get("partition", {})
     dataset, split = meta.get("dataset") or part.get("dataset"), meta.get("split") or part.get("split")
@@ -35,6 +44,8 @@ def data_note(meta: dict) -> str:
         return MNIST_NOTE
     if dataset == "fashion-mnist":
         return FASHION_NOTE.format(split=split)
+    if dataset in ("emoji", "emoji-64"):
+        return EMOJI_NOTE.format(split=split)
     return f"{dataset} `{split}` (meta.json has the details)."
 
 
@@ -52,12 +63,15 @@ def card(folder: Path, metrics: list[dict]) -> str:
     if "distilled_from" in meta:  # a student of `ddm distill`: not trained on one cluster
         lines += [student_summary(meta), ""]
     elif kind == "expert":
+        expert_card = card_of(meta)
         lines += [
-            f"A {meta['preset']} {model_title(meta)} flow-matching expert (PyTorch and Flax twins share one "
-            f"parameter layout; `ddm convert` moves it across), trained alone on cluster {meta['expert']} "
-            f"of partition "
+            f"A {meta['preset']} {model_title(meta)} expert (PyTorch and Flax twins share one parameter "
+            f"layout; `ddm convert` moves it across), trained alone on cluster {meta['expert']} of partition "
             f"`{part.get('id')}` ({part.get('method')}, {part.get('num_clusters')} clusters) of "
             f"{part.get('dataset')} `{part.get('split')}`: classes {meta.get('classes')}.",
+            "",
+            f"Objective: {expert_card.objective.describe()} (served as the deployment's one velocity: "
+            f"docs/PROTOCOL.md, expert cards). Sample space: {expert_card.sample_space.describe()}.",
             "",
         ]
     rows = {

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Build the shipped colour deployment, checkpoints/emoji/, from seed 0's mixed-objective case of the
+# emoji study (ops/study/emoji.sh, which trains it): four k-means experts on 3x32x32 RGB emoji, both
+# frameworks, both architectures, three objectives (table in emoji.sh), the learned router that reads
+# RGB x_t, and the evaluation classifier over the 9 Unicode groups. Copies inference weights only (no
+# train state), evaluates the shipped deployment per strategy and writes a model card per checkpoint.
+# Every number in the cards comes from these commands.
+#
+#   bash ops/study/ship_emoji.sh [runs/emoji] [checkpoints/emoji] [n_eval=450] [jobs=2]
+set -euo pipefail
+runs=${1:-runs/emoji}
+out=${2:-checkpoints/emoji}
+n_eval=${3:-450}
+jobs=${4:-2}
+src="$runs/seed0/mixed"
+export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+for e in 0 1 2 3; do
+  [ -f "$src/expert$e/.done" ] || { echo "expert $e of $src is not trained: run ops/study/emoji.sh first" >&2; exit 1; }
+done
+mkdir -p "$out"
+
+copy() { # source-folder name weights-file
+  mkdir -p "$out/$2"
+  cp "$1/meta.json" "$1/$3" "$out/$2/"
+  for extra in loss.csv accuracy_by_t.png; do
+    if [ -f "$1/$extra" ]; then cp "$1/$extra" "$out/$2/"; fi
+  done
+}
+copy "$src/expert0" expert0_torch_unet model.safetensors
+copy "$src/expert1" expert1_jax_dit model.msgpack
+copy "$src/expert2" expert2_torch_dit model.safetensors
+copy "$src/expert3" expert3_jax_unet model.msgpack
+copy "$runs/seed0/router" router model.msgpack
+copy "$runs/classifier" classifier model.safetensors
+cp "$runs/partition.json" "$runs/partition.png" "$out/"
+ddm deployment write "$out/deployment.toml" --name emoji-kmeans4 --strategy top1 \
+  --expert expert0_torch_unet --expert expert1_jax_dit --expert expert2_torch_dit --expert expert3_jax_unet \
+  --router learned:router \
+  --comment "The shipped colour deployment: 3x32x32 RGB emoji split by k-means (K=4), one expert per cluster,
+trained alone with its own recipe: a PyTorch UNet predicting the flow velocity, a Flax DiT predicting DDPM
+epsilon (linear schedule), a PyTorch DiT predicting DDPM v (cosine, t = 0 at the data) and a Flax UNet
+predicting epsilon (cosine, t = 0 at the data). Each expert's worker converts its output to this
+deployment's one velocity (docs/PROTOCOL.md, expert cards); the learned router reads RGB x_t."
+
+evaluate() { # strategy
+  local dir="$SHIP_RUNS/ship_eval_${1/:/}"
+  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$SHIP_OUT/deployment.toml" --total "$SHIP_N" \
+    --strategy "$1" --real-split test --out "$dir" > "$dir.log" 2>&1 ||
+    { echo "FAILED: $dir (see $dir.log)"; return 1; }
+  echo "done: eval $1: $(tail -1 "$dir.log")"
+}
+export -f evaluate
+export SHIP_RUNS="$runs" SHIP_OUT="$out" SHIP_N="$n_eval"
+printf 'top1\ntopk:2\nfull\n' | xargs -P "$jobs" -L 1 bash -c 'evaluate "$@"' _
+metrics=()
+for s in top1 topk2 full; do
+  cp "$runs/ship_eval_$s/metrics.json" "$out/eval_$s.json"
+  metrics+=("$out/eval_$s.json")
+done
+cp "$runs/ship_eval_top1/samples.png" "$out/samples_top1.png"
+for name in expert0_torch_unet expert1_jax_dit expert2_torch_dit expert3_jax_unet router; do
+  python -m ddm.ops.study.model_card "$out/$name" --metrics "${metrics[@]}"
+done
+python -m ddm.ops.study.model_card "$out/classifier"
+du -sh "$out"
