@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ddm.schema.errors import expected
 from ddm.schema.messages import JobSpec
+from ddm.schema.solver import Solver
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,8 @@ class BenchConfig:
     deployment: Path
     steps: int = 50
     strategy: str = "top1"
+    solver: str = "euler"  # schema/solver.py: Euler-50 against a few-step solver, e.g. ab2 at 8 steps
+    grid: str = "uniform"
     guidance: float = 1.0
     limit_batches: tuple[int, ...] = (1, 4, 16, 64)
     concurrency: tuple[int, ...] = (1, 4, 16, 64)
@@ -25,6 +28,11 @@ class BenchConfig:
     # the WAN run (ddm.ops.bench.wan): round trips to put between these experts and the broker
     rtt_ms: tuple[float, ...] = ()
     link_experts: tuple[int, ...] = (1,)
+
+    @property
+    def nfe(self) -> int:
+        """Velocity evaluations per job: its round trips to the experts."""
+        return Solver.parse(self.solver).nfe(self.steps)
 
 
 def job_specs(count: int, cfg: BenchConfig, steps: int | None = None) -> list[JobSpec]:
@@ -36,6 +44,8 @@ def job_specs(count: int, cfg: BenchConfig, steps: int | None = None) -> list[Jo
             strategy=cfg.strategy,
             guidance=cfg.guidance,
             seed=i,
+            solver=cfg.solver,
+            grid=cfg.grid,
         )  # fmt: skip
         for i in range(count)
     ]
@@ -43,7 +53,15 @@ def job_specs(count: int, cfg: BenchConfig, steps: int | None = None) -> list[Jo
 
 def batch_spec(batch: int, cfg: BenchConfig, steps: int | None = None) -> JobSpec:
     labels = [(cfg.first_label + i) % 10 for i in range(batch)]
-    return JobSpec.new(labels, steps=steps or cfg.steps, strategy=cfg.strategy, guidance=cfg.guidance, seed=0)
+    return JobSpec.new(
+        labels,
+        steps=steps or cfg.steps,
+        strategy=cfg.strategy,
+        guidance=cfg.guidance,
+        seed=0,
+        solver=cfg.solver,
+        grid=cfg.grid,
+    )
 
 
 def parse_levels(text: str) -> tuple[int, ...]:

@@ -73,9 +73,9 @@ def _settle(procs, cfg: BenchConfig) -> None:
 
 
 def _latency_over_model(row: dict, cfg: BenchConfig) -> float:
-    """1-job latency over steps x (RTT + the linked expert's mean forward pass in this run)."""
+    """1-job latency over NFE x (RTT + the linked expert's mean forward pass in this run)."""
     compute_ms = row[f"expert{cfg.link_experts[0]}_compute_ms"]
-    return row["latency_p50_s"] / (cfg.steps * (row["rtt_ms"] + compute_ms) / 1e3)
+    return row["latency_p50_s"] / (cfg.nfe * (row["rtt_ms"] + compute_ms) / 1e3)
 
 
 def _progress_line(row: dict, cfg: BenchConfig) -> str:

@@ -10,7 +10,7 @@ def wan_table(result: dict) -> str:
     k = result["links"]["experts"][0]
     lines = [
         f"| RTT to expert {k} (ms) | jobs | img/s | throughput / 0 ms | p50 / p95 latency (s) | mean batch "
-        f"| expert {k} in flight (est.) | expert {k} busy | 1 job: latency / steps x (RTT + compute) |",
+        f"| expert {k} in flight (est.) | expert {k} busy | 1 job: latency / NFE x (RTT + compute) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["wan"]:

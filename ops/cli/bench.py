@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ddm.ops.bench.jobs import parse_ids, parse_levels, parse_rtts
 from ddm.ops.cli.parser import add_deployment_flag
-from ddm.schema.errors import ConfigError, expected
+from ddm.schema.errors import ConfigError, SchemaError, expected
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +25,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="time random-weight experts of this UNet preset instead (torch 0-4, JAX 5-9, oracle routing); "
         "the cost of a forward pass does not depend on the weights",
     )
-    parser.add_argument("--steps", type=int, default=50, help="Euler steps per job (default 50)")
+    parser.add_argument("--steps", type=int, default=50, help="solver steps per job (default 50)")
+    parser.add_argument(
+        "--solver", default="euler", help="every job's solver (schema/solver.py; default euler), e.g. ab2"
+    )
+    parser.add_argument("--grid", default="uniform", help="every job's time grid (default uniform)")
     parser.add_argument(
         "--strategy", default=None, help="routing strategy (default: top1, or oracle with --preset)"
     )
@@ -64,11 +68,16 @@ def main(args: argparse.Namespace) -> int:
     from ddm.ops.bench.wan import run as run_wan
     from ddm.ops.bench.wan_report import wan_table, where_time_goes
     from ddm.schema.deployment import resolve_deployment
+    from ddm.schema.solver import Grid, Solver
 
     if not 1 <= args.steps <= 1000:
         raise ConfigError(expected("--steps in 1..1000", args.steps))
     if not 1 <= args.repeat <= 20:
         raise ConfigError(expected("--repeat in 1..20", args.repeat))
+    try:  # the jobs' solver and grid, refused here rather than by every job
+        Solver.parse(args.solver), Grid.parse(args.grid)
+    except SchemaError as exc:
+        raise ConfigError(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="ddm-bench-") as tmp:
         work = Path(tmp)
         if args.preset:
@@ -84,6 +93,8 @@ def main(args: argparse.Namespace) -> int:
         cfg = BenchConfig(
             deployment=deployment,
             steps=args.steps,
+            solver=args.solver,
+            grid=args.grid,
             strategy=strategy,
             limit_batches=args.limit_batches,
             concurrency=args.concurrency,
@@ -95,7 +106,8 @@ def main(args: argparse.Namespace) -> int:
         # with --json, stdout carries the JSON alone: the progress lines go to stderr
         with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
             print(
-                f"ddm bench: {deployment}, {cfg.steps} steps, strategy {cfg.strategy}, {cfg.repeat} repeats"
+                f"ddm bench: {deployment}, {cfg.solver} {cfg.steps} steps on the {cfg.grid} grid "
+                f"(NFE {cfg.nfe}), strategy {cfg.strategy}, {cfg.repeat} repeats"
             )
             result = run_wan(cfg, work) if cfg.rtt_ms else run(cfg, work)
         if args.preset:

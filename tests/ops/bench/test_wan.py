@@ -58,3 +58,12 @@ def test_rtt_and_expert_lists_are_checked():
     for bad in ("x", "-1", "1,1"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_ids(bad)
+
+
+def test_the_jobs_carry_the_solver_and_the_model_counts_its_evaluations(tmp_path):
+    from ddm.ops.bench.jobs import BenchConfig, batch_spec, job_specs
+
+    cfg = BenchConfig(tmp_path / "d.toml", steps=4, solver="heun", grid="shift:3")
+    assert cfg.nfe == 8 and BenchConfig(tmp_path / "d.toml").nfe == 50  # Euler-50: 50 round trips
+    specs = [*job_specs(3, cfg), batch_spec(2, cfg)]
+    assert {(s.solver, s.grid, s.steps) for s in specs} == {("heun", "shift:3", 4)}
