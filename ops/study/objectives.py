@@ -30,7 +30,8 @@ def read_rows(root: Path) -> dict[str, dict[int, dict]]:
             metrics = json.loads(path.read_text())
             rows.setdefault(path.stem, {})[int(metrics["seed"])] = metrics
     if not rows:
-        raise ConfigError(expected(f"seed<S>/<case>_<strategy>.json under {root} (ops/study/emoji.sh)", "none"))
+        wanted = f"seed<S>/<case>_<strategy>.json under {root} (ops/study/emoji.sh)"
+        raise ConfigError(expected(wanted, "none"))
     return rows
 
 
