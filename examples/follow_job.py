@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         for frame in client.frames(job_id, timeout=args.timeout):  # stored steps, then live ones
             experts = ",".join(map(str, frame.experts))
             print(f"step {frame.step}/{spec.steps}  t={frame.t:.2f}  experts {experts}", flush=True)
-        x = client.result(job_id, timeout=args.timeout)  # float32 [n, 1, 32, 32]
+        x = client.result(job_id, timeout=args.timeout)  # float32 [n, C, H, W]: the deployment's space
         st = client.status(job_id)  # what the router resolved, typed
     args.out.write_bytes(png_bytes(x, cols=len(labels)))
     print(f"job {job_id} {st.status.value}: strategy {st.strategy}, guidance {st.guidance} -> {args.out}")
