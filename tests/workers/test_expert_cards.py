@@ -132,7 +132,9 @@ def test_resuming_with_another_objective_is_refused(eps_expert):
 
 def test_a_card_that_does_not_fit_the_model_is_refused(tmp_path):
     rgb = SampleSpace((3, 32, 32), num_classes=10, class_names=tuple("abcdefghij"))
-    write_meta(tmp_path, expert_meta("torch", "tiny", 0, PARTITION, COUNTS, sample_space=rgb))
+    meta = expert_meta("torch", "tiny", 0, PARTITION, COUNTS, sample_space=rgb)
+    assert meta["config"]["in_channels"] == 3  # the builder sizes the model for its card
+    write_meta(tmp_path, {**meta, "config": {**meta["config"], "in_channels": 1}})  # a hand-edited meta
     (tmp_path / FRAMEWORKS["torch"].weights_file).write_bytes(b"")
     with pytest.raises(ConfigError, match="in_channels 3"):
         read_meta(tmp_path)
