@@ -29,7 +29,8 @@ from ddm.schema.checkpoint_meta import META_FILE
 from ddm.schema.checkpoint_meta import read_meta as read_any_meta
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, expected
-from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
+from ddm.schema.flow import NULL_CLASS
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.strategy import Strategy
 from ddm.workers.architectures import model_title
 from ddm.workers.checkpoint import expert_meta
@@ -54,6 +55,7 @@ class Ensemble:
     experts: Mapping[int, object]
     policy: object
     strategy: Strategy
+    null_class: int = NULL_CLASS  # the deployment's sample space's (its class count)
 
     @property
     def null_strategy(self) -> Strategy:
@@ -64,10 +66,10 @@ class Ensemble:
         return self.strategy
 
     def velocity(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """x f32 [B,1,32,32], t f32 [B] (one t per row), y i64 [B] -> v = sum_k w_k v_k, f32 [B,1,32,32]."""
+        """x f32 [B,C,H,W], t f32 [B] (one t per row), y i64 [B] -> v = sum_k w_k v_k, f32 [B,C,H,W]."""
         from ddm.router.sampler import combine, plan_step
 
-        null = np.asarray(y) == NULL_CLASS
+        null = np.asarray(y) == self.null_class
         groups = [(self.strategy, np.flatnonzero(~null)), (self.null_strategy, np.flatnonzero(null))]
         if self.null_strategy == self.strategy:
             groups = [(self.strategy, np.arange(len(x)))]
@@ -145,14 +147,24 @@ def student_meta(
     record: dict,
     device: str,
     architecture: str = "unet",
+    sample_space: SampleSpace = LEGACY,
 ) -> dict:
     """A student's meta before training adds its numbers: a normal expert record (expert 0, classes and
-    label_counts of the data it saw) with `distilled_from`. data: {dataset, split, data_sha256}."""
-    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=NUM_CLASSES).tolist()
+    label_counts of the data it saw) with `distilled_from`, in its teachers' sample space. data:
+    {dataset, split, data_sha256}."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=sample_space.num_classes).tolist()
     # not a cluster of a manifest: the data the student saw, as a one-cluster "partition"
     partition = {"id": DISTILLED_METHOD, **data, "method": DISTILLED_METHOD, "num_clusters": 1}
     return expert_meta(
-        framework, preset, 0, partition, counts, device, architecture=architecture, distilled_from=record
+        framework,
+        preset,
+        0,
+        partition,
+        counts,
+        device,
+        architecture=architecture,
+        sample_space=sample_space,
+        distilled_from=record,
     )
 
 
@@ -232,9 +244,9 @@ def write_student_deployment(
     [sampling] table. None (nothing written) if the student lacks some label: no router routes a label
     no expert has."""
     meta = read_any_meta(student, kind="expert")
-    if sorted(meta.get("classes", [])) != list(range(NUM_CLASSES)):
-        return None
     d = teacher_deployment
+    if sorted(meta.get("classes", [])) != list(range(d.sample_space.num_classes)):
+        return None
     student_deployment = Deployment.build(
         Path(student) / STUDENT_DEPLOYMENT,
         ["."],
@@ -244,6 +256,7 @@ def write_student_deployment(
         class_names=list(d.class_names),
         on_expert_loss=d.on_expert_loss,
         **({"sampling": sampling} if sampling else {}),
+        **({"sample_space": d.sample_space} if d.sample_space != LEGACY else {}),
     )
     path = student_deployment.write(comment=f"The student of `ddm distill` alone; distilled from {d.path}")
     return path

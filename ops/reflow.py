@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ddm.schema.errors import ConfigError, expected
-from ddm.schema.flow import NUM_CLASSES
+from ddm.schema.sample_space import LEGACY, SampleSpace
 
 REFLOW = "reflow"
 PAIRS_SETTINGS = "settings.json"
@@ -96,13 +96,23 @@ def check_pairs_dir(folder: Path, settings: PairSettings, teachers: list[dict]) 
     path.write_text(json.dumps(record, indent=2) + "\n")
 
 
+def pair_labels(start: int, stop: int, space: SampleSpace = LEGACY) -> np.ndarray:
+    """The labels of pairs start..stop-1: the space's classes in turn (its null class when it has none)."""
+    return np.arange(start, stop) % space.num_classes if space.num_classes else np.zeros(stop - start, int)
+
+
 def missing_chunks(folder: Path, n: int) -> list[int]:
     """The chunks of n pairs not yet in folder."""
     return [c for c in range(len(_chunks(n))) if not (Path(folder) / f"chunk_{c:05d}.npz").is_file()]
 
 
 def generate_pairs(
-    experts: dict, policy, settings: PairSettings, folder: Path, progress: bool = True
+    experts: dict,
+    policy,
+    settings: PairSettings,
+    folder: Path,
+    progress: bool = True,
+    space: SampleSpace = LEGACY,
 ) -> dict:
     """Sample the missing chunks into folder (check_pairs_dir first). experts: {id: velocity fn}
     (Expert or CountingExpert, as sample_local takes). Returns the cost of this call:
@@ -124,7 +134,7 @@ def generate_pairs(
     for c in todo:
         t_chunk, c_chunk = time.perf_counter(), cpu_seconds()
         start, stop = chunks[c]
-        labels = (np.arange(start, stop) % NUM_CLASSES).tolist()
+        labels = pair_labels(start, stop, space).tolist()
         spec = JobSpec.new(
             labels,
             steps=settings.steps,
@@ -134,8 +144,8 @@ def generate_pairs(
             solver=settings.solver,
             grid=settings.grid,
         )
-        x0 = initial_noise(spec)
-        x1 = sample_local(experts, policy, ResolvedJob.of(spec))
+        x0 = initial_noise(spec, space)
+        x1 = sample_local(experts, policy, ResolvedJob.of(spec, space))
         tmp = folder / f".chunk_{c:05d}.tmp.npz"
         np.savez(tmp, x0=x0, x1=x1.astype(np.float32), y=np.asarray(labels, np.int64))
         os.replace(tmp, folder / f"chunk_{c:05d}.npz")

@@ -136,7 +136,6 @@ def main(args: argparse.Namespace) -> int:
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.schema.deployment import Deployment
     from ddm.schema.errors import ConfigError, SchemaError
-    from ddm.schema.expert_card import card_of
     from ddm.schema.strategy import Strategy
     from ddm.workers.checkpoint import check_resume
     from ddm.workers.training import make_trainer, train_loop
@@ -158,7 +157,14 @@ def main(args: argparse.Namespace) -> int:
     record = d.distilled_from(deployment, str(parsed), tcfg.steps)
     data = {"dataset": dataset.name, "split": dataset.split, "data_sha256": dataset.sha256}
     meta = d.student_meta(
-        args.framework, args.preset, data, dataset.labels, record, args.device, architecture=args.arch
+        args.framework,
+        args.preset,
+        data,
+        dataset.labels,
+        record,
+        args.device,
+        architecture=args.arch,
+        sample_space=deployment.sample_space,
     )
     check_resume(args.out, meta, args.resume)
     if args.resume:
@@ -170,8 +176,9 @@ def main(args: argparse.Namespace) -> int:
         f"strategy {parsed}) into a {args.framework} {args.preset} student on {len(images)} images of "
         f"{dataset.name} {dataset.split} -> {args.out}"
     )
-    ensemble = d.Ensemble(load_experts(deployment, device=args.teacher_device), policy, parsed)
-    space = card_of(meta).sample_space  # the student's, from its teachers' deployment
+    teachers = load_experts(deployment, device=args.teacher_device)
+    ensemble = d.Ensemble(teachers, policy, parsed, null_class=deployment.sample_space.null_class)
+    space = deployment.sample_space  # the student's: its teachers'
     trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch, space=space)
     batch = d.distill_batch(ensemble, images, labels, tcfg)
     final = train_loop(
@@ -198,13 +205,11 @@ def main(args: argparse.Namespace) -> int:
 
 def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int:
     """--method reflow: pairs (cached, resumable), then the student on them (ddm.ops.reflow)."""
-    import numpy as np
 
     from ddm.ops import distill as d
     from ddm.ops import reflow as r
     from ddm.ops.eval.evaluate import CountingExpert
     from ddm.router.deployment_loader import load_experts
-    from ddm.schema.expert_card import card_of
     from ddm.workers.checkpoint import check_resume
     from ddm.workers.training import make_trainer, train_loop
 
@@ -222,10 +227,18 @@ def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int
     pairs_dir = args.pairs_dir or args.out.with_name(args.out.name + ".pairs")
     r.check_pairs_dir(pairs_dir, settings, record["teachers"])
     # the student's "data": the pairs; label counts are known from the settings before sampling
-    labels = np.arange(settings.n) % 10
+    space = deployment.sample_space
+    labels = r.pair_labels(0, settings.n, space)
     data = {"dataset": "reflow-pairs", "split": f"{settings.n} pairs", "data_sha256": None}
     meta = d.student_meta(
-        args.framework, args.preset, data, labels, record, args.device, architecture=args.arch
+        args.framework,
+        args.preset,
+        data,
+        labels,
+        record,
+        args.device,
+        architecture=args.arch,
+        sample_space=space,
     )
     check_resume(args.out, meta, args.resume)
     if args.resume:
@@ -238,7 +251,7 @@ def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int
     if r.missing_chunks(pairs_dir, settings.n):  # the teachers load only when pairs remain to sample
         teachers = load_experts(deployment, device=args.teacher_device)
         experts = {k: CountingExpert(e) for k, e in teachers.items()}
-        r.generate_pairs(experts, policy, settings, pairs_dir, progress=not args.no_progress)
+        r.generate_pairs(experts, policy, settings, pairs_dir, progress=not args.no_progress, space=space)
     x0, x1, y = r.load_pairs(pairs_dir, settings.n)
     cost = r.pairs_cost(pairs_dir)
     forwards = sum(e.forwards for e in experts.values())
@@ -249,7 +262,6 @@ def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int
         **r.reflow_record(settings, cost, r.pairs_digest(x0, x1, y), args.init_from and str(args.init_from)),
     }
     print(f"pairs ready: {len(x0)} (wall {cost.get('wall_s')} s, cpu {cost.get('cpu_s')} s in all)")
-    space = card_of(meta).sample_space  # the student's, from its teachers' deployment
     trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch, space=space)
     if args.init_from is not None and not (args.out / "meta.json").is_file():
         r.init_student(trainer, args.framework, args.init_from)

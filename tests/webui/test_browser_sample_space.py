@@ -5,10 +5,8 @@ into a coloured disk per image, not the output of any model) written as the rout
 the page watches. Checks: the frames stream, the tiles are sized by the space and drawn in RGB (a
 canvas pixel equals the frame's colour; the result PNG is RGB), the class names label the form and the
 tiles, the cluster panel shows the sample space and each expert's card; and a job whose frames are
-3x16x24 gets tiles of that shape. Until the emoji deployment ships, this is the run that
-makes docs/img/webui-emoji-fake.png:
-
-    DDM_SCREENSHOT_DIR=docs/img python -m pytest tests/webui/test_browser_sample_space.py
+3x16x24 gets tiles of that shape. The real emoji deployment in a browser is
+tests/webui/test_browser_emoji.py (README's screenshot).
 """
 
 from __future__ import annotations

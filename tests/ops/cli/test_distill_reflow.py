@@ -106,3 +106,31 @@ def test_resume_resamples_only_missing_chunks_and_refuses_other_settings(student
         np.testing.assert_allclose(a, b, atol=1e-6)
     code, _, stderr = run([*argv, "--pair-steps", "3", "--out", str(out), "--resume"])
     assert code != 0 and "settings" in stderr
+
+
+def test_a_reflow_student_in_an_rgb_space_is_sized_and_served_in_it(tmp_path):
+    """The pairs, the student's model and card and its deployment follow the teachers' sample space."""
+    from ddm.schema.sample_space import SampleSpace
+    from tests.support.fakes import write_random_deployment
+
+    rgb = SampleSpace((3, 16, 16), (-1.0, 1.0), 3, ("red", "green", "blue"))
+    experts = [("a", "torch", range(0, 2), 0), ("b", "jax", range(1, 3), 1)]
+    teachers = write_random_deployment(tmp_path / "t", experts, router="label-prior", sample_space=rgb)
+    out = tmp_path / "s"
+    argv = ["distill", "--deployment", str(teachers), *TINY, "--method", "reflow", "--pairs", "6"]
+    code, _, stderr = run([*argv, "--pair-steps", "2", "--steps", "1", "--out", str(out)])
+    assert code == 0, stderr
+    x0, x1, y = r.load_pairs(out.with_name("s.pairs"), 6)
+    assert x0.shape == x1.shape == (6, 3, 16, 16) and y.tolist() == [0, 1, 2, 0, 1, 2]
+    meta = read_meta(out)
+    assert (meta["config"]["in_channels"], meta["config"]["image_size"], meta["config"]["num_classes"]) == (
+        3,
+        16,
+        3,
+    )
+    served = Deployment.load(out / "deployment.toml")
+    assert served.sample_space == rgb
+    spec = JobSpec.new([0, 2], steps=2, strategy="oracle", guidance=1.0, seed=1)
+    velocities = {k: e.velocity for k, e in load_experts(served).items()}
+    x = sample_local(velocities, load_policy(served), ResolvedJob.of(spec, rgb))
+    assert x.shape == (2, 3, 16, 16) and np.isfinite(x).all()
