@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ddm.schema.deployment import ROUTER_KINDS
 from ddm.schema.messages import EXPERT_LOSS_POLICIES
+from ddm.schema.sample_space import LEGACY
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +44,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.schema.deployment import Deployment
-    from ddm.schema.sample_space import LEGACY
 
     experts = [tuple(e.split(":", 1)) if ":" in e else e for e in args.expert]
     kind, _, router_folder = args.router.partition(":")
@@ -73,7 +73,6 @@ def expert_space(base: Path, entry):
     space (`ddm up` checks the file against the experts it finds)."""
     from ddm.schema.checkpoint_meta import META_FILE
     from ddm.schema.expert_card import card_of
-    from ddm.schema.sample_space import LEGACY
     from ddm.workers.checkpoint import read_meta
 
     folder = Path(entry if isinstance(entry, str) else entry[0])
