@@ -122,7 +122,7 @@ class Expert(ABC):
             x = np.concatenate([x, x[guided]])
             t = np.concatenate([t, t[guided]])
             y = np.concatenate([y, np.full(len(guided), card.sample_space.null_class, dtype=np.int64)])
-        conversion = conversion_for(card.objective)
+        conversion = conversion_for(card.objective, card.sample_space.value_range)
         if conversion is None:  # flow-velocity, t0-noise: the network's output is the answer, as is
             v = self._run(x, t, y)
         else:

@@ -31,10 +31,19 @@ for t < 1/2, x1^ and x0^ = (x_t - t x1^) / (1 - t), i.e. v = (x1^ - x_t) / (1 - 
 x0^ and v = (x_t - x0^) / t. Inside the range both forms equal x1^ - x0^ (the estimates satisfy
 x_t = t x1^ + (1 - t) x0^ there), so one formula serves every t, t = 0 and t = 1 included.
 
-Classifier-free guidance commutes with all of this: for fixed x_t and t the conversion is affine in p
-(v = A x_t + B p), and an affine map keeps affine combinations, so converting v_null and v_y and
-then guiding, v_null + g (v_y - v_null), equals converting the guided prediction. Expert.velocity
-converts per row and guides after (tests/workers/test_objectives.py checks the equality).
+Low SNR. An eps (or v) expert's x1^ near the noise end is its prediction error divided by alpha:
+alpha is 0.0067 at the linear schedule's tau_max and 0.0016 at the cosine's, so an eps error of 0.1
+becomes an x1^ error of 15 to 60, and one Euler step from t = 0 carries dt times that into the
+sample, which then leaves the data's range and never comes back (the emoji study's first eps expert
+under the cosine schedule did: docs/RESULTS.md). Where the deployment's sample space bounds the data
+(its value_range), x1^ is clipped into it before it is used, as DDPM's own sampler clips its x0
+estimate (Ho et al. 2020, `clip_denoised`). A correct estimate lies in the range and is unchanged.
+
+Classifier-free guidance commutes with all of this wherever the clip does not bind: for fixed x_t and t
+the conversion is affine in p (v = A x_t + B p), and an affine map keeps affine combinations, so
+converting v_null and v_y and then guiding, v_null + g (v_y - v_null), equals converting the guided
+prediction. Expert.velocity converts per row (each branch's x1^ clipped) and guides after
+(tests/workers/test_objectives.py checks the equality).
 """
 
 from __future__ import annotations
@@ -139,6 +148,7 @@ class Conversion:
     """An objective's way to the deployment's velocity (see the module docstring)."""
 
     objective: Objective
+    value_range: tuple[float, float] | None = None  # the data's bounds: x1^ is clipped into them
 
     def velocity(self, predict: Predict, x_t: np.ndarray, t: np.ndarray) -> np.ndarray:
         """v(x_t, t) in the deployment's convention. x_t f32 [B, ...], t f32 [B] in [0, 1] ->
@@ -152,12 +162,15 @@ class Conversion:
         p = predict(x_s, time_input(obj, tau).astype(np.float32)).astype(np.float64)
         alpha, sigma = (_col(a, x_t) for a in alpha_sigma(obj.schedule, tau))
         x1_hat, x0_hat = estimates(obj.name, p, x_s.astype(np.float64), alpha, sigma)
+        if self.value_range is not None:  # see "Low SNR" in the module docstring
+            x1_hat = np.clip(x1_hat, *self.value_range)
         return velocity_from_estimates(x1_hat, x0_hat, x_t.astype(np.float64), t).astype(np.float32)
 
 
-def conversion_for(objective: Objective) -> Conversion | None:
-    """None for the identity (flow-velocity, t0-noise): the caller runs the network as it always did."""
-    return None if objective.is_identity else Conversion(objective)
+def conversion_for(objective: Objective, value_range: tuple[float, float] | None = None) -> Conversion | None:
+    """None for the identity (flow-velocity, t0-noise): the caller runs the network as it always did.
+    value_range: the sample space's, which bounds a DDPM expert's data estimate (None: unbounded)."""
+    return None if objective.is_identity else Conversion(objective, value_range)
 
 
 def training_example(objective: Objective, x1: np.ndarray, noise: np.ndarray, u: np.ndarray):
