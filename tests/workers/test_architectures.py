@@ -30,7 +30,11 @@ from ddm.workers.frameworks import FRAMEWORKS, TORCH, EntryPoint
 from ddm.workers.training import TrainConfig, make_trainer
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = sorted(p.parent for p in (REPO / "checkpoints").glob("*/expert*/meta.json"))
+# the deployments shipped before the architecture field (checkpoints/emoji came with it: its cards name it)
+LEGACY_SHIPPED = ("mnist", "fashion-mnist")
+SHIPPED = sorted(
+    p.parent for name in LEGACY_SHIPPED for p in (REPO / "checkpoints" / name).glob("expert*/meta.json")
+)
 PARTITION = {"id": "abc", "dataset": "synthetic", "split": "none"}
 COUNTS = [1] * 10
 KNOWN = ", ".join(architecture_names())
