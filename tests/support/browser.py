@@ -4,6 +4,8 @@ browser download)."""
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -61,3 +63,12 @@ def chromium_page(viewport: dict | None = None):
         finally:
             browser.close()
     assert errors == [], errors
+
+
+def keep_screenshot(shot: Path, name: str | None = None) -> None:
+    """Copy a test's screenshot into $DDM_SCREENSHOT_DIR when that is set (how docs/img is made), as
+    `name` (default: its own name); nothing when the test never took it."""
+    target = os.environ.get("DDM_SCREENSHOT_DIR")
+    if target and shot.exists():
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(target) / (name or shot.name))

@@ -8,15 +8,12 @@ trajectory replayed. Saves a screenshot under tmp (and in DDM_SCREENSHOT_DIR whe
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from ddm.ops.up.supervisor import stop_processes
-from tests.support.browser import open_page, require_browser
+from tests.support.browser import keep_screenshot, open_page, require_browser
 from tests.support.harness import DDM_CLI, OutputWatcher, service_env
 from tests.support.services import free_port
 
@@ -104,8 +101,5 @@ def test_browser_submits_all_ten_and_watches_them_denoise(label_split_deployment
         print(f"\nbrowser: {frames} frames seen of {steps} steps; screenshot {shot}")
         assert not errors, errors
     finally:
-        if shot.exists() and os.environ.get("DDM_SCREENSHOT_DIR"):
-            out = Path(os.environ["DDM_SCREENSHOT_DIR"])
-            out.mkdir(parents=True, exist_ok=True)
-            shutil.copy(shot, out / "webui.png")
+        keep_screenshot(shot, "webui.png")
         stop_processes([proc], grace_s=60)  # the prefix's queues and keys go with the fixture

@@ -12,8 +12,6 @@ client, mapped by the one pixel rule, webui/pixels.py). Saves the screenshot REA
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from ddm.schema.deployment import Deployment
 from ddm.schema.settings import Settings
 from ddm.webui.cards import card_text
 from ddm.webui.pixels import to_pixels
-from tests.support.browser import open_page, require_browser
+from tests.support.browser import keep_screenshot, open_page, require_browser
 from tests.support.harness import DDM_CLI, OutputWatcher, service_env
 from tests.support.services import free_port
 
@@ -104,8 +102,5 @@ def test_the_emoji_deployment_streams_rgb_tiles_and_shows_each_experts_card(pref
             browser.close()
         assert not errors, errors
     finally:
-        if shot.exists() and os.environ.get("DDM_SCREENSHOT_DIR"):
-            target = Path(os.environ["DDM_SCREENSHOT_DIR"])
-            target.mkdir(parents=True, exist_ok=True)
-            shutil.copy(shot, target / shot.name)
+        keep_screenshot(shot)
         stop_processes([proc], grace_s=60)

@@ -11,10 +11,6 @@ tests/webui/test_browser_emoji.py (README's screenshot).
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -22,7 +18,7 @@ from ddm.schema.messages import Frame, JobSpec
 from ddm.schema.resolved import ResolvedJob
 from ddm.webui.cards import card_text
 from ddm.webui.pixels import to_pixels
-from tests.support.browser import chromium_page
+from tests.support.browser import chromium_page, keep_screenshot
 from tests.webui.colour_fake import CARDS, GROUPS, STEPS, beat, emoji_descriptor, write_frame
 
 
@@ -109,7 +105,4 @@ def test_an_rgb_sample_space_streams_in_colour_with_the_experts_cards(ui_server,
             assert all(w % 24 == 0 and w * 16 == h * 24 for w, h, _ in sizes), sizes  # 24 wide, 16 high
             assert sizes[0][2] == [0, 0, 0] and sizes[1][2] == [0, 255, 0], sizes
     finally:
-        if shot.exists() and os.environ.get("DDM_SCREENSHOT_DIR"):
-            target = Path(os.environ["DDM_SCREENSHOT_DIR"])
-            target.mkdir(parents=True, exist_ok=True)
-            shutil.copy(shot, target / shot.name)
+        keep_screenshot(shot)

@@ -13,8 +13,6 @@ under tmp (and in DDM_SCREENSHOT_DIR when set).
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pytest
 from ddm.ops.up.supervisor import stop_processes
 from ddm.schema.deployment import Deployment
 from ddm.webui.jobs import trained_on
-from tests.support.browser import open_page, require_browser
+from tests.support.browser import keep_screenshot, open_page, require_browser
 from tests.support.fakes import descriptor_of
 from tests.support.harness import DDM_CLI, OutputWatcher, service_env
 from tests.support.services import free_port
@@ -150,8 +148,5 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(name, prefix,
         assert not errors, errors
         print(f"\n{name}: weights of image 1 at step 1 {first}, at step {STEPS} {last}; screenshot {shot}")
     finally:
-        if shot.exists() and os.environ.get("DDM_SCREENSHOT_DIR"):
-            target = Path(os.environ["DDM_SCREENSHOT_DIR"])
-            target.mkdir(parents=True, exist_ok=True)
-            shutil.copy(shot, target / shot.name)
+        keep_screenshot(shot)
         stop_processes([proc], grace_s=60)
