@@ -9,7 +9,7 @@ labelled from the first linked expert's first class on, so one job crosses the l
 
 Rows: rtt_ms, jobs, images/s, latency p50/p95, mean batch, and per expert its requests, mean forward
 pass, busy share and requests in flight (estimated, ddm.ops.bench.pipeline.expert_fields). Ratios:
-throughput over the 0 ms row of the level; at 1 job, latency over steps x (RTT + per-step compute),
+throughput over the 0 ms row of the level; at 1 job, latency over NFE x (RTT + per-evaluation compute),
 the per-step compute being the linked expert's mean forward pass in that run (from its heartbeats).
 """
 
@@ -86,7 +86,7 @@ def _progress_line(row: dict, cfg: BenchConfig) -> str:
         f"busy {row[f'expert{k}_busy']:.0%}"
     )
     if row["latency_over_model"] is not None:
-        line += f", latency / (steps x (RTT + compute)) {row['latency_over_model']:.2f}"
+        line += f", latency / (NFE x (RTT + compute)) {row['latency_over_model']:.2f}"
     return line
 
 
