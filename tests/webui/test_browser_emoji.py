@@ -3,9 +3,10 @@ k-means experts: UNets and DiTs in PyTorch and Flax, trained on the flow velocit
 on the real RabbitMQ and Redis, driven by headless Chromium through Playwright.
 
 The cluster panel shows the sample space and each expert's card (architecture, framework, objective) as
-the router published it; a job submitted from the form streams every step's frame; its tiles are drawn
-in RGB, and a pixel of each tile is the colour of the job's stored result there (read back through the
-client, mapped by the one pixel rule, webui/pixels.py). Saves the screenshot README shows:
+the router published it; a job submitted from the form (top-2) streams every step's frame; its result
+equals the local sampler's for the same spec within 1e-4 (the pipeline == local check on this shipped
+deployment); its tiles are drawn in RGB, and a pixel of each tile is the colour of the stored result
+there (mapped by the one pixel rule, webui/pixels.py). Saves the screenshot README shows:
 
     DDM_SCREENSHOT_DIR=docs/img python -m pytest tests/webui/test_browser_emoji.py
 """
@@ -25,7 +26,7 @@ from ddm.schema.settings import Settings
 from ddm.webui.cards import card_text
 from ddm.webui.pixels import to_pixels
 from tests.support.browser import keep_screenshot, open_page, require_browser
-from tests.support.harness import DDM_CLI, OutputWatcher, service_env
+from tests.support.harness import DDM_CLI, OutputWatcher, local_reference, service_env
 from tests.support.services import free_port
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji" / "deployment.toml"
@@ -74,6 +75,7 @@ def test_the_emoji_deployment_streams_rgb_tiles_and_shows_each_experts_card(pref
             page.fill("#n_per_label", "1")
             page.fill("#steps", str(STEPS))
             page.fill("#seed", "3")
+            page.select_option("#strategy", "topk:2")  # two experts mix in most images at most steps
             page.click("#submit")
             page.wait_for_selector("#tiles[data-shape='3x32x32'] .tile-canvas", timeout=30_000)
             page.wait_for_selector('#stage[data-done="1"]', timeout=180_000)
@@ -81,9 +83,15 @@ def test_the_emoji_deployment_streams_rgb_tiles_and_shows_each_experts_card(pref
             assert page.get_attribute("#strip", "data-frames") == str(STEPS)  # every step's frame arrived
             assert page.locator(".tile-cap").all_text_contents() == list(space.class_names)
 
-            # the tiles are the stored result, in colour
+            # the pipeline's result equals the local sampler's for the job the page submitted
             job_id = page.evaluate("() => decodeURIComponent(location.hash.slice('#job='.length))")
             result = client.result(job_id, timeout=30)
+            submitted = client.status(job_id).spec
+            diff = float(np.abs(result - local_reference(DEPLOYMENT, submitted)).max())
+            print(f"emoji: max |pipeline - local| = {diff:.2e}")
+            assert diff <= 1e-4
+
+            # the tiles are that result, in colour
             want, channels = to_pixels(result.astype(np.float16).astype(np.float32))  # frames travel as fp16
             assert channels == 3 and result.shape == (space.num_classes, *space.shape)
             got = page.evaluate(
@@ -100,6 +108,7 @@ def test_the_emoji_deployment_streams_rgb_tiles_and_shows_each_experts_card(pref
             page.mouse.move(0, 0)
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
+        client.close()
         assert not errors, errors
     finally:
         keep_screenshot(shot)

@@ -6,7 +6,9 @@ by headless Chromium through Playwright.
 Where the deployment offers the oracle (disjoint label sets), the page refuses an unconditional job
 under it (the label names the expert, and there is none); then it runs one under `full`: the weights
 chart follows the watched image step by step, one point per step, and its weights shift between the
-experts as the image forms (read from the chart's data attributes and text, not from pixels). The form
+experts as the image forms (read from the chart's data attributes and text, not from pixels), and the
+job's result equals the local sampler's for the same spec within 1e-4 (pipeline == local on each shipped
+deployment; tests/webui/test_browser_emoji.py does the same on checkpoints/emoji). The form
 names the deployment's classes, the cluster panel what each expert was trained on. Saves a screenshot
 under tmp (and in DDM_SCREENSHOT_DIR when set).
 """
@@ -16,14 +18,17 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from ddm.client.client import Client
 from ddm.ops.up.supervisor import stop_processes
 from ddm.schema.deployment import Deployment
+from ddm.schema.settings import Settings
 from ddm.webui.jobs import trained_on
 from tests.support.browser import keep_screenshot, open_page, require_browser
 from tests.support.fakes import descriptor_of
-from tests.support.harness import DDM_CLI, OutputWatcher, service_env
+from tests.support.harness import DDM_CLI, OutputWatcher, local_reference, service_env
 from tests.support.services import free_port
 
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
@@ -96,6 +101,13 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(name, prefix,
             assert page.is_hidden("#form-error")
             assert page.locator(".tile-cap").all_text_contents() == ["unconditional"] * IMAGES
             assert "unconditional" in page.text_content("#job-sub")
+
+            # the pipeline's result equals the local sampler's for the spec the page submitted
+            job_id = page.evaluate("() => decodeURIComponent(location.hash.slice('#job='.length))")
+            with Client(settings=Settings.from_env(env)) as client:
+                result, submitted = client.result(job_id, timeout=30), client.status(job_id).spec
+            diff = float(np.abs(result - local_reference(deployment.path, submitted)).max())
+            assert diff <= 1e-4, diff
 
             # the chart of the watched image (the first): one point per step, and the same in its table
             chart = "#weights-chart"
