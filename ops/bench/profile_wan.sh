@@ -16,10 +16,10 @@ shift $(($# < 4 ? $# : 4))
 rate=100
 mkdir -p "$out"
 command -v py-spy >/dev/null || { echo "py-spy not found: pip install py-spy" >&2; exit 1; }
-ddm bench --rtt-ms "$rtt" --concurrency "$jobs" --repeat 20 --out "$out/bench.json" "$@" > "$out/bench.txt" 2>&1 &
+ddm bench --rtt-ms "$rtt" --concurrency "$jobs" --repeat 20 --out "$out/bench.json" "$@" > "$out/run.log" 2>&1 &
 bench=$!
-until grep -q '^\[1/' "$out/bench.txt"; do  # the first measured run has ended: the next is under way
-  kill -0 "$bench" 2>/dev/null || { cat "$out/bench.txt"; exit 1; }
+until grep -q '^\[1/' "$out/run.log"; do  # the first measured run has ended: the next is under way
+  kill -0 "$bench" 2>/dev/null || { cat "$out/run.log"; exit 1; }
   sleep 0.5
 done
 pid_of() { pgrep -f "$1" | head -1; }
@@ -32,8 +32,8 @@ declare -A pids=(
 specs=()
 for name in "${!pids[@]}"; do
   py-spy record --pid "${pids[$name]}" --format raw --rate "$rate" --duration "$seconds" --nonblocking \
-    --output "$out/$name.txt" > /dev/null 2>&1 &
-  specs+=("$name=$out/$name.txt")
+    --output "$out/pyspy-$name.txt" > "$out/pyspy-$name.log" 2>&1 &
+  specs+=("$name=$out/pyspy-$name.txt")
 done
 wait $(jobs -p | grep -v "^$bench$")
 kill "$bench" 2>/dev/null || true
