@@ -36,6 +36,6 @@ for name in "${!pids[@]}"; do
   specs+=("$name=$out/pyspy-$name.txt")
 done
 wait $(jobs -p | grep -v "^$bench$")
-kill "$bench" 2>/dev/null || true
+kill -INT "$bench" 2>/dev/null || true  # SIGINT: the bench removes its network namespaces
 wait "$bench" 2>/dev/null || true
 python -m ddm.ops.bench.profile_summary "${specs[@]}" --rate "$rate" --wall-s "$seconds" | tee "$out/summary.txt"

@@ -30,7 +30,7 @@ from tests.support.harness import DDM_CLI, OutputWatcher, local_reference, servi
 from tests.support.services import free_port
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji" / "deployment.toml"
-STEPS = 16
+STEPS = 10
 
 
 @pytest.mark.browser

@@ -43,7 +43,7 @@ def test_ratios_pair_each_repeat_with_its_own_baseline():
 
 def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
     result, stdout = run_bench(
-        tmp_path, "--steps", "20", "--concurrency", "1,3", "--limit-batches", "1,3", "--repeat", "2"
+        tmp_path, "--steps", "12", "--concurrency", "1,3", "--limit-batches", "1,3", "--repeat", "2"
     )
     assert [row["batch"] for row in result["limit"]] == [1, 3]
     assert [row["jobs"] for row in result["pipeline"]] == [1, 3]
@@ -51,11 +51,11 @@ def test_bench_measures_all_three_designs_and_writes_json(tmp_path):
     for row in result["pipeline"]:
         assert row["images_per_s"] > 0 and row["latency_p95_s"] >= row["latency_p50_s"] > 0
         assert row["overhead_ms_p50"] > 0 and row["step_ms_p50"] > row["overhead_ms_p50"]
-        assert row["mean_batch_size"] >= 1 and row["forward_passes"] >= 20
+        assert row["mean_batch_size"] >= 1 and row["forward_passes"] >= 12
     three = result["pipeline"][1]
     # 3 jobs (labels 0, 1, 2: all expert 0) submitted together share requests: far fewer forward
-    # passes than the 60 job-steps (a job may run a step or two alone before the others arrive)
-    assert three["forward_passes"] < 30 and three["mean_batch_size"] > 2
+    # passes than the 36 job-steps (a job may run a step or two alone before the others arrive)
+    assert three["forward_passes"] < 18 and three["mean_batch_size"] > 2
     for design in ("limit", "pipeline", "http"):  # two runs per level, the row holds their median
         for row in result[design]:
             runs = row["images_per_s_runs"]

@@ -32,7 +32,7 @@ def test_wan_bench_adds_the_rtt_column_and_the_ratios(tmp_path):
         assert row["latency_over_model"] == pytest.approx(row["latency_p50_s"] / model_s)
     assert "| RTT to expert 1 (ms) |" in stdout and "throughput / 0 ms" in stdout
     assert "RTT 20 ms, 1 job: step p50" in stdout
-    assert set(list_namespaces()) == before  # the link's namespace is gone
+    assert set(list_namespaces()) <= before  # the link's namespace is gone (a dead run's may be cleaned up)
 
 
 def test_wan_table_and_time_lines_from_a_result():
