@@ -156,6 +156,7 @@ def main(args: argparse.Namespace) -> int:
     dataset = _student_data(deployment, args)
     record = d.distilled_from(deployment, str(parsed), tcfg.steps)
     data = {"dataset": dataset.name, "split": dataset.split, "data_sha256": dataset.sha256}
+    space = deployment.sample_space  # the student's: its teachers'
     meta = d.student_meta(
         args.framework,
         args.preset,
@@ -164,7 +165,7 @@ def main(args: argparse.Namespace) -> int:
         record,
         args.device,
         architecture=args.arch,
-        sample_space=deployment.sample_space,
+        sample_space=space,
     )
     check_resume(args.out, meta, args.resume)
     if args.resume:
@@ -177,8 +178,7 @@ def main(args: argparse.Namespace) -> int:
         f"{dataset.name} {dataset.split} -> {args.out}"
     )
     teachers = load_experts(deployment, device=args.teacher_device)
-    ensemble = d.Ensemble(teachers, policy, parsed, null_class=deployment.sample_space.null_class)
-    space = deployment.sample_space  # the student's: its teachers'
+    ensemble = d.Ensemble(teachers, policy, parsed, null_class=space.null_class)
     trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch, space=space)
     batch = d.distill_batch(ensemble, images, labels, tcfg)
     final = train_loop(
@@ -205,7 +205,6 @@ def main(args: argparse.Namespace) -> int:
 
 def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int:
     """--method reflow: pairs (cached, resumable), then the student on them (ddm.ops.reflow)."""
-
     from ddm.ops import distill as d
     from ddm.ops import reflow as r
     from ddm.ops.eval.evaluate import CountingExpert
