@@ -9,11 +9,14 @@ import time
 import numpy as np
 
 from ddm.router.policies import RoutingPolicy, build_policy
+from ddm.schema.autoencoder_card import AutoencoderCard, DecoderInfo, split_latent_name
 from ddm.schema.deployment import Deployment
 from ddm.schema.descriptor import DeploymentDescriptor, ExpertInfo
 from ddm.schema.errors import ConfigError
 from ddm.schema.expert_card import ExpertCard, card_of
+from ddm.schema.sample_space import SampleSpace
 from ddm.schema.strategy import default_strategy
+from ddm.workers.autoencoder.checkpoint import read_card
 from ddm.workers.checkpoint import read_meta
 
 
@@ -50,7 +53,51 @@ def expert_cards(deployment: Deployment) -> dict[int, ExpertCard]:
                 f"{card.sample_space.describe()}, not the deployment's {deployment.sample_space.describe()} "
                 f"({difference}: the expert's first); a deployment's [sample_space] must be its experts'"
             )
+    decoder_card(deployment, cards)
     return cards
+
+
+def decoder_card(
+    deployment: Deployment, cards: dict[int, ExpertCard] | None = None
+) -> AutoencoderCard | None:
+    """The decoder's card of a latent deployment (None without [decoder]), checked: its latent space is
+    the deployment's sample space, and every expert trained on latents was trained on this encoder's.
+    An expert trained on latents in a deployment without a decoder is refused too (its results would
+    never become pictures). ConfigError naming both sides otherwise."""
+    entries = {e.id: e for e in deployment.experts}
+    encoders = {}
+    for k, e in entries.items():
+        card = cards[k] if cards else card_of(read_meta(e.checkpoint), f"{e.checkpoint}/meta.json")
+        latent = split_latent_name(str(card.trained_on.partition.get("dataset", "")))
+        if latent is not None:
+            encoders[k] = latent[1]
+    if deployment.decoder is None:
+        if encoders:
+            k, enc = next(iter(encoders.items()))
+            raise ConfigError(
+                f"{deployment.path}: expert {k} ({entries[k].checkpoint}) was trained on {enc} latents, and "
+                "the deployment has no [decoder] to turn them into pictures (add one: checkpoint = the "
+                "autoencoder folder)"
+            )
+        return None
+    folder = deployment.decoder.checkpoint
+    card = read_card(folder)
+    ours = deployment.sample_space
+    if difference := card.latent_space().describe_difference(  # the latent's shape and range; not classes
+        SampleSpace(ours.shape, ours.value_range, card.pixel_space.num_classes, card.pixel_space.class_names)
+    ):
+        raise ConfigError(
+            f"{deployment.path}: the decoder {folder} reads {card.describe_latent()}, not the deployment's "
+            f"sample space {deployment.sample_space.describe()} ({difference}: the decoder's first)"
+        )
+    for k, enc in encoders.items():
+        if enc != card.encoder_id:
+            raise ConfigError(
+                f"{deployment.path}: expert {k} ({entries[k].checkpoint}) was trained on {enc} latents, but "
+                f"the decoder {folder} is {card.encoder_id}: another latent space (encode with that "
+                "autoencoder, or deploy this expert's)"
+            )
+    return card
 
 
 def deployment_difference(deployment: Deployment, card: ExpertCard) -> str:
@@ -147,4 +194,14 @@ def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> D
         published_at=round(time.time(), 3),
         sampling=deployment.sampling,
         sample_space=deployment.sample_space,
+        decoder=DecoderInfo.of(ae) if (ae := decoder_card(deployment, cards)) is not None else None,
     )
+
+
+def load_decoder(deployment: Deployment, device: str | None = None):
+    """The deployment's decoder in-process (a LoadedAutoencoder), None without one; checked first."""
+    if decoder_card(deployment) is None:
+        return None
+    from ddm.workers.autoencoder.checkpoint import load_autoencoder
+
+    return load_autoencoder(deployment.decoder.checkpoint, device or deployment.decoder.device)

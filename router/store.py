@@ -9,6 +9,8 @@
                              redelivered job resumes from (x at full precision, unlike the float16 frame;
                              C, H, W: the deployment's sample space)
     names.result(id)  string codec.packb(float32 [n,C,H,W]) - the final latents
+    names.result_image(id) string codec.packb(float32 [n,C',H',W']) - a latent deployment's: the final
+                             latents decoded into pixels (by the decoder stage)
     names.jobs_index  zset   job id -> created_at (recent jobs; expired ones trimmed by trim_index)
     names.deployment  string DeploymentDescriptor JSON, EX heartbeat_ttl_s (publish_descriptor)
     names.queue       zset   the jobs not started yet (schema/queue.py): a job leaves it when it starts
@@ -310,12 +312,15 @@ class JobStore:
             cancelled=[steps[int(i)][0].job_id for i in cancelled],
         )
 
-    def finish(self, job_id: str, x: np.ndarray) -> bool:
-        """Store the result, mark done, and let every key of the job expire after job_ttl_s; the lease
-        goes with it. False (nothing written) if another router holds the lease."""
+    def finish(self, job_id: str, x: np.ndarray, image: np.ndarray | None = None) -> bool:
+        """Store the result (and a latent deployment's decoded image), mark done, and let every key of
+        the job expire after job_ttl_s; the lease goes with it. False (nothing written) if another
+        router holds the lease."""
 
         def write(pipe) -> None:
             pipe.set(self.names.result(job_id), jobs.encode_result(x))
+            if image is not None:
+                pipe.set(self.names.result_image(job_id), jobs.encode_result(image))
             pipe.hset(self.names.job(job_id), mapping=jobs.done_fields(time.time()))
             pipe.delete(self.names.state(job_id))  # the result supersedes it
 
@@ -392,5 +397,6 @@ class JobStore:
             self.names.traj(job_id),
             self.names.state(job_id),
             self.names.result(job_id),
+            self.names.result_image(job_id),
         ):
             pipe.expire(key, self.job_ttl_s)

@@ -9,9 +9,10 @@ store finished steps, settle jobs (ack their message).
     job message  -> router/intake.py decides against Redis: refuse a reused id (dead letter), ack an
                     ended job, hold a job another router owns, or take its lease, resolve it with this
                     router's descriptor, resume it from its stored state -> scheduler
-    reply        -> scheduler.on_reply
+    reply        -> scheduler.on_reply (a DecodeReply: the decoder stage, router/decoding.py)
     after every burst of events (pump): scheduler.flush sends every due step, then the finished steps
                     are stored in Redis while the experts compute
+    job done     -> stored as done; a latent deployment's first goes to ddm.decoder for its pixels
     timers       -> sweep (hedges, resends, expert loss); leases; held deliveries asked again; observe
                     each expert (consumers, depth, heartbeats); refresh the descriptor and the index
 
@@ -32,6 +33,7 @@ import uuid
 import pika
 import redis
 
+from ddm.router.decoding import DecodeStage, Decoding
 from ddm.router.deployment_loader import describe, load_policy
 from ddm.router.expert_probe import probe_experts, report_looks
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle, refused_job
@@ -42,6 +44,7 @@ from ddm.router.stats import RouterStats
 from ddm.router.store import JobStore
 from ddm.runtime.consumer import ConsumerRuntime, Session
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis
+from ddm.schema.decode_messages import DecodeReply, DecodeRequest
 from ddm.schema.deployment import Deployment, resolve_deployment
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.messages import JobSpec, JobStatus, VelocityReply, VelocityRequest
@@ -94,6 +97,10 @@ class RouterWorker:
             hedge_max_fraction=settings.hedge_max_fraction,
             describe=lambda k: f"expert {k} (queue {self.names.expert_queue(k)})",
         )
+        # a latent deployment's decoder stage: resent with the experts' timeout, given up after their grace
+        self.decoding = DecodeStage(
+            settings.request_timeout_s, settings.expert_grace_s + settings.request_timeout_s
+        )
         self.stats = RouterStats()
         self.metrics = RouterMetrics(self.worker_id)
         self.metrics.in_flight.set_function(lambda: len(self.scheduler.jobs))
@@ -139,7 +146,9 @@ class RouterWorker:
 
     def attach(self, session: Session) -> None:
         ch = session.channel
-        session.declare(range(self.deployment.num_experts), jobs=True)
+        session.declare(
+            range(self.deployment.num_experts), jobs=True, decoder=self.descriptor.decoder is not None
+        )
         ch.basic_qos(prefetch_count=self.max_jobs)
         # Our own exclusive reply queue: direct reply-to is unsuited to hundreds of replies a second.
         self._reply_queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
@@ -158,10 +167,11 @@ class RouterWorker:
     def detach(self, session: Session, lost: bool) -> int:
         # Unacked job messages go back to the queue when the connection closes; whoever gets them
         # resumes from Redis. Nothing in memory is needed for that.
-        dropped = len(self.scheduler.jobs) + len(self.waiting)
+        decoding = [d.job.job_id for d in self.decoding.clear()]  # resumed at their end by whoever gets them
+        dropped = len(self.scheduler.jobs) + len(self.waiting) + len(decoding)
         try:
             self._store_steps()  # computed steps are valid whatever happened to the broker
-            self.store.release(list(self.scheduler.jobs))  # their redeliveries are free at once
+            self.store.release(list(self.scheduler.jobs) + decoding)  # their redeliveries are free at once
         except redis.RedisError as exc:  # then the jobs resume from their previous stored step
             log.warning("could not store %d finished step(s): %r", len(self._writes), exc)
             self._writes.clear()
@@ -287,6 +297,7 @@ class RouterWorker:
             )
         self.paused = True
         self.waiting.extend(job.tag for job in self.scheduler.jobs.values())
+        self.waiting.extend(d.job.tag for d in self.decoding.clear())
         self.scheduler.reset(uuid.uuid4().hex[:12])  # replies to requests sent so far match nothing
         self._writes.clear()
 
@@ -311,17 +322,21 @@ class RouterWorker:
                 return
 
     def _renew(self) -> None:
-        for job_id in self.store.renew(list(self.scheduler.jobs)):
+        for job_id in self.store.renew(list(self.scheduler.jobs) + self.decoding.job_ids()):
             self._lose(job_id)
 
     def _lose(self, job_id: str) -> None:
         """Another router holds this job's lease now (ours expired): stop running it, hold its delivery."""
-        job = self.scheduler.drop(job_id)
+        decoding = self.decoding.drop(job_id)
+        job = self.scheduler.drop(job_id) or (decoding.job if decoding else None)
         if job is not None:
             log.warning("job %s: lease lost to another router; holding its message", job_id)
             self.waiting.append(job.tag)
 
     def _on_reply(self, ch, method, props, body: bytes) -> None:
+        if props.type == DecodeReply.TYPE:
+            self._on_decoded(body)
+            return
         try:
             reply = VelocityReply.decode(body)
             reply.check_space(self.descriptor.sample_space)  # an expert in another space: not mixed in
@@ -332,6 +347,47 @@ class RouterWorker:
 
     def _sweep(self) -> None:
         self._carry_out(self.scheduler.sweep)
+        resend, failed = self.decoding.sweep(time.monotonic())
+        for entry in resend:
+            log.info("resending the decoding of job %s to %s", entry.job.job_id, self.names.decoder_queue)
+            self._publish_decode(entry)
+        for entry in failed:
+            self._settle_failed(
+                entry.job.job_id,
+                entry.job.tag,
+                f"the decoder (queue {self.names.decoder_queue}) did not answer within "
+                f"{self.decoding.give_up_s:g} s: is a `ddm worker decoder` running?",
+            )
+
+    # ------------------------------------------------------------ the decoder stage (latent deployments)
+
+    def _publish_decode(self, entry: Decoding) -> None:
+        request = DecodeRequest(entry.job.job_id, entry.request_id, entry.job.x.astype("float32"))
+        props = pika.BasicProperties(
+            reply_to=self._reply_queue,
+            correlation_id=entry.request_id,
+            content_type=CONTENT_TYPE,
+            type=DecodeRequest.TYPE,
+            delivery_mode=1,  # transient: a lost request is resent by the sweep
+        )
+        body = request.encode(max_bytes=self.settings.max_message_bytes)
+        self._session.channel.basic_publish("", self.names.decoder_queue, body, props)
+
+    def _on_decoded(self, body: bytes) -> None:
+        try:
+            reply = DecodeReply.decode(body, max_bytes=self.settings.max_message_bytes)
+        except SchemaError as exc:
+            log.warning("dropping an undecodable decoder reply: %s", exc)
+            return
+        entry = self.decoding.answered(reply.request_id)
+        if entry is None:
+            return  # a duplicate (a resent request answered twice) or a job no longer ours
+        try:
+            reply.check_space(self.descriptor.decoder.pixel_space, entry.job.x.shape[0])
+        except SchemaError as exc:  # a decoder of another deployment on this queue: say so, do not store it
+            self._guarded(self._settle_failed)(entry.job.job_id, entry.job.tag, f"the decoder's reply: {exc}")
+            return
+        self._guarded(self._finish)(entry.job, reply.images)
 
     # ------------------------------------------------------------ carrying out the scheduler's word
 
@@ -357,14 +413,21 @@ class RouterWorker:
         self._writes.extend(out.steps)
         for job in out.done:
             self._store_steps()  # the last frame lands before the status says done
-            if not self.store.finish(job.job_id, job.x):
-                self.waiting.append(job.tag)  # another router owns it now
-                continue
-            self._session.channel.basic_ack(job.tag.tag)
-            self.stats.jobs_done += 1
-            self.metrics.jobs.labels(JobStatus.DONE.value).inc()
+            if self.descriptor.decoder is not None:
+                self._publish_decode(self.decoding.start(job, time.monotonic()))  # done when its pixels come
+            else:
+                self._finish(job)
         for job, error in out.failed:
             self._settle_failed(job.job_id, job.tag, error)
+
+    def _finish(self, job, image=None) -> None:
+        """Store a job as done (with a latent deployment's decoded image) and ack its message."""
+        if not self.store.finish(job.job_id, job.x, image):
+            self.waiting.append(job.tag)  # another router owns it now
+            return
+        self._session.channel.basic_ack(job.tag.tag)
+        self.stats.jobs_done += 1
+        self.metrics.jobs.labels(JobStatus.DONE.value).inc()
 
     def _settle_failed(self, job_id: str, delivery: Delivery, error: str) -> None:
         log.warning("job %s failed: %s", job_id, error)

@@ -7,6 +7,7 @@ What each kind must record:
                 existed have none
     router      kind = "router", framework, config (RouterConfig), partition
     classifier  kind = "classifier", framework, dataset
+    autoencoder kind = "autoencoder", framework, config, card (schema/autoencoder_card.py)
 
 Here `framework` is a string and `config` a JSON object; what they may hold is not this module's to
 say. An expert's config is defined by its framework: the registry of expert frameworks
@@ -32,11 +33,12 @@ from ddm.schema.errors import ConfigError, expected
 
 META_FILE = "meta.json"
 META_FORMAT = 1
-KINDS = ("expert", "router", "classifier")
+KINDS = ("expert", "router", "classifier", "autoencoder")
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "expert": ("framework", "config"),
     "router": ("framework", "config", "partition"),
     "classifier": ("framework", "dataset"),
+    "autoencoder": ("framework", "config", "card"),
 }
 
 

@@ -32,6 +32,10 @@
                                  # label (classifier-free guidance) is K, derived.
     If the experts' cards declare a sample space, it must be this one (router/deployment_loader.py).
 
+    [decoder]                    # optional: a latent deployment's autoencoder (schema/autoencoder_card.py);
+    checkpoint = "decoder"       # its latent space must be [sample_space]'s (router/deployment_loader.py),
+    device = "auto"              # and the router asks its queue (ddm.decoder) for a finished job's pixels
+
     [sampling]                   # optional (schema/solver.py)
     solver = "euler"             # what a job that names none gets (default: euler)
     grid = "uniform"             # (default: uniform)
@@ -96,6 +100,12 @@ class RouterEntry:
 
 
 @dataclass(frozen=True)
+class DecoderEntry:
+    checkpoint: Path  # absolute: an autoencoder folder (workers/autoencoder)
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
 class Deployment:
     name: str
     path: Path
@@ -113,6 +123,7 @@ class Deployment:
     # experts' cards too; the legacy top-level class_names are a display choice).
     sample_space: SampleSpace = LEGACY
     declared_space: bool = False
+    decoder: DecoderEntry | None = None  # a latent deployment's: final latents -> pixels
 
     def __post_init__(self) -> None:
         if self.class_names != self.sample_space.class_names:
@@ -145,7 +156,8 @@ class Deployment:
         """A deployment to write at `path`: checkpoints are folders (absolute, or relative to path's
         folder), or (folder, device) or (folder, device, precision) tuples, experts 0..K-1 in order;
         `fields`: name, guidance, strategy, class_names, on_expert_loss, sampling (a [sampling] table as a
-        dict), sample_space (a SampleSpace, or a [sample_space] table as a dict). Checked as from_dict
+        dict), sample_space (a SampleSpace, or a [sample_space] table as a dict), decoder (a [decoder]
+        table as a dict). Checked as from_dict
         checks a file."""
         path = Path(path)
         experts = []
@@ -186,6 +198,9 @@ class Deployment:
         lines += ["", "[router]", f"kind = {json.dumps(self.router.kind)}"]
         if self.router.checkpoint is not None:
             lines.append(f"checkpoint = {json.dumps(rel(self.router.checkpoint))}")
+        if self.decoder is not None:
+            lines += ["", "[decoder]", f"checkpoint = {json.dumps(rel(self.decoder.checkpoint))}"]
+            lines.append(f"device = {json.dumps(self.decoder.device)}")
         if table:
             lines += ["", "[sample_space]"]
             lines += [
@@ -235,11 +250,12 @@ class Deployment:
             "router",
             "sampling",
             "sample_space",
+            "decoder",
         }
         if unknown:
             keys = (
                 "keys name, guidance, strategy, class_names, on_expert_loss, experts, router, sampling, "
-                "sample_space"
+                "sample_space, decoder"
             )
             raise ConfigError(f"{path}: {expected(keys, sorted(unknown))}")
         strategy = data.get("strategy")
@@ -285,7 +301,22 @@ class Deployment:
             sampling=sampling,
             sample_space=space,
             declared_space="sample_space" in data,
+            decoder=_decoder_entry(data.get("decoder"), base, path),
         )
+
+
+def _decoder_entry(table: object, base: Path, path: Path) -> DecoderEntry | None:
+    """The file's [decoder] table: checkpoint (a folder, relative to the file), device."""
+    if table is None:
+        return None
+    if (
+        not isinstance(table, dict)
+        or set(table) - {"checkpoint", "device"}
+        or not isinstance(table.get("checkpoint"), str)
+        or not isinstance(table.get("device", "auto"), str)
+    ):
+        raise ConfigError(f"{path}: {expected('[decoder] with checkpoint (a folder) and device', table)}")
+    return DecoderEntry(base / table["checkpoint"], table.get("device", "auto"))
 
 
 def _legacy_shaped(space: SampleSpace) -> bool:

@@ -12,6 +12,10 @@ descriptor's defaults (resolve), and the router records the values it used in th
      "sample_space" (optional: {"shape", "value_range", "num_classes", "class_names"}, schema/
      sample_space.py; absent: the legacy 1x32x32 in [-1, 1] with 10 classes named by class_names)}
 
+"decoder" (optional, a latent deployment's): {"encoder_id", "pixel_space", "preview"} (schema/
+autoencoder_card.py DecoderInfo): the router asks the decoder queue for a finished job's pixels; the
+web UI draws every step's latents through the linear preview.
+
 Each expert may carry "card" (optional): {"framework", "architecture", "objective", "schedule",
 "time_convention"}, a summary of its checkpoint's card (schema/expert_card.py); absent: unknown.
 class_names always equals sample_space's class names (kept for readers before sample spaces).
@@ -25,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .autoencoder_card import DecoderInfo
 from .errors import SchemaError, expected
 from .flow import NULL_CLASS
 from .messages import (
@@ -186,6 +191,7 @@ class DeploymentDescriptor:
     # What one sample is. None (a descriptor before sample spaces, or built without one): the legacy
     # space named by class_names, filled in here, so it is never None once built.
     sample_space: SampleSpace | None = None
+    decoder: DecoderInfo | None = None  # a latent deployment's decoder; None: the samples are pixels
 
     def __post_init__(self) -> None:
         if self.sample_space is None:
@@ -222,6 +228,13 @@ class DeploymentDescriptor:
             )
         for e in self.experts:
             e.check_space(self.sample_space)
+        if self.decoder is not None and self.decoder.preview.channels != self.sample_space.shape[0]:
+            raise SchemaError(
+                expected(
+                    f"a decoder preview reading {self.sample_space.shape[0]} channels",
+                    self.decoder.preview.channels,
+                )
+            )
         check_worker_id(self.router_id)
         if self.default_on_expert_loss not in EXPERT_LOSS_POLICIES:
             raise SchemaError(
@@ -229,6 +242,15 @@ class DeploymentDescriptor:
                     f"default_on_expert_loss in {list(EXPERT_LOSS_POLICIES)}", self.default_on_expert_loss
                 )
             )
+
+    @property
+    def image_space(self) -> SampleSpace:
+        """What a finished job's images are: the decoder's pixels (shape and range) on a latent
+        deployment, with this deployment's classes; else the sample space itself."""
+        if self.decoder is None:
+            return self.sample_space
+        pixels, ours = self.decoder.pixel_space, self.sample_space
+        return SampleSpace(pixels.shape, pixels.value_range, ours.num_classes, ours.class_names)
 
     @property
     def labels(self) -> tuple[int, ...]:
@@ -330,6 +352,10 @@ class DeploymentDescriptor:
         d["strategies"], d["class_names"] = list(self.strategies), list(self.class_names)
         d["sampling"] = self.sampling.to_dict()
         d["sample_space"] = self.sample_space.to_dict()
+        if self.decoder is None:
+            del d["decoder"]  # what a router before decoders wrote
+        else:
+            d["decoder"] = self.decoder.to_dict()
         return d
 
     def encode(self) -> bytes:
@@ -342,7 +368,7 @@ class DeploymentDescriptor:
             d = json.loads(data)
         except (TypeError, ValueError, RecursionError) as exc:
             raise SchemaError(expected("a deployment descriptor as JSON", data)) from exc
-        d = _exact_keys("deployment descriptor", d, cls, optional=("sampling", "sample_space"))
+        d = _exact_keys("deployment descriptor", d, cls, optional=("sampling", "sample_space", "decoder"))
         for key in ("strategies", "class_names", "experts"):
             if not isinstance(d[key], list):
                 raise SchemaError(expected(f"descriptor {key} as a list", d[key]))
@@ -351,6 +377,8 @@ class DeploymentDescriptor:
             d["sampling"] = SamplingOffer.from_dict(d["sampling"])
         if "sample_space" in d:
             d["sample_space"] = SampleSpace.from_dict(d["sample_space"], "descriptor sample_space")
+        if "decoder" in d:
+            d["decoder"] = DecoderInfo.from_dict(d["decoder"], "descriptor decoder")
         d["strategies"], d["class_names"] = tuple(d["strategies"]), tuple(d["class_names"])
         return cls(**d)
 

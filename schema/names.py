@@ -64,6 +64,12 @@ class Names:
         return f"{self.expert_queue(expert_id)}.replica.{check_worker_id(worker_id)}"
 
     @property
+    def decoder_queue(self) -> str:
+        """Durable queue of DecodeRequests (schema/decode_messages.py): a latent deployment's final
+        latents, to whichever decoder replica takes them."""
+        return f"{self.prefix}ddm.decoder"
+
+    @property
     def dead_letter_exchange(self) -> str:
         return f"{self.prefix}ddm.dlx"
 
@@ -90,8 +96,12 @@ class Names:
         return f"{self.prefix}ddm:lease:{check_job_id(job_id)}"
 
     def result(self, job_id: str) -> str:
-        """Final samples of a finished job."""
+        """Final samples of a finished job (a latent deployment's: its latents)."""
         return f"{self.prefix}ddm:result:{check_job_id(job_id)}"
+
+    def result_image(self, job_id: str) -> str:
+        """A latent deployment's finished job: its final latents decoded into pixels."""
+        return f"{self.prefix}ddm:image:{check_job_id(job_id)}"
 
     def worker(self, worker_id: str) -> str:
         """Heartbeat key of one worker (expires after heartbeat_ttl_s)."""

@@ -108,16 +108,24 @@ class KMeansModel:
     centroids: np.ndarray
     fine: int
     seed: int
+    # what the PCA reads (pca_input's words by default); and the dataset whose rows it reads when that
+    # is not the manifest's own: a latent dataset "<dataset>~<encoder_id>" of the same split (k-means on
+    # learned features), or the pixel dataset of a latent one (k-means on pixels). "" = the manifest's.
+    input: str = ""
+    source: str = ""
 
     def to_json(self) -> dict:
+        features = {
+            "kind": "pca",
+            "input": self.input or pca_input(int(self.mean.shape[0])),
+            "dims": int(self.components.shape[0]),
+            "mean": self.mean.tolist(),
+            "components": self.components.tolist(),
+        }
+        if self.source:  # absent otherwise: every manifest before sources keeps its bytes and id
+            features["source"] = self.source
         return {
-            "features": {
-                "kind": "pca",
-                "input": pca_input(int(self.mean.shape[0])),
-                "dims": int(self.components.shape[0]),
-                "mean": self.mean.tolist(),
-                "components": self.components.tolist(),
-            },
+            "features": features,
             "fine": self.fine,
             "seed": self.seed,
             "assign_rule": ASSIGN_RULE,
@@ -140,6 +148,8 @@ class KMeansModel:
                 centroids=np.asarray(d["centroids"], dtype=np.float64),
                 fine=int(d["fine"]),
                 seed=int(d["seed"]),
+                input=str(feat.get("input", "")),
+                source=str(feat.get("source", "")),
             )
         except ConfigError:
             raise

@@ -72,6 +72,7 @@ class UIState:
             backlog_bytes=config.viewer_backlog_kb * 1024,
             stall_s=config.viewer_stall_s,
             value_range=self.monitor.value_range,
+            preview=self.monitor.preview,
         )
         self.clients = 0  # connected Socket.IO clients
         self._lock = threading.Lock()

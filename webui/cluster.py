@@ -18,6 +18,7 @@ from typing import Any
 from ddm.runtime.heartbeat import read_live_workers
 from ddm.runtime.queue_probe import QueueProbe
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
+from ddm.schema.autoencoder_card import DecoderInfo
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.schema.heartbeat import WorkerHeartbeat
@@ -44,7 +45,8 @@ class ClusterMonitor:
         self._skipped: set[str] = set()  # worker ids whose malformed heartbeat was logged
         self._lock = threading.Lock()
         self._cached: tuple[float, dict] | None = None
-        self._space: tuple[float, object | None] = (-SPACE_MAX_AGE_S, None)  # (read at, SampleSpace)
+        # (read at, the descriptor or None): what frames and results are drawn with
+        self._drawn: tuple[float, DeploymentDescriptor | None] = (-SPACE_MAX_AGE_S, None)
 
     def live_workers(self) -> dict[str, WorkerHeartbeat]:
         return read_live_workers(self.client.redis, self.names, self._skipped)
@@ -63,23 +65,37 @@ class ClusterMonitor:
             raise SubmitError(
                 "unavailable", f"the published deployment descriptor is malformed: {exc}"
             ) from None
-        self._space = (time.monotonic(), getattr(descriptor, "sample_space", None))
+        self._drawn = (time.monotonic(), descriptor)
         return descriptor
 
-    def value_range(self, shape: tuple[int, ...]) -> tuple[float, float]:
-        """The value range frames of latent `shape` ([C, H, W]) are drawn from: the serving deployment's
-        sample space's where its shape is that one (read with the descriptor at most SPACE_MAX_AGE_S
-        ago), else [-1, 1] (a job of a deployment served before, or no router serving now)."""
-        read_at, space = self._space
+    def _drawing_descriptor(self) -> DeploymentDescriptor | None:
+        """The serving descriptor read at most SPACE_MAX_AGE_S ago, None when no router serves."""
+        read_at, descriptor = self._drawn
         if time.monotonic() - read_at > SPACE_MAX_AGE_S:
             try:
                 self.deployment()
             except Exception:  # noqa: BLE001 - no descriptor to read: frames are still drawn, from [-1, 1]
-                self._space = (time.monotonic(), None)
-            read_at, space = self._space
-        if space is not None and tuple(space.shape) == tuple(shape):
-            return space.value_range
+                self._drawn = (time.monotonic(), None)
+            read_at, descriptor = self._drawn
+        return descriptor
+
+    def value_range(self, shape: tuple[int, ...]) -> tuple[float, float]:
+        """The value range images of `shape` ([C, H, W]) are drawn from: the serving deployment's sample
+        space's (or its decoder's pixels') where its shape is that one, else [-1, 1] (a job of a
+        deployment served before, or no router serving now)."""
+        descriptor = self._drawing_descriptor()
+        for space in (descriptor.sample_space, descriptor.image_space) if descriptor else ():
+            if tuple(space.shape) == tuple(shape):
+                return space.value_range
         return DEFAULT_RANGE
+
+    def preview(self, shape: tuple[int, ...]) -> DecoderInfo | None:
+        """The serving latent deployment's decoder (its linear preview) for frames of latent `shape`;
+        None for a pixel deployment, another shape or no router serving."""
+        descriptor = self._drawing_descriptor()
+        if descriptor is None or descriptor.decoder is None or descriptor.sample_space.shape != tuple(shape):
+            return None
+        return descriptor.decoder
 
     def deployment_view(self) -> dict[str, Any]:
         """{"deployment": the descriptor for the page, or None, "deployment_error": why not, or None}."""

@@ -127,6 +127,15 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
     # one sample's shape, value range and classes (the page sizes its tiles by it), and in words
     d["sample_space"] = space.to_dict() if space is not None else None
     d["sample_text"] = space.describe() if space is not None else None
+    # what the page draws: a latent deployment's frames through its preview, its result decoded, both at
+    # the decoder's pixel size; any other deployment's samples as they are
+    image = descriptor.image_space
+    d["image_shape"] = list(image.shape)
+    d["latent_text"] = (
+        f"latents {space.describe()} ({descriptor.decoder.encoder_id}), decoded to {image.describe()}"
+        if descriptor.decoder is not None and space is not None
+        else None
+    )
     d["null_label"] = null_label(descriptor)  # a job label: an unconditional image, shown as d["null_name"]
     d["null_name"] = UNCONDITIONAL
     # what a job with unconditional images gets when it names no strategy (the CLI's rule, one home:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ddm.schema.autoencoder_card import DecoderInfo
 from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import Frame, JobStatus
 from ddm.schema.queue import QueuePosition
@@ -23,21 +24,27 @@ from ddm.webui.pixels import DEFAULT_RANGE, to_pixels
 WEIGHT_DECIMALS = 3
 
 
-def frame_payload(frame: Frame, value_range: tuple[float, float] = DEFAULT_RANGE) -> dict[str, Any]:
-    """Frame -> {"job_id", "step", "t", "n", "shape" ([C, H, W] of one latent), "channels" (1: the
+def frame_payload(
+    frame: Frame, value_range: tuple[float, float] = DEFAULT_RANGE, decoder: DecoderInfo | None = None
+) -> dict[str, Any]:
+    """Frame -> {"job_id", "step", "t", "n", "shape" ([C, H, W] of what is drawn), "channels" (1: the
     pixels are greyscale, 3: RGB), "pixels" (base64 uint8 [n, H, W] or [n, H, W, 3]: to_pixels, the
     latent mapped from `value_range`, the sample space's), "experts", "missing" (experts left out: no
     live worker), "weights" ([n][K], rounded), "served" ([n] lists of the experts that computed each
     image's velocity: weight > 0 before rounding, so a weight shown as 0.000 may still have been
-    served), "latency_ms", "compute_ms"}."""
-    pixels, channels = to_pixels(frame.x, value_range)
+    served), "latency_ms", "compute_ms", "preview" (true: a latent deployment's frame, drawn through its
+    decoder's linear latent -> RGB map at the pixels' size; the decoded image comes with the result)}."""
+    x = frame.x
+    if decoder is not None:
+        x = decoder.preview.apply(frame.x, decoder.upscale(tuple(frame.x.shape[1:])))
+    pixels, channels = to_pixels(x, value_range)
     chosen = frame.weights > 0  # [n, K]
     return {
         "job_id": frame.job_id,
         "step": frame.step,
         "t": round(frame.t, 6),
         "n": int(frame.x.shape[0]),
-        "shape": [int(d) for d in frame.x.shape[1:]],
+        "shape": [int(d) for d in x.shape[1:]],
         "channels": channels,
         "pixels": base64.b64encode(pixels.tobytes()).decode("ascii"),
         "experts": list(frame.experts),
@@ -46,6 +53,7 @@ def frame_payload(frame: Frame, value_range: tuple[float, float] = DEFAULT_RANGE
         "served": [[k for k in frame.experts if row[k]] for row in chosen],
         "latency_ms": round(frame.latency_ms, 2),
         "compute_ms": round(frame.compute_ms, 2),
+        "preview": decoder is not None,
     }
 
 

@@ -11,6 +11,8 @@ POST /api/jobs                      submit {"labels", "n_per_label", "steps", "s
 GET  /api/jobs/<id>                 one job's status
 POST /api/jobs/<id>/cancel          stop it at its next step (the token a submit needs, when set)
 GET  /api/jobs/<id>/result.png      the final images as one PNG grid (?download=1: as an attachment)
+GET  /api/jobs/<id>/result.pixels   the final images as a frame's pixels ({"n", "shape", "channels",
+                                   "pixels"}): a latent deployment's decoded image replaces the previews
 GET  /healthz                       200 when Redis answers
 """
 
@@ -173,6 +175,30 @@ def _register_jobs(app: Flask, state) -> None:
         resp = Response(png, mimetype="image/png")
         disposition = "attachment" if request.args.get("download") == "1" else "inline"
         resp.headers["Content-Disposition"] = f'{disposition}; filename="ddm-{job_id}.png"'
+        resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
+        return resp
+
+    @app.get("/api/jobs/<job_id>/result.pixels")
+    def result_pixels(job_id: str):
+        import base64
+
+        from ddm.webui.pixels import to_pixels
+
+        status, err = _job(job_id)
+        if err:
+            return err
+        x = state.client.stored_result(status)
+        if x is None:
+            return _error("not_ready", f"job {job_id} has no result yet (status {status.status.value})", 404)
+        pixels, channels = to_pixels(x, state.monitor.value_range(tuple(x.shape[1:])))
+        resp = jsonify(
+            {
+                "n": int(x.shape[0]),
+                "shape": [int(d) for d in x.shape[1:]],
+                "channels": channels,
+                "pixels": base64.b64encode(pixels.tobytes()).decode("ascii"),
+            }
+        )
         resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
         return resp
 

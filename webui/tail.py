@@ -73,11 +73,14 @@ class TailHub:
         stall_s: float,
         block_ms: int = BLOCK_MS,
         value_range=None,
+        preview=None,
     ):
         """value_range: shape [C, H, W] -> (lo, hi) the sample space maps to black..white
-        (ClusterMonitor.value_range; default [-1, 1])."""
+        (ClusterMonitor.value_range; default [-1, 1]); preview: shape -> a latent deployment's
+        DecoderInfo or None (ClusterMonitor.preview; default: frames are drawn as they are)."""
         self.socketio = socketio
         self.value_range = value_range or (lambda shape: DEFAULT_RANGE)
+        self.preview = preview or (lambda shape: None)
         self.client = client  # webui.redis_pool.UIClient: status() and the UI's shared Redis pool
         self.names = client.names
         self.max_bytes = client.settings.max_message_bytes
@@ -209,8 +212,13 @@ class TailHub:
             return None
 
     def frame_payload(self, frame: Frame) -> dict[str, Any]:
-        """What the browser gets of a frame: its pixels drawn from the sample space's value range."""
-        return frame_payload(frame, self.value_range(tuple(frame.x.shape[1:])))
+        """What the browser gets of a frame: its pixels drawn from the sample space's value range, or a
+        latent deployment's linear preview of its latents."""
+        shape = tuple(frame.x.shape[1:])
+        decoder = self.preview(shape)
+        if decoder is not None:
+            return frame_payload(frame, decoder.pixel_space.value_range, decoder)
+        return frame_payload(frame, self.value_range(shape))
 
     def drop(self, viewer: Viewer, why: str) -> None:
         """Disconnect a viewer that stopped reading (no lock held: the disconnect handler unwatches)."""

@@ -8,8 +8,9 @@ from ddm.runtime.metrics import BATCH_BUCKETS, FAST_BUCKETS, WorkerMetrics
 
 
 class ExpertMetrics(WorkerMetrics):
-    def __init__(self, expert_id: int, worker_id: str):
-        super().__init__("expert", worker_id)
+    def __init__(self, expert_id: int | str, worker_id: str, role: str = "expert"):
+        """role "decoder": a latent deployment's decoder worker, its series labelled expert="decoder"."""
+        super().__init__(role, worker_id)
         r, labels = self.registry, ["expert"]
         self._requests = Counter("ddm_expert_requests", "Velocity requests answered", labels, registry=r)
         self._batch = Histogram(

@@ -60,10 +60,13 @@ class AsyncClient:
         return await asyncio.to_thread(self.client.wait, job_id, timeout)
 
     async def result(
-        self, job_id: str, timeout: float | None = None, *, on_degraded: str = "warn"
+        self, job_id: str, timeout: float | None = None, *, on_degraded: str = "warn", latent: bool = False
     ) -> np.ndarray:
-        """Client.result: the final latents float32 [n, *sample_shape]; raises as Client.result does."""
-        return await asyncio.to_thread(self.client.result, job_id, timeout, on_degraded=on_degraded)
+        """Client.result: the images float32 [n, C, H, W] (a latent deployment's decoded, unless
+        `latent`); raises as Client.result does."""
+        return await asyncio.to_thread(
+            self.client.result, job_id, timeout, on_degraded=on_degraded, latent=latent
+        )
 
     async def cancel(self, job_id: str) -> JobHash:
         return await asyncio.to_thread(self.client.cancel, job_id)

@@ -330,9 +330,12 @@ class Client(JobFollowing, JobListing, QueueReading):
         return self.status(job_id)
 
     @redis_errors
-    def result(self, job_id: str, timeout: float | None = None, *, on_degraded: str = "warn") -> np.ndarray:
-        """Wait for the job and return its final latents float32 [n, C, H, W] (the deployment's sample
-        space; about its value range, [-1, 1] for MNIST's 1x32x32).
+    def result(
+        self, job_id: str, timeout: float | None = None, *, on_degraded: str = "warn", latent: bool = False
+    ) -> np.ndarray:
+        """Wait for the job and return its images float32 [n, C, H, W]: the final samples of the
+        deployment's sample space (about its value range, [-1, 1] for MNIST's 1x32x32), or for a latent
+        deployment (one with a decoder) the decoded pixels; latent=True: the final latents themselves.
 
         on_degraded: what a degraded result does (some steps ran without an expert that had no live
         worker, a job with on_expert_loss="degrade"): "warn" (a DegradedResultWarning naming the experts
@@ -347,7 +350,7 @@ class Client(JobFollowing, JobListing, QueueReading):
             raise JobFailedError(job_id, st.error or "")
         if st.status is JobStatus.CANCELLED:
             raise JobCancelledError(job_id, st.step, st.steps, st.error)
-        images = self.stored_result(st)
+        images = self.stored_result(st, latent=latent)
         if images is None:
             raise JobNotFoundError(
                 f"job {job_id} is done but {self.names.result(job_id)} is gone (expired after "
@@ -364,11 +367,15 @@ class Client(JobFollowing, JobListing, QueueReading):
         return images
 
     @redis_errors
-    def stored_result(self, status: JobHash) -> np.ndarray | None:
-        """The job's final latents float32 [n, C, H, W] as stored now, without waiting; None when
-        there are none (not done yet, failed, cancelled, or expired). The shape is the result's own (a
-        router serving the job may be gone): check it against a descriptor's sample space if need be."""
-        data = self.redis.get(self.names.result(status.job_id))
+    def stored_result(self, status: JobHash, *, latent: bool = False) -> np.ndarray | None:
+        """The job's images float32 [n, C, H, W] as stored now, without waiting (a latent deployment's:
+        decoded, unless `latent`); None when there are none (not done yet, failed, cancelled, or
+        expired). The shape is the result's own (a router serving the job may be gone): check it against
+        a descriptor's sample space if need be."""
+        keys = [self.names.result(status.job_id)]
+        if not latent:  # a latent deployment's job also has its pixels; any other's result is its pixels
+            keys.insert(0, self.names.result_image(status.job_id))
+        data = next((d for d in self.redis.mget(keys) if d is not None), None)
         if data is None:
             return None
         return decode_result(status.job_id, data, status.n, max_bytes=self.settings.max_message_bytes)

@@ -160,9 +160,11 @@ def declare_topology(
     *,
     jobs: bool = True,
     queue_type: str | None = None,
+    decoder: bool = False,
 ) -> None:
-    """Declare the dead-letter exchange/queue, ddm.jobs (unless jobs=False) and the given expert queues
-    (idempotent). Expert workers pass jobs=False: declaring needs the configure permission, and an
+    """Declare the dead-letter exchange/queue, ddm.jobs (unless jobs=False), the given expert queues and
+    with decoder=True ddm.decoder (idempotent). Expert workers pass jobs=False: declaring needs the
+    configure permission, and an
     expert's broker user has none on ddm.jobs (docs/DEPLOY.md).
 
     queue_type: 'classic' or 'quorum' (None: DDM_QUEUE_TYPE). A queue that exists with another type or
@@ -180,6 +182,8 @@ def declare_topology(
     for k in expert_ids:
         args = expert_queue_arguments(names, queue_type)
         _declare_queue(channel, names.expert_queue(k), args, queue_type)
+    if decoder:  # an expert queue's twin: its requests are pure functions too (the same delivery limit)
+        _declare_queue(channel, names.decoder_queue, expert_queue_arguments(names, queue_type), queue_type)
 
 
 def _declare_queue(channel, queue: str, arguments: dict, queue_type: str) -> None:

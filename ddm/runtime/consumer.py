@@ -108,9 +108,14 @@ class Session:
     def open(self) -> bool:
         return self.conn.is_open and self.runtime.session is self
 
-    def declare(self, expert_ids: Iterable[int] = (), *, jobs: bool) -> None:
+    def declare(self, expert_ids: Iterable[int] = (), *, jobs: bool, decoder: bool = False) -> None:
         declare_topology(
-            self.channel, self.names, expert_ids, jobs=jobs, queue_type=self.runtime.settings.queue_type
+            self.channel,
+            self.names,
+            expert_ids,
+            jobs=jobs,
+            queue_type=self.runtime.settings.queue_type,
+            decoder=decoder,
         )
 
     def consume(self, queue: str, callback: Callable, *, auto_ack: bool = False) -> str:

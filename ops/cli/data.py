@@ -1,5 +1,6 @@
-"""`ddm data fetch|info|preview`: download the official dataset files (or render the emoji), describe a
-split, or draw a grid of a split's images per class."""
+"""`ddm data fetch|info|encode|preview`: download the official dataset files (or render the emoji),
+describe a split, encode it into latents (ddm.ops.data.latents), or draw a grid of a split's images
+per class."""
 
 from __future__ import annotations
 
@@ -31,6 +32,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     info.add_argument("--split", default="test", help="e.g. test, train, 'test[:8000]' (default: test)")
     info.add_argument("--data-dir", help="data directory (default: $DDM_DATA_DIR, else ./data)")
 
+    encode = sub.add_parser(
+        "encode",
+        help="encode a dataset's splits once with an autoencoder (`ddm train autoencoder`) into "
+        "DATA_DIR/latents/<dataset>~<encoder_id>: a latent dataset for partition and training",
+    )
+    encode.add_argument("dataset", choices=names)
+    encode.add_argument("--autoencoder", required=True, help="autoencoder checkpoint folder")
+    encode.add_argument("--split", nargs="+", choices=SPLITS, default=list(SPLITS), help="splits to encode")
+    encode.add_argument("--data-dir", help="data directory (default: $DDM_DATA_DIR, else ./data)")
+
     preview = sub.add_parser("preview", help="write a PNG grid of a split: one row per class")
     preview.add_argument("dataset", choices=names)
     preview.add_argument("--split", default="train", help="e.g. train, test (default: train)")
@@ -46,6 +57,8 @@ def main(args: argparse.Namespace) -> int:
     from ddm.ops.data.splits import parse_split
 
     rendered = DATASETS[args.dataset].source == "render"
+    if args.data_command == "encode":
+        return _encode(args)
     if args.data_command == "fetch":
         if rendered:
             return _render(args)
@@ -73,6 +86,18 @@ def main(args: argparse.Namespace) -> int:
     width = max(len(c) for c in ds.classes)
     for label, (name, n) in enumerate(zip(ds.classes, counts, strict=True)):
         print(f"  {label:>2} {name:<{width}} {n:>6} {100 * n / max(len(ds), 1):5.1f}%")
+    return 0
+
+
+def _encode(args: argparse.Namespace) -> int:
+    """`ddm data encode`: every split at hand through the encoder, then the latent dataset's name."""
+    from ddm.ops.data.latents import encode_dataset
+    from ddm.workers.autoencoder.checkpoint import load_autoencoder
+
+    ae = load_autoencoder(args.autoencoder)
+    print(f"encoding {args.dataset} with {ae.card.describe_latent()} ({args.autoencoder})")
+    record = encode_dataset(args.dataset, ae, tuple(args.split), args.data_dir)
+    print(f"latent dataset {record['name']} (npz sha256 {record['npz_sha256'][:16]}): use it as --dataset")
     return 0
 
 

@@ -1,5 +1,5 @@
-"""`ddm deployment write OUT.toml --expert FOLDER[:DEVICE] ... [--router KIND[:FOLDER]] ...`: write a
-deployment file with the one writer (schema/deployment.py Deployment.write), for scripts."""
+"""`ddm deployment write OUT.toml --expert FOLDER[:DEVICE] ... [--router KIND[:FOLDER]] [--decoder
+FOLDER]`: write a deployment file with the one writer (schema/deployment.py Deployment.write), for scripts."""
 
 from __future__ import annotations
 
@@ -33,6 +33,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="KIND[:FOLDER]",
         help=f"KIND in {list(ROUTER_KINDS)}; learned:FOLDER",
     )
+    write.add_argument(
+        "--decoder",
+        default=None,
+        metavar="FOLDER[:DEVICE]",
+        help="a latent deployment's autoencoder (`ddm train autoencoder`): turns final latents into pixels",
+    )
     write.add_argument("--name", default=None, help="default: the file's folder name")
     write.add_argument("--guidance", type=float, default=None)
     write.add_argument("--strategy", default=None)
@@ -55,6 +61,9 @@ def main(args: argparse.Namespace) -> int:
         "on_expert_loss": args.on_expert_loss,
     }
     given = {key: value for key, value in fields.items() if value is not None}
+    if args.decoder:
+        folder, _, device = args.decoder.partition(":")
+        given["decoder"] = {"checkpoint": folder, "device": device or "auto"}
     space = expert_space(Path(args.out).parent, experts[0])
     if space != LEGACY:  # declared from the experts' cards; `ddm up` refuses experts that differ
         given["sample_space"] = space

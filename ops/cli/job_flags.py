@@ -139,15 +139,17 @@ def _label(text: str, space: SampleSpace = LEGACY) -> int:
         raise
 
 
-def live_space(client) -> SampleSpace:
+def live_space(client, images: bool = False) -> SampleSpace:
     """The serving deployment's sample space (its descriptor), or LEGACY when no router serves (a job
-    then waits in the queue unchecked: --no-check)."""
+    then waits in the queue unchecked: --no-check). images: the space of its finished images (a latent
+    deployment's decoder pixels)."""
     from ddm.client.errors import NoDeploymentError
 
     try:
-        return client.deployment().sample_space
+        descriptor = client.deployment()
     except NoDeploymentError:
         return LEGACY
+    return descriptor.image_space if images else descriptor.sample_space
 
 
 def job_spec(args: argparse.Namespace, labels: list[int], **more) -> JobSpec:

@@ -15,7 +15,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("job", help="job id (as printed by `ddm submit`)")
     parser.add_argument("--out", type=Path, default=None, help="save a PNG grid of the images")
-    parser.add_argument("--npy", type=Path, default=None, help="save the latents float32 [n,1,32,32]")
+    parser.add_argument("--npy", type=Path, default=None, help="save the images float32 [n, C, H, W]")
+    parser.add_argument(
+        "--latent",
+        action="store_true",
+        help="a latent deployment's job: the final latents, not the decoded pixels (the default)",
+    )
     parser.add_argument(
         "--timeout", type=float, default=0.0, help="seconds to wait for a job still queued or running"
     )
@@ -33,9 +38,9 @@ def main(args: argparse.Namespace) -> int:
     from ddm.webui.payloads import grid_cols  # the web UI's download has the same layout
 
     with Client() as client:
-        x = client.result(args.job, timeout=args.timeout)
+        x = client.result(args.job, timeout=args.timeout, latent=args.latent)
         st = client.status(args.job)
-        space = live_space(client)  # the legacy space where no router serves now
+        space = live_space(client, images=not args.latent)  # the legacy space where no router serves now
     saved = {}
     if args.out:
         cols = grid_cols(st.labels or [0])

@@ -32,7 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="PNG grid (default: samples.png in the working folder; the absolute path is printed)",
     )
     parser.add_argument(
-        "--npy", type=Path, default=None, help="also save the final latents float32 [n,1,32,32]"
+        "--npy",
+        type=Path,
+        default=None,
+        help="also save the images float32 [n, C, H, W] (a latent deployment's: decoded)",
     )
     parser.add_argument("--json", action="store_true", help="print what was sampled and saved as JSON")
 
@@ -41,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ddm.client.images import save_grid
-    from ddm.router.deployment_loader import describe, load_experts, load_policy
+    from ddm.router.deployment_loader import describe, load_decoder, load_experts, load_policy
     from ddm.router.sampler import sample_local
     from ddm.schema.deployment import Deployment
 
@@ -56,6 +59,7 @@ def main(args: argparse.Namespace) -> int:
     spec = job.spec
     t0 = time.perf_counter()
     experts = load_experts(deployment, device=args.device)
+    decoder = load_decoder(deployment, device=args.device)  # a latent deployment's: as the pipeline's stage
     load_s = time.perf_counter() - t0
     fns = {k: e.velocity for k, e in experts.items()}
     used = np.zeros(deployment.num_experts, np.int64)
@@ -69,9 +73,12 @@ def main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     x = sample_local(fns, policy, job, on_step=on_step)
     bar.close()
+    value_range = deployment.sample_space.value_range
+    if decoder is not None:  # the final latents to pixels, as the decoder worker does for the pipeline
+        x, value_range = decoder.decode(x), decoder.card.pixel_space.value_range
     sample_s = time.perf_counter() - t0
     # absolute: a relative --out (samples.png by default) lands in the working folder, which says nothing
-    saved = [save_grid(x, args.out, cols=cols, value_range=deployment.sample_space.value_range).resolve()]
+    saved = [save_grid(x, args.out, cols=cols, value_range=value_range).resolve()]
     if args.npy:
         args.npy.parent.mkdir(parents=True, exist_ok=True)
         np.save(args.npy, x)

@@ -1,5 +1,6 @@
-"""`ddm train expert|router|classifier`: one expert alone on one cluster of a partition manifest, the
-learned router on the manifest, or the evaluation classifier. The work is done in workers/, router/
+"""`ddm train expert|router|classifier|autoencoder`: one expert alone on one cluster of a partition
+manifest, the learned router on the manifest, the evaluation classifier, or a latent deployment's
+autoencoder (ops/cli/train_autoencoder.py). The work is done in workers/, router/
 and ops/eval/."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ddm.ops.cli.train_autoencoder import configure as configure_autoencoder
 from ddm.schema.expert_card import OBJECTIVES, SCHEDULES, TIME_CONVENTIONS
 from ddm.workers.architectures import DEFAULT_ARCHITECTURE, architecture_names, preset_names
 from ddm.workers.frameworks import framework_names
@@ -87,6 +89,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--out", required=True, type=Path)
     r.add_argument("--no-progress", action="store_true")
 
+    configure_autoencoder(sub)
+
     c = sub.add_parser(
         "classifier",
         help="train the evaluation classifier (class accuracy and FD features for `ddm eval`)",
@@ -114,6 +118,10 @@ def main(args: argparse.Namespace) -> int:
         return train_router_command(args)
     if args.what == "classifier":
         return train_classifier_command(args)
+    if args.what == "autoencoder":
+        from ddm.ops.cli.train_autoencoder import main as train_autoencoder_command
+
+        return train_autoencoder_command(args)
     return train_expert_command(args)
 
 
@@ -132,7 +140,7 @@ def train_expert_command(args: argparse.Namespace) -> int:
     idx = manifest.indices(args.expert)
     label_counts = manifest.clusters[args.expert].label_counts
     tcfg = train_config(args)  # refuses an unknown objective, schedule or time convention
-    space = dataset_space(dataset)
+    space = dataset.sample_space  # a latent dataset's is its latents'
     meta = expert_meta(
         args.framework,
         args.preset,
@@ -229,17 +237,6 @@ def train_classifier_command(args: argparse.Namespace) -> int:
         f"({final['wall_time_s']} s) -> {args.out}"
     )
     return 0
-
-
-def dataset_space(dataset):
-    """The sample space an expert trained on `dataset` declares in its card: the shape of its model
-    input, its class names."""
-    from ddm.schema.sample_space import SampleSpace
-
-    classes = tuple(dataset.classes)
-    return SampleSpace(
-        tuple(dataset.as_model_input().shape[1:]), num_classes=len(classes), class_names=classes
-    )
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:

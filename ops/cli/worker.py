@@ -1,4 +1,4 @@
-"""`ddm worker expert|router`: the long-running processes of the pipeline."""
+"""`ddm worker expert|router|decoder`: the long-running processes of the pipeline."""
 
 from __future__ import annotations
 
@@ -39,6 +39,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--max-jobs", type=int, default=64, help="jobs in flight at once (the jobs prefetch)")
     r.add_argument("--worker-id", default=None, help="id in job hashes and logs (default: host-pid)")
     _add_common(r)
+    d = sub.add_parser(
+        "decoder",
+        help="serve a latent deployment's decoder: consume ddm.decoder, reply with pixels",
+        description="Consume a latent deployment's finished latents from ddm.decoder, decode them with the "
+        "deployment's [decoder] autoencoder and reply with the pixels.",
+    )
+    add_deployment_flag(d)
+    d.add_argument("--device", default=None, help="override the deployment's decoder device (cpu, cuda)")
+    d.add_argument("--worker-id", default=None, help="heartbeat id (default: decoder-host-pid)")
+    _add_common(d)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +66,8 @@ def main(args: argparse.Namespace) -> int:
     configure_logging("ddm worker")  # DDM_LOG_LEVEL, DDM_LOG_FORMAT
     if args.role == "expert":
         from ddm.workers.worker import run_from_args
+    elif args.role == "decoder":
+        from ddm.workers.decoder_worker import run_from_args
     else:
         from ddm.router.worker import run_from_args
     return int(run_from_args(args) or 0)

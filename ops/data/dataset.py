@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,9 +15,13 @@ from ddm.ops.data.catalog import DATASETS, DataFile, get_spec
 from ddm.ops.data.files import find_split_files, resolve_data_dir
 from ddm.ops.data.idx import parse_idx, read_raw
 from ddm.ops.data.splits import format_split, parse_split
+from ddm.schema.autoencoder_card import split_latent_name
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NUM_CLASSES, pad_to_32
 from ddm.schema.sample_space import SampleSpace
+
+if TYPE_CHECKING:
+    from ddm.ops.data.latents import LatentDataset
 
 
 def _spec_shape(name: str) -> tuple[int, ...]:
@@ -120,12 +125,17 @@ def _load_checked(path: Path, df: DataFile, verify: bool) -> np.ndarray:
 
 def load_dataset(
     name: str, split_spec: str, data_dir: str | Path | None = None, *, verify: bool = True
-) -> Dataset:
+) -> Dataset | LatentDataset:
     """Load a split of a known dataset, e.g. load_dataset("mnist", "test[:8000]").
 
+    A latent dataset's name ("emoji~ae-3f8309732a81") loads its latents (ddm.ops.data.latents).
     data_dir=None resolves through resolve_data_dir (flag, $DDM_DATA_DIR, ./data). With verify (the
     default) the decompressed files must match the official md5s.
     """
+    if split_latent_name(name) is not None:  # "<dataset>~<encoder_id>": latents of `ddm data encode`
+        from ddm.ops.data.latents import load_latent_dataset
+
+        return load_latent_dataset(name, split_spec, data_dir)
     spec = get_spec(name)
     split, start, stop = parse_split(split_spec)
     if spec.source == "render":

@@ -12,8 +12,10 @@ _CHUNK = 8192  # rows per block, to bound memory on the 60k-image train split
 
 
 def _pixels(images: np.ndarray) -> np.ndarray:
-    """uint8 [n, ...] (28x28 grey, [C, H, W] colour) -> float64 [n, P] in [-1, 1], P numbers per image."""
-    return images.reshape(images.shape[0], -1).astype(np.float64) / 127.5 - 1.0
+    """uint8 [n, ...] (28x28 grey, [C, H, W] colour) -> float64 [n, P] in [-1, 1], P numbers per image;
+    float latents (a latent dataset, ddm.ops.data.latents) as they are: k-means on learned features."""
+    flat = images.reshape(images.shape[0], -1).astype(np.float64)
+    return flat / 127.5 - 1.0 if images.dtype == np.uint8 else flat
 
 
 def pca_fit(images: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:

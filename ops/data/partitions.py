@@ -25,6 +25,7 @@ from ddm.ops.data.kmeans import (
     sqdist,
 )
 from ddm.ops.data.partition_spec import PartitionSpec, parse_by
+from ddm.schema.autoencoder_card import split_latent_name
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.partition import ClusterInfo, KMeansModel, PartitionManifest, check_label_groups
 
@@ -101,18 +102,29 @@ def partition_random(ds: Dataset, K: int, seed: int = 0) -> PartitionManifest:
     return build_manifest(ds, "random", assignments, seed=int(seed))
 
 
-def partition_kmeans(ds: Dataset, K: int, fine: int = 64, seed: int = 0, dims: int = 50) -> PartitionManifest:
+def partition_kmeans(
+    ds: Dataset, K: int, fine: int = 64, seed: int = 0, dims: int = 50, features=None
+) -> PartitionManifest:
     """Two-stage k-means, as in the DDM paper: `fine` centroids, merged into K by weighted k-means.
 
-    Features are a PCA of the pixels (scaled to [-1, 1]) to `dims` dimensions. The paper clustered
-    DINOv2 embeddings; no pretrained encoder is available offline here, and for MNIST-sized images a
-    PCA of the pixels keeps the global layout (stroke positions, overall shape) that decides what a
-    denoiser must learn, which is what a cluster should group. Each sample belongs to the cluster of
-    its nearest fine centroid (this is also `assign_clusters`'s rule for new samples, so the router
-    and the experts agree); `centroids` are the size-weighted means of each cluster's fine centroids.
+    Features are a PCA of the samples to `dims` dimensions: of `ds`'s own (pixels scaled to [-1, 1], or
+    a latent dataset's latents: the autoencoder's learned features), or of `features`, another dataset
+    of the same rows (a latent dataset of `ds`'s split: cluster pixels by learned features; or a latent
+    dataset's pixels: cluster latents by pixels); the manifest records which (KMeansModel.source). The
+    paper clustered DINOv2 embeddings; no pretrained encoder is available offline here, so the learned
+    features are our own autoencoder's, and for MNIST-sized images a PCA of the pixels keeps the global
+    layout (stroke positions, overall shape) that decides what a denoiser must learn. Each sample
+    belongs to the cluster of its nearest fine centroid (this is also `assign_clusters`'s rule for new
+    samples, so the router and the experts agree); `centroids` are the size-weighted means of each
+    cluster's fine centroids.
     """
+    source = ""
+    if features is not None:
+        check_same_rows(ds, features)
+        source = features.name
+    rows = (features if features is not None else ds).images
     N = len(ds)
-    pixels = int(np.prod(ds.images.shape[1:]))  # 784 for 28x28 grey, 3072 for 3x32x32 RGB
+    pixels = int(np.prod(rows.shape[1:]))  # 784 for 28x28 grey, 3072 for 3x32x32 RGB, 256 for 4x8x8
     if not 1 <= K <= fine:
         raise ConfigError(expected(f"1 <= K <= fine ({fine})", K))
     if fine > N:
@@ -120,8 +132,8 @@ def partition_kmeans(ds: Dataset, K: int, fine: int = 64, seed: int = 0, dims: i
     if not 1 <= dims <= min(pixels, N):
         raise ConfigError(expected(f"1 <= dims <= {min(pixels, N)}", dims))
     rng = np.random.default_rng(seed)
-    mean, components = pca_fit(ds.images, dims)
-    feats = pca_project(ds.images, mean, components)
+    mean, components = pca_fit(rows, dims)
+    feats = pca_project(rows, mean, components)
 
     # Stage 1: fine clusters. Drop any fine centroid that ends up nearest to no sample, so every
     # fine cluster (and hence every merged cluster) holds at least one sample.
@@ -159,14 +171,32 @@ def partition_kmeans(ds: Dataset, K: int, fine: int = 64, seed: int = 0, dims: i
         centroids=coarse,
         fine=int(fine),
         seed=int(seed),
+        input="" if rows.dtype == np.uint8 else f"latents flattened to {pixels} (channels first, row-major)",
+        source=source,
     )
     return build_manifest(ds, "kmeans", kmeans_assign(model, feats), seed=int(seed), kmeans=model)
 
 
+def check_same_rows(ds, features) -> None:
+    """`features` holds the same samples as `ds`, row for row: one is the other's latent dataset (the
+    name "<dataset>~<encoder_id>"), of the same split, with the same labels."""
+    names = {ds.name, features.name}
+    related = any(split_latent_name(n) and split_latent_name(n)[0] in names for n in names)
+    same = related and ds.split == features.split and np.array_equal(ds.labels, features.labels)
+    if not same:
+        raise ConfigError(
+            expected(
+                f"features of the same rows as {ds.name} {ds.split}: its latent dataset (or, for a latent "
+                "dataset, its pixels) of that split",
+                f"{features.name} {features.split}",
+            )
+        )
+
+
 def make_partition(
-    ds: Dataset, spec: PartitionSpec | str, *, seed: int = 0, fine: int = 64, dims: int = 50
+    ds: Dataset, spec: PartitionSpec | str, *, seed: int = 0, fine: int = 64, dims: int = 50, features=None
 ) -> PartitionManifest:
-    """Dispatch a --by value to the partition function."""
+    """Dispatch a --by value to the partition function (features: kmeans's, see partition_kmeans)."""
     if isinstance(spec, str):
         spec = parse_by(spec, len(ds.classes))
     if spec.method == "all":
@@ -174,7 +204,7 @@ def make_partition(
     if spec.method == "labels":
         return partition_labels(ds, [list(g) for g in spec.groups])
     if spec.method == "kmeans":
-        return partition_kmeans(ds, spec.k, fine=fine, seed=seed, dims=dims)
+        return partition_kmeans(ds, spec.k, fine=fine, seed=seed, dims=dims, features=features)
     return partition_random(ds, spec.k, seed=seed)
 
 
@@ -183,7 +213,9 @@ def assign_clusters(
 ) -> np.ndarray:
     """Cluster ids int64 [N] of new samples by the manifest's rule.
 
-    images uint8 [N, ...] as the dataset holds them (kmeans), labels int [N] (labels method).
+    images [N, ...] as the dataset the k-means reads holds them (kmeans): uint8 pixels, or float32
+    latents of a latent dataset (manifest.kmeans.source names it when it is not the manifest's own);
+    labels int [N] (labels method).
     """
     if manifest.method == "random":
         raise ConfigError(
@@ -204,7 +236,13 @@ def assign_clusters(
         return table[labels]
     images = np.asarray(images)
     pixels = manifest.kmeans.mean.shape[0]  # what the manifest's PCA reads
-    if images.dtype != np.uint8 or images.ndim < 2 or int(np.prod(images.shape[1:])) != pixels:
-        want = f"images uint8 [N, ...] of {pixels} numbers each (as the partition's)"
+    if (
+        images.dtype not in (np.uint8, np.float32)
+        or images.ndim < 2
+        or int(np.prod(images.shape[1:])) != pixels
+    ):
+        want = (
+            f"images uint8 (pixels) or float32 (latents) [N, ...] of {pixels} numbers each (as its k-means)"
+        )
         raise ConfigError(expected(want, f"{images.dtype} {images.shape}"))
     return kmeans_assign(manifest.kmeans, kmeans_features(manifest.kmeans, images))

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from ddm.ops.eval.classifier import WEIGHTS as CLASSIFIER_WEIGHTS
 from ddm.ops.eval.classifier import features, load_classifier, predict
 from ddm.ops.eval.frechet import FrechetBootstrap, frechet_bootstrap, frechet_distance
-from ddm.router.deployment_loader import load_experts, load_policy
+from ddm.router.deployment_loader import load_decoder, load_experts, load_policy
 from ddm.router.sampler import sample_local
 from ddm.schema.checkpoint_meta import file_sha256, write_json_atomic
 from ddm.schema.deployment import Deployment
@@ -111,7 +111,15 @@ def generate(
     policy = load_policy(deployment)
     policy.check_strategy(Strategy.parse(strategy))  # before loading experts: fail fast
     experts = {k: CountingExpert(e) for k, e in load_experts(deployment, device=device).items()}
-    return sample_counted(experts, policy, n, strategy, steps, guidance, seed, space=deployment.sample_space)
+    x, labels, cost = sample_counted(
+        experts, policy, n, strategy, steps, guidance, seed, space=deployment.sample_space
+    )
+    decoder = load_decoder(deployment, device=device)
+    if decoder is not None:  # a latent deployment is scored on its pictures, as the pipeline returns them
+        t0 = time.perf_counter()
+        x = decoder.decode(x)
+        cost["decode_s"] = time.perf_counter() - t0
+    return x, labels, cost
 
 
 def sample_counted(

@@ -35,10 +35,13 @@ def router_eval_set(
     eval_split = eval_split or heldout_split(manifest.split)
     if eval_split is not None and manifest.method != "random":
         held = load_dataset(manifest.dataset, eval_split, data_dir)
+        source = manifest.kmeans.source if manifest.kmeans is not None else ""
+        # the rows the k-means reads: the same held-out split of its source dataset, where it has one
+        rows = load_dataset(source, eval_split, data_dir).images if source else held.images
         return RouterEvalSet(
             held.as_model_input(),
             np.asarray(held.labels),
-            assign_clusters(manifest, held.images, held.labels),
+            assign_clusters(manifest, rows, held.labels),
             f"held-out {manifest.dataset} {held.split}",
         )
     idx = np.random.default_rng(0).permutation(len(dataset))[:TRAINING_SAMPLE]

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from ddm.ops.distill import student_summary
+from ddm.schema.autoencoder_card import AutoencoderCard, split_latent_name
 from ddm.schema.checkpoint_meta import kind_of, read_meta
 from ddm.schema.expert_card import card_of
 from ddm.workers.architectures import model_title
@@ -40,6 +41,13 @@ EMOJI_NOTE = (
 def data_note(meta: dict) -> str:
     part = meta.get("partition", {})
     dataset, split = meta.get("dataset") or part.get("dataset"), meta.get("split") or part.get("split")
+    if "card" in meta and kind_of(meta) == "autoencoder":
+        dataset, split = meta["card"]["trained_on"]["dataset"], meta["card"]["trained_on"]["split"]
+    latent = split_latent_name(str(dataset))
+    if latent is not None:  # latents of `ddm data encode`: the data note of the images they encode
+        return f"latents of {latent[1]} (`ddm data encode`) of: " + data_note(
+            {"dataset": latent[0], "split": split}
+        )
     if dataset == "mnist":
         return MNIST_NOTE
     if dataset == "fashion-mnist":
@@ -62,6 +70,27 @@ def card(folder: Path, metrics: list[dict]) -> str:
     lines = [f"# {folder.name}: {kind} ({meta.get('framework', '?')})", ""]
     if "distilled_from" in meta:  # a student of `ddm distill`: not trained on one cluster
         lines += [student_summary(meta), ""]
+    elif kind == "autoencoder":
+        ae = AutoencoderCard.from_dict(meta["card"])
+        rec = ae.reconstruction
+        fd = (
+            f", FD {rec['fd']:.1f} against a real-vs-real floor of {rec['fd_floor']:.1f}"
+            if "fd" in rec
+            else ""
+        )
+        lines += [
+            "A KL-regularised convolutional autoencoder (workers/autoencoder; KL weight "
+            f"{meta.get('kl_weight')}): {ae.pixel_space.describe()} -> latents "
+            f"{'x'.join(map(str, ae.latent_shape))}, normalised to unit variance (scale {ae.scale:.4g}) in "
+            f"{list(ae.value_range)}. Its latent space is `{ae.encoder_id}` "
+            "(the first 12 hex digits of the weights' sha256): the name of every latent dataset it encodes "
+            "and what a latent deployment's experts must have been trained on.",
+            "",
+            f"Reconstruction of {rec.get('n')} held-out images: PSNR {rec.get('psnr_db')} dB{fd}; the linear "
+            f"latent -> RGB preview (fitted by least squares, published in the descriptor for the web UI) "
+            f"{rec.get('preview_psnr_db')} dB.",
+            "",
+        ]
     elif kind == "expert":
         expert_card = card_of(meta)
         lines += [

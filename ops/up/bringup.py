@@ -1,8 +1,9 @@
 """`ddm up`: bring up a whole deployment on this machine - expert workers and router - and keep it up.
 
-Checks that RabbitMQ and Redis answer, starts `ddm worker expert` (N replicas per expert) and
-`ddm worker router` as child processes, waits until each one's heartbeat appears in Redis, prints
-what runs where, restarts a child that dies (with backoff) and stops them all on Ctrl-C or SIGTERM.
+Checks that RabbitMQ and Redis answer, starts `ddm worker expert` (N replicas per expert), a latent
+deployment's `ddm worker decoder` and `ddm worker router` as child processes, waits until each one's
+heartbeat appears in Redis, prints what runs where, restarts a child that dies (with backoff) and stops
+them all on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -173,6 +174,9 @@ def build_children(deployment, replicas: dict[int, int], options: UpOptions, env
             argv = (*base, "expert", *dep, "--expert", str(k), "--worker-id", name, *expert_flags)
             env = {**threads, **(next(cores) if k in on_neuron else {})}
             out.append((ChildSpec(name, argv, env=env or None), "expert", k))
+    if deployment.decoder is not None:  # a latent deployment's decoder stage: one replica
+        argv = (*base, "decoder", *dep, "--worker-id", "up-decoder")
+        out.append((ChildSpec("up-decoder", argv, env=threads or None), "decoder", None))
     router_flags = ("--max-jobs", str(options.max_jobs)) if options.max_jobs is not None else ()
     for i in range(options.routers):
         name = "up-router" if options.routers == 1 else f"up-router-{i}"
@@ -343,6 +347,12 @@ class _Running:
                 queue = self.names.expert_queue(k)
             elif kind == "ui":
                 framework, device, queue = "-", "-", ui_url(self.options.ui_host, self.options.ui_port)
+            elif kind == "decoder":
+                framework, device, queue = (
+                    "torch",
+                    str(seen or self.deployment.decoder.device),
+                    self.names.decoder_queue,
+                )
             else:
                 framework, device, queue = "-", str(seen or "cpu"), self.names.jobs
             rows.append((name, str(child.pid), kind, "-" if k is None else str(k), framework, device, queue))

@@ -102,6 +102,10 @@ class Pipeline:
         args = ["router", "--deployment", str(self.deployment), *extra]
         return self._spawn(name, args, env, command_prefix)
 
+    def start_decoder(self, name: str = "decoder", extra=(), env=None) -> subprocess.Popen:
+        """A latent deployment's decoder worker (`ddm worker decoder`)."""
+        return self._spawn(name, ["decoder", "--deployment", str(self.deployment), *extra], env)
+
     def up(self, experts: dict[str, int], routers=("router",)) -> Pipeline:
         """Start the named expert replicas ({name: expert id}) and routers; wait until all are ready."""
         for name, expert in experts.items():
@@ -197,7 +201,8 @@ def local_reference(deployment_path, spec: JobSpec) -> np.ndarray:
 
 
 def local_references(deployment_path, specs: list[JobSpec]) -> list[np.ndarray]:
-    """local_reference of every spec, loading (and compiling) the experts once."""
+    """local_reference of every spec, loading (and compiling) the experts once. A latent deployment's
+    are the final latents (decode them with router.deployment_loader.load_decoder, as `ddm sample`)."""
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.router.sampler import sample_local
     from ddm.schema.deployment import Deployment

@@ -137,3 +137,19 @@ def test_a_descriptor_from_before_cards_shows_no_card_line():
     page = deployment_payload(demo_descriptor())
     assert [(e["card"], e["card_text"], e["card_detail"]) for e in page["experts"]] == [(None, "", "")] * 2
     assert page["sample_space"]["shape"] == [1, 32, 32] and page["null_label"] == 10
+
+
+def test_a_latent_frame_is_drawn_through_the_decoders_preview_at_the_pixels_size():
+    from ddm.schema.autoencoder_card import DecoderInfo, LatentPreview
+    from ddm.schema.sample_space import SampleSpace
+    from ddm.webui.pixels import to_pixels
+
+    preview = LatentPreview(((0.5, 0, 0, 0), (0, 0.5, 0, 0), (0, 0, 0.5, 0.25)), (0.0, 0.1, -0.1))
+    decoder = DecoderInfo("ae-0123456789ab", SampleSpace((3, 32, 32), (-1.0, 1.0)), preview)
+    z = np.random.default_rng(0).normal(size=(2, 4, 8, 8)).astype(np.float32)
+    p = frame_payload(_frame(z), (-1.0, 1.0), decoder)
+    assert p["shape"] == [3, 32, 32] and p["channels"] == 3 and p["preview"] is True
+    rgb = preview.apply(z.astype(np.float16).astype(np.float32), 4)  # frames travel as float16
+    want, _ = to_pixels(rgb)
+    assert base64.b64decode(p["pixels"]) == want.tobytes()
+    assert frame_payload(_frame(z))["preview"] is False  # a pixel deployment's frame is drawn as it is

@@ -184,7 +184,11 @@
     $("dep-name").textContent = dep.name;
     // what one sample is (the server's words: SampleSpace.describe), above the experts' cards
     $("sample-space").hidden = !dep.sample_text;
-    $("sample-space").textContent = dep.sample_text ? "samples " + dep.sample_text : "";
+    $("sample-space").textContent = dep.latent_text
+      ? "samples " + dep.latent_text + "; each step shows a linear preview of the latent"
+      : dep.sample_text
+        ? "samples " + dep.sample_text
+        : "";
     classNames = dep.class_names.slice();
     if (dep.null_label !== undefined) nullLabel = dep.null_label;
     if (dep.null_name) nullName = dep.null_name;
@@ -416,10 +420,29 @@
     };
   }
 
-  // the serving deployment's sample shape [C, H, W] (its descriptor's sample_space), else the legacy one
+  // the shape [C, H, W] the serving deployment's images are drawn at (a latent deployment's: its decoder's
+  // pixels, which its previews are drawn at too), else its sample shape, else the legacy one
   function sampleShape() {
+    const image = deployment && deployment.image_shape;
+    if (image && image.length === 3) return image.slice();
     const space = deployment && deployment.sample_space;
     return space && space.shape && space.shape.length === 3 ? space.shape.slice() : LEGACY_SHAPE.slice();
+  }
+
+  // A latent deployment's job is done: its decoded images replace the previews on the tiles (the last
+  // step shows them; scrubbing back shows each step's preview).
+  function showDecoded(j) {
+    fetch("/api/jobs/" + encodeURIComponent(j.id) + "/result.pixels")
+      .then((r) => (r.ok ? r.json() : null))
+      .then((d) => {
+        if (!d || job !== j || !j.lastStep) return;
+        const last = j.frames[j.lastStep];
+        j.decoded = { ...last, pixels: b64ToBytes(d.pixels), channels: d.channels, decoded: true };
+        $("stage").dataset.decoded = "1";
+        if (j.follow) drawFrame(j.lastStep);
+        announce("ddm:decoded", { id: j.id });
+      })
+      .catch(() => {});
   }
 
   function watch(jobId, spec) {
@@ -430,6 +453,7 @@
     hideAlert($("job-error"));
     $("stage").dataset.jobId = jobId;
     delete $("stage").dataset.nfe;
+    delete $("stage").dataset.decoded;
     $("tiles").replaceChildren();
     $("download").hidden = true;
     $("scrub-row").hidden = true;
@@ -634,6 +658,7 @@
         break;
       }
     }
+    if (job.decoded && step >= job.lastStep) f = job.decoded; // the decoder's picture, not the preview
     const ih = job.shape[1];
     const iw = job.shape[2];
     const area = ih * iw;
@@ -666,7 +691,8 @@
     job.shown = step;
     announce("ddm:shown", { id: job.id, step: step });
     $("scrub").value = String(step);
-    $("scrub-label").textContent = "step " + step + " / " + job.steps + " · t = " + meta.t.toFixed(3);
+    const what = f.decoded ? " · decoded" : f.preview ? " · preview" : "";
+    $("scrub-label").textContent = "step " + step + " / " + job.steps + " · t = " + meta.t.toFixed(3) + what;
   }
 
   function scheduleDraw() {
@@ -746,6 +772,7 @@
       a.hidden = false;
       $("stage").dataset.done = "1";
       if (job.lastStep) drawFrame(job.follow ? job.lastStep : job.shown || job.lastStep);
+      if (deployment && deployment.decoder && !job.decoded) showDecoded(job);
     } else if (info.status === "failed" || info.status === "expired") {
       showAlert($("job-error"), "failed", info.error || "the router gave no reason");
     }
@@ -775,6 +802,7 @@
       compute_ms: f.compute_ms,
       pixels: f.pixels ? b64ToBytes(f.pixels) : null,
       channels: f.channels || 1,
+      preview: !!f.preview, // a latent deployment's linear preview, not a decoding
     };
     job.frames[f.step] = rec;
     job.lastStep = f.step;
@@ -1006,6 +1034,12 @@
         el("span", null, "mean batch " + (w.mean_batch_size ?? 0).toFixed(1) + " rows"),
         el("span", null, (w.mean_compute_ms ?? 0).toFixed(1) + " ms/batch"),
         el("span", null, (w.requests ?? 0) + " requests")
+      );
+    } else if (w.role === "decoder") {
+      stats.append(
+        el("span", null, "on " + deviceName(w.device)),
+        el("span", null, (w.requests ?? 0) + " jobs decoded"),
+        el("span", null, (w.mean_compute_ms ?? 0).toFixed(1) + " ms each")
       );
     } else if (w.role === "router") {
       stats.append(

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Build the shipped latent deployment, checkpoints/emoji-latent/, from seed 0's `learned` case of the
+# latent study (ops/study/latent.sh, which trains it): the autoencoder as the [decoder] (3x32x32 emoji <->
+# 4x8x8 latents), four flow-velocity experts on its latents clustered by k-means on its learned features
+# (PyTorch UNet, Flax DiT, PyTorch DiT, Flax UNet), the learned router that reads latent x_t. Copies
+# inference weights only, evaluates the shipped deployment per strategy on decoded images (the shipped
+# emoji classifier, checkpoints/emoji/classifier) and writes a model card per checkpoint.
+#
+#   bash ops/study/ship_emoji_latent.sh [runs/latent] [checkpoints/emoji-latent] [n_eval=450] [jobs=2]
+set -euo pipefail
+runs=${1:-runs/latent}
+out=${2:-checkpoints/emoji-latent}
+n_eval=${3:-450}
+jobs=${4:-2}
+src="$runs/seed0/learned"
+export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+for e in 0 1 2 3; do
+  [ -f "$src/expert$e/.done" ] || { echo "expert $e of $src is not trained: run ops/study/latent.sh first" >&2; exit 1; }
+done
+mkdir -p "$out"
+copy() { # source-folder name weights-file
+  mkdir -p "$out/$2"
+  cp "$1/meta.json" "$1/$3" "$out/$2/"
+  for extra in loss.csv accuracy_by_t.png; do [ -f "$1/$extra" ] && cp "$1/$extra" "$out/$2/"; done
+  return 0
+}
+copy "$src/expert0" expert0_torch_unet model.safetensors
+copy "$src/expert1" expert1_jax_dit model.msgpack
+copy "$src/expert2" expert2_torch_dit model.safetensors
+copy "$src/expert3" expert3_jax_unet model.msgpack
+copy "$src/router" router model.msgpack
+copy "$runs/ae" decoder autoencoder.safetensors
+cp "$runs/learned/partition.json" "$out/"
+ddm deployment write "$out/deployment.toml" --name emoji-latent-kmeans4 --strategy top1 \
+  --expert expert0_torch_unet --expert expert1_jax_dit --expert expert2_torch_dit --expert expert3_jax_unet \
+  --router learned:router --decoder decoder \
+  --comment "The shipped latent deployment: experts learn flows in the 4x8x8 latent space of our own autoencoder
+(decoder/, trained on emoji train), one per cluster of k-means on its latents (learned features): a PyTorch
+UNet, a Flax DiT, a PyTorch DiT and a Flax UNet, all flow-velocity. The router reads latent x_t; the
+decoder worker (ddm.decoder) turns each finished job's latents into 3x32x32 RGB pixels."
+evaluate() { # strategy
+  local dir="$SHIP_RUNS/ship_eval_${1/:/}"
+  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$SHIP_OUT/deployment.toml" --total "$SHIP_N" \
+    --strategy "$1" --classifier checkpoints/emoji/classifier --real-split test --out "$dir" > "$dir.log" 2>&1 ||
+    { echo "FAILED: $dir (see $dir.log)"; return 1; }
+  echo "done: eval $1: $(tail -1 "$dir.log")"
+}
+export -f evaluate
+export SHIP_RUNS="$runs" SHIP_OUT="$out" SHIP_N="$n_eval"
+printf 'top1\ntopk:2\nfull\n' | xargs -P "$jobs" -L 1 bash -c 'evaluate "$@"' _
+metrics=()
+for s in top1 topk2 full; do
+  cp "$runs/ship_eval_$s/metrics.json" "$out/eval_$s.json"
+  metrics+=("$out/eval_$s.json")
+done
+cp "$runs/ship_eval_top1/samples.png" "$out/samples_top1.png"
+for name in expert0_torch_unet expert1_jax_dit expert2_torch_dit expert3_jax_unet router; do
+  python -m ddm.ops.study.model_card "$out/$name" --metrics "${metrics[@]}"
+done
+python -m ddm.ops.study.model_card "$out/decoder"
+du -sh "$out"
