@@ -24,11 +24,11 @@ def configure(sub) -> None:
         "--latent-channels", type=int, default=None, help="latent channels (default: the preset's 4)"
     )
     a.add_argument("--steps", type=int, default=3000, help="optimizer steps (default 3000)")
-    a.add_argument("--batch", type=int, default=64)
-    a.add_argument("--lr", type=float, default=2e-3)
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--batch", type=int, default=64, help="images per step (default 64)")
+    a.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
+    a.add_argument("--seed", type=int, default=0, help="seed of the init and the data order (default 0)")
     a.add_argument("--classifier", type=Path, default=None, help="classifier folder: FD of reconstructions")
-    a.add_argument("--data-dir", default=None)
+    a.add_argument("--data-dir", default=None, help="data directory (default: $DDM_DATA_DIR, else ./data)")
     a.add_argument("--out", required=True, type=Path)
     a.add_argument("--no-progress", action="store_true")
 

@@ -77,22 +77,6 @@ def latent_paths(data_dir: Path, name: str) -> tuple[Path, Path]:
     return folder / f"{name}.npz", folder / f"{name}.json"
 
 
-def encode_dataset(dataset: str, autoencoder, splits: tuple[str, ...], data_dir=None, progress=print) -> dict:
-    """Encode every named split of `dataset` with `autoencoder` (a LoadedAutoencoder) into the latent
-    files; a split whose files are not here is skipped and said. Returns the sidecar record."""
-    from ddm.ops.data.dataset import load_dataset
-
-    loaded = {}
-    for split in splits:
-        try:
-            loaded[split] = load_dataset(dataset, split, data_dir)
-        except ConfigError as exc:
-            progress(f"  {split}: skipped ({exc})")
-    if not loaded:
-        raise ConfigError(expected(f"at least one split of {dataset} on disk", list(splits)))
-    return write_latents(loaded, autoencoder, resolve_data_dir(data_dir), progress)
-
-
 def write_latents(splits: dict, autoencoder, data_dir: Path, progress=print) -> dict:
     """Encode loaded splits ({"train": Dataset, ...}, one dataset) and write the latent dataset's files
     under data_dir; returns the sidecar record."""

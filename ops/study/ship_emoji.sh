@@ -42,24 +42,8 @@ epsilon (linear schedule), a PyTorch DiT predicting DDPM v (cosine, t = 0 at the
 predicting epsilon (cosine, t = 0 at the data). Each expert's worker converts its output to this
 deployment's one velocity (docs/PROTOCOL.md, expert cards); the learned router reads RGB x_t."
 
-evaluate() { # strategy
-  local dir="$SHIP_RUNS/ship_eval_${1/:/}"
-  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$SHIP_OUT/deployment.toml" --total "$SHIP_N" \
-    --strategy "$1" --real-split test --out "$dir" > "$dir.log" 2>&1 ||
-    { echo "FAILED: $dir (see $dir.log)"; return 1; }
-  echo "done: eval $1: $(tail -1 "$dir.log")"
-}
-export -f evaluate
-export SHIP_RUNS="$runs" SHIP_OUT="$out" SHIP_N="$n_eval"
-printf 'top1\ntopk:2\nfull\n' | xargs -P "$jobs" -L 1 bash -c 'evaluate "$@"' _
-metrics=()
-for s in top1 topk2 full; do
-  cp "$runs/ship_eval_$s/metrics.json" "$out/eval_$s.json"
-  metrics+=("$out/eval_$s.json")
-done
-cp "$runs/ship_eval_top1/samples.png" "$out/samples_top1.png"
-for name in expert0_torch_unet expert1_jax_dit expert2_torch_dit expert3_jax_unet router; do
-  python -m ddm.ops.study.model_card "$out/$name" --metrics "${metrics[@]}"
-done
+source "$(dirname "$0")/ship_lib.sh"
+ship_evaluate "$runs" "$out" "$n_eval" "$jobs" ship_eval_
+ship_cards "$out" expert0_torch_unet expert1_jax_dit expert2_torch_dit expert3_jax_unet router
 python -m ddm.ops.study.model_card "$out/classifier"
 du -sh "$out"

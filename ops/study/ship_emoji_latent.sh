@@ -38,24 +38,8 @@ ddm deployment write "$out/deployment.toml" --name emoji-latent-kmeans4 --strate
 (decoder/, trained on emoji train), one per cluster of k-means on its latents (learned features): a PyTorch
 UNet, a Flax DiT, a PyTorch DiT and a Flax UNet, all flow-velocity. The router reads latent x_t; the
 decoder worker (ddm.decoder) turns each finished job's latents into 3x32x32 RGB pixels."
-evaluate() { # strategy
-  local dir="$SHIP_RUNS/ship_eval_${1/:/}"
-  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$SHIP_OUT/deployment.toml" --total "$SHIP_N" \
-    --strategy "$1" --classifier checkpoints/emoji/classifier --real-split test --out "$dir" > "$dir.log" 2>&1 ||
-    { echo "FAILED: $dir (see $dir.log)"; return 1; }
-  echo "done: eval $1: $(tail -1 "$dir.log")"
-}
-export -f evaluate
-export SHIP_RUNS="$runs" SHIP_OUT="$out" SHIP_N="$n_eval"
-printf 'top1\ntopk:2\nfull\n' | xargs -P "$jobs" -L 1 bash -c 'evaluate "$@"' _
-metrics=()
-for s in top1 topk2 full; do
-  cp "$runs/ship_eval_$s/metrics.json" "$out/eval_$s.json"
-  metrics+=("$out/eval_$s.json")
-done
-cp "$runs/ship_eval_top1/samples.png" "$out/samples_top1.png"
-for name in expert0_torch_unet expert1_jax_dit expert2_torch_dit expert3_jax_unet router; do
-  python -m ddm.ops.study.model_card "$out/$name" --metrics "${metrics[@]}"
-done
+source "$(dirname "$0")/ship_lib.sh"
+ship_evaluate "$runs" "$out" "$n_eval" "$jobs" ship_eval_ --classifier checkpoints/emoji/classifier
+ship_cards "$out" expert0_torch_unet expert1_jax_dit expert2_torch_dit expert3_jax_unet router
 python -m ddm.ops.study.model_card "$out/decoder"
 du -sh "$out"

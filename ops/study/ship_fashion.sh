@@ -58,24 +58,8 @@ ddm deployment write "$out/deployment.toml" --name fashion-mnist-kmeans4 --strat
 classes and the learned router must read x_t; clusters 0-1 served by PyTorch experts, 2-3 by JAX/Flax."
 
 # evaluation against the test split with the shipped classifier, one strategy per run
-evaluate() { # strategy
-  local dir="$SHIP_RUNS/eval_${1/:/}"
-  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$SHIP_OUT/deployment.toml" --total "$SHIP_N" \
-    --strategy "$1" --real-split test --out "$dir" > "$dir.log" 2>&1 ||
-    { echo "FAILED: $dir (see $dir.log)"; return 1; }
-  echo "done: eval $1: $(tail -1 "$dir.log")"
-}
-export -f evaluate
-export SHIP_OUT="$out" SHIP_N="$n_eval"
-printf 'top1\ntopk:2\nfull\n' | xargs -P "$jobs" -L 1 bash -c 'evaluate "$@"' _
-metrics=()
-for s in top1 topk2 full; do
-  cp "$runs/eval_$s/metrics.json" "$out/eval_$s.json"
-  metrics+=("$out/eval_$s.json")
-done
-cp "$runs/eval_top1/samples.png" "$out/samples_top1.png"
-for name in expert0_torch expert1_torch expert2_jax expert3_jax router; do
-  python -m ddm.ops.study.model_card "$out/$name" --metrics "${metrics[@]}"
-done
+source "$(dirname "$0")/ship_lib.sh"
+ship_evaluate "$runs" "$out" "$n_eval" "$jobs" eval_
+ship_cards "$out" expert0_torch expert1_torch expert2_jax expert3_jax router
 python -m ddm.ops.study.model_card "$out/classifier"
 du -sh "$out"

@@ -83,3 +83,11 @@ def test_a_malformed_decoder_table_says_what_was_expected(copy):
     copy.write_text(copy.read_text().replace('checkpoint = "autoencoder"', "checkpoint = 3"))
     with pytest.raises(ConfigError, match="expected \\[decoder\\] with checkpoint"):
         Deployment.load(copy)
+
+
+def test_a_decoder_worker_for_a_deployment_without_a_decoder_says_so(label_split_deployment):
+    from ddm.schema.settings import Settings
+    from ddm.workers.decoder_worker import DecoderWorker
+
+    with pytest.raises(ConfigError, match=r"expected a \[decoder\] table in .*deployment.toml"):
+        DecoderWorker(Settings(), label_split_deployment)

@@ -4,6 +4,7 @@ that go with child processes (readiness, a line of output, a job's progress)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -181,6 +182,25 @@ class OutputWatcher:
             assert self.proc.poll() is None, f"{self.name} exited:\n" + self.tail()
             time.sleep(0.2)
         raise AssertionError(f"no {text!r} from {self.name}:\n" + self.tail())
+
+
+@contextlib.contextmanager
+def ddm_up_with_ui(deployment: Path, prefix: str, buckets: str = "1,9"):
+    """`ddm up` of `deployment` with its web UI on a free port, on the test's prefix, ready (its output
+    watched); stopped afterwards. Yields (the processes' environment, the UI's URL)."""
+    from tests.support.services import free_port
+
+    port = free_port()
+    env = service_env(prefix, DDM_HEARTBEAT_S="0.5", DDM_HEARTBEAT_TTL_S="3")
+    argv = [*DDM_CLI, "up", "--deployment", str(deployment), "--buckets", buckets, "--ui-port", str(port)]
+    proc = subprocess.Popen(
+        [*argv, "--grace", "10"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        OutputWatcher(proc).wait_line("ddm up: ready.")
+        yield env, f"http://127.0.0.1:{port}/"
+    finally:
+        stop_processes([proc], grace_s=60)
 
 
 def wait_for_step(client, job_id: str, step: int, timeout: float = 120.0) -> int:

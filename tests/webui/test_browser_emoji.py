@@ -13,21 +13,18 @@ there (mapped by the one pixel rule, webui/pixels.py). Saves the screenshot READ
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ddm.client.client import Client
-from ddm.ops.up.supervisor import stop_processes
 from ddm.schema.deployment import Deployment
 from ddm.schema.settings import Settings
 from ddm.webui.cards import card_text
 from ddm.webui.pixels import to_pixels
 from tests.support.browser import keep_screenshot, open_page, require_browser
-from tests.support.harness import DDM_CLI, OutputWatcher, local_reference, service_env
-from tests.support.services import free_port
+from tests.support.harness import ddm_up_with_ui, local_reference
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji" / "deployment.toml"
 STEPS = 10
@@ -40,22 +37,14 @@ def test_the_emoji_deployment_streams_rgb_tiles_and_shows_each_experts_card(pref
 
     deployment = Deployment.load(DEPLOYMENT)
     space, k = deployment.sample_space, deployment.num_experts
-    port = free_port()
-    env = service_env(prefix, DDM_HEARTBEAT_S="0.5", DDM_HEARTBEAT_TTL_S="3")
-    argv = [*DDM_CLI, "up", "--deployment", str(DEPLOYMENT), "--buckets", "1,9", "--ui-port", str(port)]
-    proc = subprocess.Popen(
-        [*argv, "--grace", "10"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    out = OutputWatcher(proc)
     shot = tmp_path / "webui-emoji.png"
     errors: list[str] = []
-    try:
-        out.wait_line("ddm up: ready.")
+    with ddm_up_with_ui(DEPLOYMENT, prefix) as (env, url):
         client = Client(settings=Settings.from_env(env))
         described = client.deployment()
         with sync_playwright() as p:
             browser, page = open_page(p, errors, viewport={"width": 1440, "height": 1100})
-            page.goto(f"http://127.0.0.1:{port}/")
+            page.goto(url)
             for e in range(k):
                 page.wait_for_selector(f'.worker[data-expert="{e}"][data-alive="1"]', timeout=60_000)
             # the form names the 9 groups; the cluster panel says what a sample is and each expert's card
@@ -109,7 +98,5 @@ def test_the_emoji_deployment_streams_rgb_tiles_and_shows_each_experts_card(pref
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
         client.close()
-        assert not errors, errors
-    finally:
-        keep_screenshot(shot)
-        stop_processes([proc], grace_s=60)
+    keep_screenshot(shot)
+    assert not errors, errors

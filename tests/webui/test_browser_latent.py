@@ -12,21 +12,18 @@ previews (a tile pixel is the stored result's); the pipeline's result (latents a
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ddm.client.client import Client
-from ddm.ops.up.supervisor import stop_processes
 from ddm.router.deployment_loader import load_decoder
 from ddm.schema.deployment import Deployment
 from ddm.schema.settings import Settings
 from ddm.webui.pixels import to_pixels
 from tests.support.browser import keep_screenshot, open_page, require_browser
-from tests.support.harness import DDM_CLI, OutputWatcher, local_reference, service_env
-from tests.support.services import free_port
+from tests.support.harness import ddm_up_with_ui, local_reference
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji-latent" / "deployment.toml"
 STEPS = 10
@@ -57,23 +54,15 @@ def test_the_latent_deployment_streams_previews_then_the_decoded_image(prefix, t
 
     deployment = Deployment.load(DEPLOYMENT)
     space = deployment.sample_space
-    port = free_port()
-    env = service_env(prefix, DDM_HEARTBEAT_S="0.5", DDM_HEARTBEAT_TTL_S="3")
-    argv = [*DDM_CLI, "up", "--deployment", str(DEPLOYMENT), "--buckets", "1,9", "--ui-port", str(port)]
-    proc = subprocess.Popen(
-        [*argv, "--grace", "10"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    out = OutputWatcher(proc)
     shot = tmp_path / "webui-latent.png"
     errors: list[str] = []
-    try:
-        out.wait_line("ddm up: ready.")
+    with ddm_up_with_ui(DEPLOYMENT, prefix) as (env, url):
         client = Client(settings=Settings.from_env(env))
         decoder = client.deployment().decoder
         assert decoder is not None and "ae-" in decoder.encoder_id
         with sync_playwright() as p:
             browser, page = open_page(p, errors, viewport={"width": 1440, "height": 1100})
-            page.goto(f"http://127.0.0.1:{port}/")
+            page.goto(url)
             page.wait_for_selector('.worker[data-expert="0"][data-alive="1"]', timeout=60_000)
             assert "latents 4x8x8" in page.text_content("#sample-space")
             assert "linear preview" in page.text_content("#sample-space")
@@ -112,7 +101,5 @@ def test_the_latent_deployment_streams_previews_then_the_decoded_image(prefix, t
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
         client.close()
-        assert not errors, errors
-    finally:
-        keep_screenshot(shot)
-        stop_processes([proc], grace_s=60)
+    keep_screenshot(shot)
+    assert not errors, errors

@@ -1,0 +1,35 @@
+# Sourced by the ship_*.sh scripts: evaluate a shipped deployment per strategy and write its model cards.
+#
+#   ship_evaluate RUNS OUT N JOBS PREFIX [ddm eval flags...]
+#       `ddm eval` OUT/deployment.toml at top1, topk:2 and full (N images against the test split, JOBS at
+#       once, each skipped when RUNS/<PREFIX><strategy>/metrics.json exists), then OUT/eval_<s>.json and
+#       OUT/samples_top1.png; sets SHIP_METRICS to those files
+#   ship_cards OUT NAME...      MODEL_CARD.md of OUT/NAME for each NAME, with SHIP_METRICS
+
+ship_evaluate() {
+  local runs=$1 out=$2 n=$3 jobs=$4 prefix=$5
+  shift 5
+  export SHIP_RUNS="$runs" SHIP_OUT="$out" SHIP_N="$n" SHIP_PREFIX="$prefix" SHIP_FLAGS="$*"
+  _ship_eval_one() { # strategy
+    local dir="$SHIP_RUNS/$SHIP_PREFIX${1/:/}"
+    # shellcheck disable=SC2086 # SHIP_FLAGS is a list of flags
+    [ -f "$dir/metrics.json" ] || ddm eval --deployment "$SHIP_OUT/deployment.toml" --total "$SHIP_N" \
+      --strategy "$1" --real-split test $SHIP_FLAGS --out "$dir" > "$dir.log" 2>&1 ||
+      { echo "FAILED: $dir (see $dir.log)"; return 1; }
+    echo "done: eval $1: $(tail -1 "$dir.log")"
+  }
+  export -f _ship_eval_one
+  printf 'top1\ntopk:2\nfull\n' | xargs -P "$jobs" -L 1 bash -c '_ship_eval_one "$@"' _
+  SHIP_METRICS=()
+  for s in top1 topk2 full; do
+    cp "$runs/$prefix$s/metrics.json" "$out/eval_$s.json"
+    SHIP_METRICS+=("$out/eval_$s.json")
+  done
+  cp "$runs/${prefix}top1/samples.png" "$out/samples_top1.png"
+}
+
+ship_cards() {
+  local out=$1
+  shift
+  for name in "$@"; do python -m ddm.ops.study.model_card "$out/$name" --metrics "${SHIP_METRICS[@]}"; done
+}
