@@ -132,7 +132,8 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
     image = descriptor.image_space
     d["image_shape"] = list(image.shape)
     d["latent_text"] = (
-        f"latents {space.describe()} ({descriptor.decoder.encoder_id}), decoded to {image.describe()}"
+        f"latents {'x'.join(map(str, space.shape))} in [{space.value_range[0]:g}, {space.value_range[1]:g}] "
+        f"({descriptor.decoder.encoder_id}), decoded to {image.describe()}"
         if descriptor.decoder is not None and space is not None
         else None
     )

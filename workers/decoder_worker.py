@@ -123,7 +123,7 @@ class DecoderWorker:
     def beat_static(self) -> dict[str, object]:
         return {
             "role": "decoder",
-            "device": self.device,
+            "device": getattr(self.decoder, "device", self.device),  # resolved once loaded (auto -> cpu)
             "host": socket.gethostname(),
             "region": self.settings.region,
             "pid": os.getpid(),

@@ -74,7 +74,8 @@ def card(folder: Path, metrics: list[dict]) -> str:
         ae = AutoencoderCard.from_dict(meta["card"])
         rec = ae.reconstruction
         fd = (
-            f", FD {rec['fd']:.1f} against a real-vs-real floor of {rec['fd_floor']:.1f}"
+            f", FD {rec['fd']:.1f} of the reconstructions of one half against the other half, where two real "
+            f"halves score {rec['fd_floor']:.1f} ({rec.get('fd_n')} images a side)"
             if "fd" in rec
             else ""
         )
@@ -108,7 +109,11 @@ def card(folder: Path, metrics: list[dict]) -> str:
         "steps": meta.get("steps"),
         "batch": meta.get("batch"),
         "wall time (s, 2 CPU cores shared with other work)": meta.get("wall_time_s"),
-        "final loss (mean of last 100 steps)": meta.get("final_loss"),
+        # an autoencoder's is its reconstruction + KL objective, at the last step (the mean of the last 100
+        # steps since num_params is in its meta)
+        ("final loss" if kind == "autoencoder" else "final loss (mean of last 100 steps)"): meta.get(
+            "final_loss"
+        ),
         "parameters": meta.get("num_params"),
         "test accuracy": meta.get("test_accuracy"),
         "learning rate": meta.get("train", {}).get("lr", meta.get("lr")),

@@ -97,6 +97,7 @@ def train_autoencoder(
         "lr": lr,
         "seed": seed,
         "kl_weight": kl_weight,
+        "num_params": sum(p.numel() for p in model.parameters()),
         "final_loss": float(np.mean(recent)),
         "card": draft.to_dict(),
     }
