@@ -363,14 +363,8 @@ class RouterWorker:
 
     def _publish_decode(self, entry: Decoding) -> None:
         request = DecodeRequest(entry.job.job_id, entry.request_id, entry.job.x.astype("float32"))
-        props = pika.BasicProperties(
-            reply_to=self._reply_queue,
-            correlation_id=entry.request_id,
-            content_type=CONTENT_TYPE,
-            type=DecodeRequest.TYPE,
-            delivery_mode=1,  # transient: a lost request is resent by the sweep
-        )
         body = request.encode(max_bytes=self.settings.max_message_bytes)
+        props = self._request_props(entry.request_id, DecodeRequest.TYPE)
         self._session.channel.basic_publish("", self.names.decoder_queue, body, props)
 
     def _on_decoded(self, body: bytes) -> None:
@@ -385,9 +379,9 @@ class RouterWorker:
         try:
             reply.check_space(self.descriptor.decoder.pixel_space, entry.job.x.shape[0])
         except SchemaError as exc:  # a decoder of another deployment on this queue: say so, do not store it
-            self._guarded(self._settle_failed)(entry.job.job_id, entry.job.tag, f"the decoder's reply: {exc}")
+            self._settle_failed(entry.job.job_id, entry.job.tag, f"the decoder's reply: {exc}")
             return
-        self._guarded(self._finish)(entry.job, reply.images)
+        self._finish(entry.job, reply.images)
 
     # ------------------------------------------------------------ carrying out the scheduler's word
 
@@ -474,15 +468,19 @@ class RouterWorker:
         queue = self.names.expert_queue(expert)
         if send.replica is not None:
             queue = self.names.replica_queue(expert, send.replica)
-        props = pika.BasicProperties(
-            reply_to=self._reply_queue,
-            correlation_id=send.request_id,
-            content_type=CONTENT_TYPE,
-            type=VelocityRequest.TYPE,
-            delivery_mode=1,  # transient: a lost request is resent by the sweep
-        )
+        props = self._request_props(send.request_id, VelocityRequest.TYPE)
         self._session.channel.basic_publish("", queue, send.body, props)
         self.metrics.requests.labels(str(expert)).inc()
+
+    def _request_props(self, request_id: str, kind: str) -> pika.BasicProperties:
+        """A request's properties (to an expert or the decoder): replies to our queue, by request id."""
+        return pika.BasicProperties(
+            reply_to=self._reply_queue,
+            correlation_id=request_id,
+            content_type=CONTENT_TYPE,
+            type=kind,
+            delivery_mode=1,  # transient: a lost request is resent by the sweep
+        )
 
     def _observe_if_one_is_gone(self) -> None:
         """Before a job starts: an expert that looked gone may have come up since (at most every 0.1 s)."""

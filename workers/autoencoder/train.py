@@ -10,6 +10,7 @@ normalised afterwards anyway (shift, scale on the card), as LDM's scale_factor d
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -49,29 +50,8 @@ def train_autoencoder(
     """images / heldout float32 [N, C, S, S] in [-1, 1] -> the checkpoint in `out`; its meta (with
     the card) is returned. score_fd(real, recon) -> {"fd", "fd_floor", ...} when a classifier is at hand."""
     t0 = time.perf_counter()
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
     model = Autoencoder(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    bar = tqdm(total=steps, desc="autoencoder", disable=not progress)
-    recent: list[float] = []  # the last 100 losses: the card's final loss is their mean
-    for _ in range(steps):
-        x = torch.from_numpy(images[rng.integers(0, len(images), batch)])
-        mean, logvar = model.encoder(x)
-        z = mean + torch.exp(0.5 * logvar) * torch.randn_like(mean)  # the decoder learns sampled latents
-        recon = F.mse_loss(model.decoder(z), x)
-        kl = 0.5 * torch.mean(mean**2 + logvar.exp() - 1.0 - logvar)
-        loss = recon + kl_weight * kl
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        recent = [*recent[-99:], float(loss.item())]
-        bar.update(1)
-        bar.set_postfix(mse=f"{recon.item():.4f}", kl=f"{kl.item():.2f}")
-    bar.close()
-    model.eval()
+    recent = _fit(model, images, steps, batch, lr, seed, kl_weight, progress)
 
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(out / WEIGHTS))
@@ -105,17 +85,39 @@ def train_autoencoder(
     loaded = load_autoencoder(out)  # the one door: what is measured is what the decoder worker serves
     z = loaded.encode(images)
     preview = fit_preview(z, images, draft.downsample)
-    recon = loaded.decode(loaded.encode(heldout))
-    card = AutoencoderCard(
-        **{
-            **draft.__dict__,
-            "preview": preview,
-            "reconstruction": reconstruction_scores(heldout, recon, preview, loaded, score_fd),
-        }
-    )
+    scores = reconstruction_scores(heldout, loaded.encode(heldout), preview, loaded, score_fd)
+    card = dataclasses.replace(draft, preview=preview, reconstruction=scores)
     meta.update(card=card.to_dict(), wall_time_s=round(time.perf_counter() - t0, 1))
     write_meta(out, meta)
     return meta
+
+
+def _fit(model: Autoencoder, images, steps, batch, lr, seed, kl_weight, progress) -> list[float]:
+    """Train `model` in place (AdamW, one-cycle schedule); returns the last 100 losses (the card's final
+    loss is their mean), the model in eval mode."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    bar = tqdm(total=steps, desc="autoencoder", disable=not progress)
+    recent: list[float] = []
+    for _ in range(steps):
+        x = torch.from_numpy(images[rng.integers(0, len(images), batch)])
+        mean, logvar = model.encoder(x)
+        z = mean + torch.exp(0.5 * logvar) * torch.randn_like(mean)  # the decoder learns sampled latents
+        recon = F.mse_loss(model.decoder(z), x)
+        kl = 0.5 * torch.mean(mean**2 + logvar.exp() - 1.0 - logvar)
+        loss = recon + kl_weight * kl
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        recent = [*recent[-99:], float(loss.item())]
+        bar.update(1)
+        bar.set_postfix(mse=f"{recon.item():.4f}", kl=f"{kl.item():.2f}")
+    bar.close()
+    model.eval()
+    return recent
 
 
 @torch.inference_mode()
@@ -150,9 +152,10 @@ def psnr_db(real: np.ndarray, recon: np.ndarray, value_range=(-1.0, 1.0)) -> flo
     return float(10 * np.log10((value_range[1] - value_range[0]) ** 2 / mse))
 
 
-def reconstruction_scores(heldout, recon, preview, loaded, score_fd) -> dict:
-    """PSNR of reconstructions and of the preview (upscaled) on held-out images; FD when scorable."""
-    z = loaded.encode(heldout)
+def reconstruction_scores(heldout, z, preview, loaded, score_fd) -> dict:
+    """PSNR of reconstructions and of the preview (upscaled) of held-out images whose latents are z;
+    FD when scorable."""
+    recon = loaded.decode(z)
     shown = preview.apply(z, loaded.card.downsample)
     if heldout.shape[1] == 1:
         shown = shown.mean(axis=1, keepdims=True)
