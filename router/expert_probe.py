@@ -43,6 +43,7 @@ def report_looks(scheduler, looks: list[ExpertLook], metrics, names: Names, *, b
             k, look.consumers, look.depth, look.heartbeats, look.served, beats_trusted=beats_trusted
         )
         metrics.expert_live.labels(str(k)).set(int(health.live))
+        metrics.queue_messages.labels(names.expert_queue(k)).set(look.depth)  # the experts do not probe
         metrics.expert_window.labels(str(k)).set(health.window())
         if was_live and not health.live:
             log.warning(

@@ -178,8 +178,9 @@ class ExpertWorker:
         session.declare([self.expert_id], jobs=False)
         session.channel.basic_qos(prefetch_count=self.prefetch)
         session.consume(self.queue, self._on_message)
-        probe = self.metrics.probe_queue  # ddm_queue_messages: the backlog, for dashboards
-        session.every(self.settings.heartbeat_s, lambda: probe(session.channel, self.queue))
+        # No queue probe here: a passive declare is a broker round trip on this, the serving thread,
+        # which from a far host stalled a forward pass at every heartbeat (docs/BENCHMARKS.md). The
+        # routers export this queue's depth (router/expert_probe.py), next to the broker.
         # this replica's own queue: a router hedges a late request to a replica that answers (classic and
         # exclusive whatever DDM_QUEUE_TYPE says: it lives and dies with this connection)
         own = self.names.replica_queue(self.expert_id, self.worker_id)

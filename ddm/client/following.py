@@ -14,6 +14,10 @@ from ddm.schema.messages import Frame
 from ddm.schema.names import check_job_id
 
 POLL_S = 0.5  # longest XREAD BLOCK before the job hash is looked at again (failure, expiry)
+# Once the last step is stored no frame wakes a waiter again: the end (the status, after decoding for a
+# latent job) is polled, first after this long, then twice as long each time up to ENDING_POLL_MAX_S.
+ENDING_POLL_S = 0.002
+ENDING_POLL_MAX_S = 0.05
 REDIS_OUTAGE_S = 120.0  # how long following a job rides out a Redis that does not answer
 OUTAGE_ERRORS = (ServiceUnavailableError, *REDIS_CONNECTION_ERRORS)
 
@@ -131,8 +135,9 @@ class JobFollowing:
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobHash:
         """Block until the job has ended (done, failed or cancelled); returns its job hash (does not
-        raise for failed or cancelled). Wakes on every new frame (XREAD BLOCK on the stream), so it
-        returns right after the last step."""
+        raise for failed or cancelled). Wakes on every new frame (XREAD BLOCK on the stream); after the
+        last one it polls the status briefly (ENDING_POLL_S, doubling), so it returns right after the
+        job ends."""
         check_job_id(job_id)
         try:
             return self._wait(job_id, timeout)
@@ -144,6 +149,7 @@ class JobFollowing:
         stream = self.names.traj(job_id)
         last_id = b"$"  # only frames after now: they are wake-ups, not data
         outage = _Outage(self.settings.redis_url, deadline)
+        ending_poll = ENDING_POLL_S
         while True:
             try:
                 st = self.status(job_id)
@@ -156,6 +162,10 @@ class JobFollowing:
                         f"step {st.step}/{st.steps} (is a router worker running? `ddm up`)"
                     ),
                 )
+                if st.steps and st.step >= st.steps:  # every frame is in: only the status is to come
+                    time.sleep(min(left, ending_poll))
+                    ending_poll = min(ENDING_POLL_MAX_S, 2 * ending_poll)
+                    continue
                 entries = self._xread(stream, last_id, block_s=left)
             except OUTAGE_ERRORS as exc:
                 outage.wait(exc)

@@ -20,7 +20,9 @@ event "deliver" or "pump". Timings of the seams come from hooks (and metrics), n
 workers' private methods.
 
 One thread does everything: pika's BlockingConnection is not thread-safe, so the connection thread is
-the only one that touches it (stop() from elsewhere only wakes it).
+the only one that touches it (stop() from elsewhere only wakes it). The one exception is the heartbeat's
+Redis write (ddm/runtime/heartbeat.py BackgroundBeats): that thread snapshots the record, another writes
+it, so a far or absent Redis never stalls serving.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import pika
 
 from ddm.runtime.amqp import CONNECTION_ERRORS, LoginRefusedError, connect, declare_topology
 from ddm.runtime.deadletter import dead_letter
-from ddm.runtime.heartbeat import Heartbeat
+from ddm.runtime.heartbeat import BackgroundBeats, Heartbeat
 from ddm.runtime.metrics import serve_metrics
 from ddm.runtime.property_guard import undecodable
 from ddm.schema.errors import ServiceUnavailableError
@@ -211,6 +213,7 @@ class ConsumerRuntime:
         self.ready = threading.Event()
         self.session: Session | None = None
         self.heartbeat: Heartbeat | None = None
+        self._beats: BackgroundBeats | None = None  # writes the heartbeat off the connection's thread
         self._stop = threading.Event()
         self._run_thread: threading.Thread | None = None
         metrics.set_health(self.health)
@@ -251,9 +254,12 @@ class ConsumerRuntime:
                 self.handler.beat_static(),
                 self.settings.heartbeat_ttl_s,
             )
+            self._beats = BackgroundBeats(self.heartbeat)
             self._serve_until_stopped()
         finally:
             self.ready.clear()
+            if self._beats is not None:
+                self._beats.close()  # its last write lands before the record is removed
             if self.heartbeat is not None:
                 self.heartbeat.remove()
                 self.heartbeat.close()
@@ -337,4 +343,4 @@ class ConsumerRuntime:
         return dropped
 
     def _beat(self) -> None:
-        self.heartbeat.beat(self.handler.stats, **self.handler.beat_extra())
+        self._beats.post(self.heartbeat.record(self.handler.stats, **self.handler.beat_extra()))

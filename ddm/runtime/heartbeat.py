@@ -9,6 +9,7 @@ belong to the roles (workers/stats.py WorkerStats, router/stats.py RouterStats).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Protocol
 
@@ -40,7 +41,8 @@ class Heartbeat:
     raises SchemaError here, at start, not at the first beat."""
 
     def __init__(self, redis_url: str, names: Names, worker_id: str, static: dict, ttl_s: int):
-        # Short timeouts: beats run on the broker connection's thread and must not stall it for long.
+        # Short timeouts: a beat written by beat() runs on its caller's thread (BackgroundBeats keeps
+        # the workers' off their broker connection's thread).
         self._redis = redis_client(redis_url, socket_timeout=2.0, connect_timeout=2.0)
         self._names = names
         self._worker_id = worker_id
@@ -58,10 +60,16 @@ class Heartbeat:
     def _record(self, counters: dict, extra: dict) -> WorkerHeartbeat:
         return WorkerHeartbeat.build({**self._static, **counters, **extra, "updated_at": time.time()})
 
+    def record(self, stats: Counters, **extra) -> WorkerHeartbeat:
+        """The record as of now: static fields, stats.fields() counters, `extra` such as jobs_running."""
+        return self._record(stats.fields(), extra)
+
     def beat(self, stats: Counters, **extra) -> bool:
-        """Write the record (static fields, stats.fields() counters, `extra` such as jobs_running) and
-        refresh its TTL; True if Redis took it."""
-        record = self._record(stats.fields(), extra)
+        """Write the record as of now and refresh its TTL; True if Redis took it."""
+        return self.write(self.record(stats, **extra))
+
+    def write(self, record: WorkerHeartbeat) -> bool:
+        """Write `record` and refresh its TTL; True if Redis took it."""
         try:
             pipe = self._redis.pipeline(transaction=False)
             pipe.hset(self._key, mapping=record.encode())
@@ -92,6 +100,46 @@ class Heartbeat:
 
     def close(self) -> None:
         self._redis.close()
+
+
+class BackgroundBeats:
+    """Writes a Heartbeat's records on a thread of its own. The worker snapshots its record on its own
+    thread (post: no I/O) and goes on serving: a Redis write costs a round trip to Redis, which from a
+    far host is the link's (50 ms behind `ddm bench --rtt-ms 50`, stalling a forward pass at every beat;
+    docs/BENCHMARKS.md), and a Redis that does not answer costs the socket timeout. Only the newest
+    record waits: one not yet written when the next is posted is dropped (it is older)."""
+
+    def __init__(self, heartbeat: Heartbeat):
+        self.heartbeat = heartbeat
+        self._wake = threading.Condition()
+        self._next: WorkerHeartbeat | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+        self._thread.start()
+
+    def post(self, record: WorkerHeartbeat) -> None:
+        with self._wake:
+            self._next = record
+            self._wake.notify()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Write what was posted last, then stop the thread (waiting at most timeout_s for it)."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while self._next is None and not self._closed:
+                    self._wake.wait()
+                record, self._next = self._next, None
+                closed = self._closed
+            if record is not None:
+                self.heartbeat.write(record)
+            if closed:
+                return
 
 
 def read_live_workers(r, names: Names, skipped: set[str] | None = None) -> dict[str, WorkerHeartbeat]:
