@@ -320,7 +320,6 @@ def test_result_waits_for_done(client):
     assert out.dtype == np.float32 and out.flags.writeable
 
 
-
 def test_wait_returns_soon_after_an_end_that_follows_the_last_frame(client):
     """The status says done a little after the last frame (always a separate write; for a latent job
     after decoding): no further frame wakes the waiter, so it used to sleep out a whole POLL_S (0.5 s)."""
@@ -343,6 +342,8 @@ def test_wait_returns_soon_after_an_end_that_follows_the_last_frame(client):
     assert st.status is JobStatus.DONE
     lag = returned - ended[0]
     assert lag < 0.25, f"wait returned {lag:.2f} s after the job ended (polling after the last frame)"
+
+
 def test_result_of_a_failed_job_raises_its_error(client):
     put_job(client, "f", "failed", 3, error="strategy 'oracle' needs experts with disjoint label sets")
     with pytest.raises(JobFailedError, match="disjoint label sets") as info:
