@@ -4,7 +4,7 @@ making progress, how far away is it, and how many requests should be in flight t
 Fed by the glue (router/worker.py) from two sources:
     observe(consumers, depth, heartbeats, served)   every OBSERVE_S: the queue's consumer count and ready
                         depth (a passive declare), its workers' live heartbeats and their forward passes
-    replied(round_trip_ms, compute_ms, worker, sent_at)   every reply
+    replied(round_trip_ms, compute_ms, worker, sent_at, rows)   every reply
 
 Rules (docs/PROTOCOL.md section 6; for operators docs/DEPLOY.md section 12):
 - absent: no consumer on its queue; or consumers, our requests waiting, every heartbeat expired, no
@@ -20,11 +20,18 @@ Rules (docs/PROTOCOL.md section 6; for operators docs/DEPLOY.md section 12):
   the workers' prefetch buffers, where the depth does not see it: hence the forward passes).
 - overtaken: a request sent after this one was answered. The queue is first in, first out, so this one
   is lost (or held by a stuck replica): resend it.
-- window: requests in flight that keep each replica busy across its link: one, plus one for every
-  whole forward pass the link's round trip lasts beyond a local broker's (1 + floor((link - 10 ms) /
-  compute)) per replica, where link is the smallest recent (round trip - compute) (queueing only
-  ever adds to a round trip, so the minimum is the wire) and compute a moving average. A local link
-  keeps one request in flight, so every row that falls due meanwhile rides one batch.
+- link: the smallest recent (round trip - compute) (queueing only ever adds to a round trip, so the
+  minimum is the wire); far: measured, and the link longer than a local broker's (LOCAL_LINK_MS).
+- window: requests in flight allowed. A local link keeps one per replica, so every row that falls due
+  meanwhile rides one batch. A far expert's rows go in staggered cohorts instead, one request each,
+  released one estimated forward pass apart, so one cohort computes while the others cross the link
+  (rows due together would otherwise ride one request, and the expert idle for the whole round trip:
+  lock step); its window is MAX_COHORTS per replica, the bound on what a bad estimate can queue.
+  m cohorts keep it busy when the others' compute covers one's round trip, (m - 1) / m x C >= link +
+  LOCAL_LINK_MS, C the compute of all the rows it serves: the smallest such m (fewest, so the largest
+  batches), or as many as the window when even that cannot hide the link. Compute is modelled per
+  row, a moving average (linear: right on a CPU, pessimistic for a GPU's nearly flat cost, which only
+  means fewer, larger cohorts). docs/BENCHMARKS.md measures it.
 - hedge: a request unanswered after the recent p99 round trip (at least a floor) may be sent once
   more to a replica that answered recently, and after each further such period to one more; a token
   bucket caps hedges at a fraction of requests.
@@ -39,13 +46,13 @@ from dataclasses import dataclass, field
 LINK_SAMPLES = 32  # round trips the link estimate's minimum runs over (a few steps of one job)
 LATENCY_SAMPLES = 200  # round trips the hedging p99 runs over
 MIN_P99_SAMPLES = 20  # no hedging before this many round trips: no p99 to compare with yet
-MAX_WINDOW_PER_REPLICA = 8  # a bound on what a bad estimate can queue at one replica
 # What a round trip through a broker on the same host or LAN costs anyway (encoding, the broker both
 # ways, the router's own loop: 1-3 ms here, docs/BENCHMARKS.md, and several more when the router is
 # busy on two loaded cores). A link no longer than this keeps one request in flight per replica:
 # pipelining over it gains less than splitting the batch loses.
 LOCAL_LINK_MS = 10.0
 COMPUTE_EWMA = 0.2
+MAX_COHORTS = 8  # a far expert's window per replica: staggered cohorts in flight, at most
 # Expired heartbeats alone do not make an expert gone while it still answers: a worker may write none
 # (PROTOCOL.md section 8), or reach the broker but not Redis. Gone by heartbeats = expired and silent
 # for this long.
@@ -70,7 +77,7 @@ class ExpertHealth:
     last_progress: float = 0.0
     served: int | None = None  # forward passes of its live workers, from their heartbeats
     answered_through: float = float("-inf")  # the latest send time of a request answered
-    compute_ms: float | None = None
+    row_ms: float | None = None  # forward pass per row (moving average): the cohorts' cost model
     _links: deque = field(default_factory=lambda: deque(maxlen=LINK_SAMPLES))
     _round_trips: deque = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
     _replied_at: dict[str, float] = field(default_factory=dict)  # worker id -> its last reply
@@ -129,10 +136,19 @@ class ExpertHealth:
         self.last_progress = max(self.last_progress, now)
 
     def replied(
-        self, now: float, round_trip_ms: float, compute_ms: float, worker: str, sent_at: float, *, timed: bool
+        self,
+        now: float,
+        round_trip_ms: float,
+        compute_ms: float,
+        worker: str,
+        sent_at: float,
+        *,
+        timed: bool,
+        rows: int = 1,
     ) -> None:
-        """A reply from `worker`. Only a `timed` one (sent once, to a live expert) feeds the link and
-        p99 estimates: a resent, hedged or long-queued request would skew them for hundreds of replies."""
+        """A reply from `worker` to a request of `rows` rows. Only a `timed` one (sent once, to a live
+        expert) feeds the link and p99 estimates: a resent, hedged or long-queued request would skew
+        them for hundreds of replies."""
         self.last_progress = now
         self.answered_through = max(self.answered_through, sent_at)
         self._replied_at[worker] = now
@@ -140,9 +156,9 @@ class ExpertHealth:
             return
         self._links.append(max(0.0, round_trip_ms - compute_ms))
         self._round_trips.append(round_trip_ms)
-        c = max(compute_ms, 0.1)
-        self.compute_ms = (
-            c if self.compute_ms is None else (1 - COMPUTE_EWMA) * self.compute_ms + COMPUTE_EWMA * c
+        row_ms = max(compute_ms, 0.1) / max(1, rows)
+        self.row_ms = (
+            row_ms if self.row_ms is None else (1 - COMPUTE_EWMA) * self.row_ms + COMPUTE_EWMA * row_ms
         )
 
     def sent(self) -> None:
@@ -178,16 +194,28 @@ class ExpertHealth:
     def link_ms(self) -> float | None:
         return min(self._links) if self._links else None
 
-    def per_replica(self) -> int:
-        """Requests in flight per replica that cover its link; 1 for a local link or before any estimate."""
-        if self.link_ms is None or self.compute_ms is None:
+    @property
+    def far(self) -> bool:
+        """Measured, and farther than a local broker: its rows go in staggered cohorts."""
+        return self.link_ms is not None and self.row_ms is not None and self.link_ms > LOCAL_LINK_MS
+
+    def pass_ms(self, rows: int) -> float:
+        """Estimated forward pass over `rows` rows (0 before any reply)."""
+        return (self.row_ms or 0.0) * rows
+
+    def cohorts(self, rows: int) -> int:
+        """How many staggered cohorts `rows` rows (all it serves now) are split into (module docstring)."""
+        if not self.far or rows <= 1:
             return 1
-        far = max(0.0, self.link_ms - LOCAL_LINK_MS)
-        return max(1, min(MAX_WINDOW_PER_REPLICA, 1 + math.floor(round(far / self.compute_ms, 6))))
+        total, link = self.pass_ms(rows), self.link_ms + LOCAL_LINK_MS
+        most = min(rows, self.window())
+        if total <= link:
+            return most
+        return max(1, min(most, math.ceil(round(total / (total - link), 6))))
 
     def window(self) -> int:
-        """Requests in flight allowed: enough per replica to cover its link, one before any estimate."""
-        return max(1, self.consumers) * self.per_replica()
+        """Requests in flight allowed: one per replica, MAX_COHORTS per replica for a far expert."""
+        return max(1, self.consumers) * (MAX_COHORTS if self.far else 1)
 
     def p99_ms(self) -> float | None:
         if len(self._round_trips) < MIN_P99_SAMPLES:

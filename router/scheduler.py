@@ -17,6 +17,8 @@ in an Outbox: requests to publish, finished steps to store, jobs done or failed.
 An expert has at most its window of our requests in flight (router/experts.py: enough per replica to
 cover its link); rows that fall due meanwhile are held and ride the next request, so jobs submitted a
 few milliseconds apart merge into one batch at the next step instead of alternating at the expert.
+A far expert's rows go in staggered cohorts instead (router/experts.py): one request per cohort, each
+released one estimated forward pass after the previous one (next_release_s tells the glue when).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Scheduler:
         }
         self._due: list[JobRun] = []
         self._held: dict[int, list[JobRun]] = {}  # expert -> planned jobs waiting for a free slot
+        self._release_at: dict[int, float] = {}  # far expert -> when its next cohort may leave
         self._request_prefix = "r"
         self._request_seq = 0
 
@@ -88,6 +91,7 @@ class Scheduler:
         self.pending.clear()
         self._due.clear()
         self._held.clear()
+        self._release_at.clear()
         self._request_prefix = request_prefix
         self._request_seq = 0
 
@@ -218,13 +222,22 @@ class Scheduler:
     def _in_flight(self, expert: int) -> int:
         return sum(1 for p in self.pending.values() if p.expert == expert)
 
+    def next_release_s(self) -> float | None:
+        """Seconds until a held cohort of a far expert may leave (None: none is held for that)."""
+        now = self.clock()
+        times = [at for k, at in self._release_at.items() if self._held.get(k) and self.experts[k].far]
+        return max(0.0, min(times) - now) if times else None
+
     def _dispatch(self, expert: int, out: Outbox) -> None:
         """Send the rows held for `expert` in as many requests as its window has room for: one per
         replica when they fit (at least one row each, at most rows_per_request), so the rows due
         together stay one batch; rows that fall due later use the rest of the window at once instead of
-        waiting a round trip for a reply."""
+        waiting a round trip for a reply. A far expert gets them in staggered cohorts."""
         held = [job for job in self._held.pop(expert, []) if self._live(job) and self._needs(job, expert)]
         health = self.experts[expert]
+        if health.far:
+            self._dispatch_cohort(expert, held, out)
+            return
         free = health.window() - self._in_flight(expert)
         if not held or free <= 0:
             if held:
@@ -246,6 +259,29 @@ class Scheduler:
             rows += n
         if chunk:  # the loop ends with a chunk only when every held job is in it
             self._request(expert, chunk, out)
+        if held:
+            self._held[expert] = held
+
+    def _dispatch_cohort(self, expert: int, held: list[JobRun], out: Outbox) -> None:
+        """A far expert: one cohort of the held rows (all the rows it serves, held and in flight, split
+        into health.cohorts of them), once the previous cohort has had its estimated forward pass; the
+        rest stay held for the next release, so cohorts reach the expert as it frees up."""
+        health = self.experts[expert]
+        now = self.clock()
+        full = self._in_flight(expert) >= health.window()
+        if not held or full or now < self._release_at.get(expert, -math.inf):
+            if held:
+                self._held[expert] = held
+            return
+        in_flight = sum(part.rows for p in self.pending.values() if p.expert == expert for part in p.parts)
+        total = in_flight + sum(len(job.plan.rows[expert]) for job in held)
+        size = min(self.rows_per_request, math.ceil(total / health.cohorts(total)))
+        chunk, rows = [], 0
+        while held and (not chunk or rows + len(held[0].plan.rows[expert]) <= size):
+            rows += len(held[0].plan.rows[expert])
+            chunk.append(held.pop(0))
+        self._request(expert, chunk, out)
+        self._release_at[expert] = now + health.pass_ms(rows) / 1e3 / max(1, health.consumers)
         if held:
             self._held[expert] = held
 
@@ -292,7 +328,9 @@ class Scheduler:
         now, health = self.clock(), self.experts[request.expert]
         timed = request.attempts == 1 and not request.hedged_to and request.first_sent >= health.live_since
         round_trip_ms = (now - request.first_sent) * 1000.0
-        health.replied(now, round_trip_ms, reply.compute_ms, reply.worker_id, request.first_sent, timed=timed)
+        health.replied(
+            now, round_trip_ms, reply.compute_ms, reply.worker_id, request.first_sent, timed=timed, rows=want
+        )
         waiting = {job.job_id: job for job in self._waiting(request)}
         offset = 0
         for part in request.parts:

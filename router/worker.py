@@ -181,7 +181,9 @@ class RouterWorker:
         return dropped
 
     def wait_s(self) -> float:
-        return WAIT_S
+        """Until the next event, or the next cohort a far expert may be sent (router/scheduler.py)."""
+        release_s = self.scheduler.next_release_s()
+        return WAIT_S if release_s is None else min(WAIT_S, release_s)
 
     def pump(self) -> None:
         """Send every step the last events made due, then store the finished ones: the Redis round

@@ -6,8 +6,9 @@ an expert is gone only after looking absent for its loss grace, and a busy one n
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from ddm.router.experts import ExpertHealth
+from ddm.router.experts import MAX_COHORTS, ExpertHealth
 from ddm.router.outbox import Outbox
 from ddm.schema.messages import VelocityReply, VelocityRequest
 from tests.support.scheduling import EXPERTS, OVERLAP, answer, begin, job, scheduler
@@ -23,37 +24,79 @@ def reply_after(s, send, ms: float, compute_ms: float, worker: str = "w1") -> Ou
     return out
 
 
-def test_the_window_covers_the_link_and_is_bounded():
+def test_the_window_is_one_per_replica_near_and_the_cohort_bound_far():
     h = ExpertHealth(1, stall_s=50.0)
-    assert h.window() == 1, "one request per replica before anything is measured"
+    assert h.window() == 1 and not h.far, "one request per replica before anything is measured"
     for i in range(5):
         h.replied(float(i), round_trip_ms=62.0, compute_ms=12.0, worker="w", sent_at=float(i), timed=True)
-    assert h.link_ms == 50.0 and h.window() == 4, "1 + floor((50 - 10) / 12) requests keep it busy"
+    assert h.link_ms == 50.0 and h.far and h.window() == MAX_COHORTS
     h.replied(6.0, round_trip_ms=400.0, compute_ms=12.0, worker="w", sent_at=6.0, timed=True)
     assert h.link_ms == 50.0, "queueing lengthens a round trip, never the link: the minimum is kept"
     h.observe(7.0, consumers=2, depth=0, heartbeats=None, served=None)
-    assert h.window() == 8
-    for i in range(40):
-        h.replied(8.0 + i, round_trip_ms=2000.0, compute_ms=1.0, worker="w", sent_at=8.0 + i, timed=True)
-    assert h.window() == 2 * 8, "at most 8 per replica, whatever the estimate"
+    assert h.window() == 2 * MAX_COHORTS
     near = ExpertHealth(0, stall_s=50.0)
     near.replied(0.0, round_trip_ms=11.0, compute_ms=2.0, worker="w", sent_at=0.0, timed=True)
-    assert near.window() == 1, "a local broker's round trip: one request, so due rows batch"
+    assert near.window() == 1 and not near.far, "a local broker's round trip: one request, so due rows batch"
 
 
-def test_a_measured_link_lets_rows_that_fall_due_go_at_once(clock):
+def measure_link(s, a, round_trip_ms: float = 60.0, compute_ms: float = 10.0) -> Outbox:
+    """Run job a's first steps on expert 1 over the given round trip: the scheduler measures the link."""
+    out = begin(s, a)
+    for _ in range(3):
+        (send,) = out.sends
+        out = reply_after(s, send, round_trip_ms, compute_ms)
+        s.flush(out)
+    return out
+
+
+def test_a_measured_link_lets_rows_that_fall_due_go_one_forward_pass_later(clock):
     s = scheduler(clock)
     a, b = job([6], steps=8), job([7], steps=8, seed=1)
-    out = begin(s, a)
-    for _ in range(3):  # measure the link to expert 1: 50 ms round trip around 10 ms of compute
-        (send,) = out.sends
-        out = reply_after(s, send, 60.0, 10.0)
-        s.flush(out)
-    assert s.experts[1].window() == 5, "1 + floor((50 - 10) / 10)"
+    out = measure_link(s, a)  # a 50 ms link around 10 ms of compute
+    assert s.experts[1].far and not s.experts[0].far, "nothing was measured for expert 0"
     s.start(b, out)
     s.flush(out)
+    assert len(out.sends) == 1 and s.next_release_s() == pytest.approx(0.010), "held one pass (a's, 10 ms)"
+    clock.now += 0.010
+    s.flush(out)
     assert len(out.sends) == 2 and len(s.pending) == 2, "b does not wait for a's request to come back"
-    assert s.experts[0].window() == 1, "an expert nothing was measured for keeps one request in flight"
+    assert s.next_release_s() is None
+
+
+def test_a_far_experts_rows_due_together_leave_in_staggered_cohorts(clock):
+    """Ten jobs due together on an expert 50 ms away whose forward pass costs 10 ms a row, with job a's
+    row in flight: 110 ms of compute against a 60 ms round trip (link + LOCAL_LINK_MS). (m - 1) / m x
+    110 >= 60 gives m = 3 cohorts of at most 4 rows, each released one estimated pass of the previous
+    one later (a's pass first)."""
+    s = scheduler(clock)
+    a = job([6], steps=8)
+    measure_link(s, a, round_trip_ms=60.0, compute_ms=10.0)  # one row a request: 10 ms a row
+    assert s.experts[1].cohorts(11) == 3
+    out = Outbox()
+    for i in range(10):
+        s.start(job([5 + i % 5], steps=8, seed=10 + i), out)
+    s.flush(out)
+    assert out.sends == [], "held until a's forward pass is over"
+    start, released = clock.now, []
+    while (wait := s.next_release_s()) is not None:
+        clock.now += wait
+        out = Outbox()
+        s.flush(out)
+        released += [
+            (round((clock.now - start) * 1e3), VelocityRequest.decode(x.body).batch_size) for x in out.sends
+        ]
+    assert released == [(10, 4), (50, 4), (90, 2)]
+
+
+def test_a_local_expert_keeps_one_batch():
+    near = ExpertHealth(0, stall_s=50.0)
+    near.replied(0.0, round_trip_ms=12.0, compute_ms=4.0, worker="w", sent_at=0.0, timed=True, rows=4)
+    assert not near.far and near.cohorts(64) == 1, "8 ms of link: every due row rides one request"
+    far = ExpertHealth(1, stall_s=50.0)
+    far.replied(0.0, round_trip_ms=104.0, compute_ms=4.0, worker="w", sent_at=0.0, timed=True, rows=4)
+    assert far.far and far.row_ms == 1.0
+    assert far.cohorts(64) == 8, "64 ms of compute cannot cover 100 + 10 ms: as many cohorts as allowed"
+    assert far.cohorts(1000) == 2, "1000 ms: two cohorts of 500 cover it, (2 - 1) / 2 x 1000 >= 110"
 
 
 def test_a_busy_expert_is_waited_for(clock):
