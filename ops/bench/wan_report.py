@@ -1,7 +1,15 @@
 """The Markdown table and the where-the-time-goes lines `ddm bench --rtt-ms` prints (ddm.ops.bench.wan
-makes the numbers)."""
+makes the numbers), and the latency-as-users-feel-it table of several such runs side by side:
+
+    python -m ddm.ops.bench.wan_report docs/bench/wan-euler50.json docs/bench/wan-ab2-6.json ...
+"""
 
 from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
 
 from ddm.ops.bench.report import fmt, rate
 
@@ -49,3 +57,55 @@ def where_time_goes(result: dict) -> str:
             )
             lines.append(f"  RTT {row['rtt_ms']:g} ms, {most} jobs: {busy}")
     return "\n".join(lines)
+
+
+def sampler_name(result: dict) -> str:
+    """'euler-50', 'ab2-6', or with a grid other than uniform 'ab2-6 shift:3'."""
+    name = f"{result['solver']}-{result['steps']}"
+    return name if result.get("grid", "uniform") == "uniform" else f"{name} {result['grid']}"
+
+
+def latency_table(results: list[dict]) -> str:
+    """Per (RTT, jobs) of the first run: each run's p50 / p95 time to the final image and its images/s
+    with its ratio to the 0 ms row of the same level. Runs are labelled by their sampler."""
+    names = [sampler_name(r) for r in results]
+    head = " | ".join(f"{n} p50 / p95 (s) | {n} img/s (/ 0 ms)" for n in names)
+    lines = [f"| RTT (ms) | jobs | {head} |", "|---:|---:|" + "---:|---:|" * len(results)]
+    by_run = [{(row["rtt_ms"], row["jobs"]): row for row in r["wan"]} for r in results]
+    for row in sorted(results[0]["wan"], key=lambda row: (row["jobs"], row["rtt_ms"])):
+        key = (row["rtt_ms"], row["jobs"])
+        cells = []
+        for rows in by_run:
+            got = rows.get(key)
+            if got is None:
+                cells += ["-", "-"]
+                continue
+            ratio = fmt(got["throughput_vs_0ms"], suffix="x")
+            cells += [f"{got['latency_p50_s']:.2f} / {got['latency_p95_s']:.2f}", f"{rate(got)} ({ratio})"]
+        lines.append(f"| {key[0]:g} | {key[1]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ddm.ops.bench.wan_report",
+        description="Several `ddm bench --rtt-ms` JSONs side by side: time to the final image, throughput.",
+    )
+    parser.add_argument(
+        "results", nargs="+", type=Path, help="JSONs written by `ddm bench --rtt-ms ... --out`"
+    )
+    args = parser.parse_args(argv)
+    results = []
+    for path in args.results:
+        result = json.loads(path.read_text())
+        if result.get("kind") != "wan":
+            parser.error(
+                f"{path}: expected the JSON of a `ddm bench --rtt-ms` run, got kind {result.get('kind')!r}"
+            )
+        results.append(result)
+    print(latency_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

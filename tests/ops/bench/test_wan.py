@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
 from ddm.ops.bench.jobs import parse_ids, parse_rtts
-from ddm.ops.bench.wan_report import wan_table, where_time_goes
+from ddm.ops.bench.wan_report import latency_table, main, wan_table, where_time_goes
 from ddm.ops.netsim.netns import list_namespaces
 
 from .test_suite import run_bench
@@ -48,6 +49,33 @@ def test_wan_table_and_time_lines_from_a_result():
     lines = where_time_goes(result)
     assert "step p50 62.0 ms = 50 link + 11.5 expert 1 forward pass + 0.5 rest" in lines
     assert "expert 1 busy 20% with 0.9 in flight (11.5 ms per pass)" in lines
+
+
+def test_runs_side_by_side_pair_each_level_and_name_their_sampler(tmp_path, capsys):
+    def run(solver, steps, grid, rows):
+        wan = [
+            {"rtt_ms": rtt, "jobs": jobs, "latency_p50_s": p50, "latency_p95_s": p50 + 0.1,
+             "images_per_s": ips, "throughput_vs_0ms": ratio}
+            for rtt, jobs, p50, ips, ratio in rows
+        ]  # fmt: skip
+        return {"kind": "wan", "solver": solver, "steps": steps, "grid": grid, "wan": wan}
+
+    euler = run("euler", 50, "uniform", [(50.0, 1, 3.4, 0.3, 0.25), (0.0, 1, 0.8, 1.2, 1.0)])
+    ab2 = run("ab2", 6, "shift:3", [(0.0, 1, 0.13, 7.8, 1.0)])
+    table = latency_table([euler, ab2]).splitlines()
+    assert (
+        table[0].startswith("| RTT (ms) | jobs | euler-50 p50 / p95 (s) |")
+        and "ab2-6 shift:3 img/s" in table[0]
+    )
+    assert table[2] == "| 0 | 1 | 0.80 / 0.90 | 1.20 (1.00x) | 0.13 / 0.23 | 7.80 (1.00x) |"
+    assert table[3] == "| 50 | 1 | 3.40 / 3.50 | 0.30 (0.25x) | - | - |", "a level one run lacks"
+    path = tmp_path / "euler.json"
+    path.write_text(json.dumps(euler))
+    assert main([str(path)]) == 0 and "| 50 | 1 | 3.40 / 3.50 |" in capsys.readouterr().out
+    path.write_text(json.dumps({"kind": "suite"}))
+    with pytest.raises(SystemExit):
+        main([str(path)])
+    assert "expected the JSON of a `ddm bench --rtt-ms` run" in capsys.readouterr().err
 
 
 def test_rtt_and_expert_lists_are_checked():
