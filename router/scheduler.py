@@ -14,10 +14,10 @@ in an Outbox: requests to publish, finished steps to store, jobs done or failed.
                         expert, resend a lost one (velocity is pure: duplicates are harmless), fail
                         jobs whose expert makes no progress or stays gone past the grace period
 
-An expert has at most its window of our requests in flight (router/experts.py: enough per replica to
-cover its link); rows that fall due meanwhile are held and ride the next request, so jobs submitted a
-few milliseconds apart merge into one batch at the next step instead of alternating at the expert.
-A far expert's rows go in staggered cohorts instead (router/experts.py): one request per cohort, each
+An expert has at most its window of our requests in flight (router/experts.py: one per replica on a
+local link); rows that fall due meanwhile are held and ride the next request, so jobs submitted a few
+milliseconds apart merge into one batch at the next step instead of alternating at the expert. A far
+expert's rows go in staggered cohorts instead (router/experts.py): one request per cohort, each
 released one estimated forward pass after the previous one (next_release_s tells the glue when).
 """
 
@@ -223,9 +223,14 @@ class Scheduler:
         return sum(1 for p in self.pending.values() if p.expert == expert)
 
     def next_release_s(self) -> float | None:
-        """Seconds until a held cohort of a far expert may leave (None: none is held for that)."""
+        """Seconds until a held cohort of a far expert may leave (None: none waits for its time; one
+        that waits for a free slot in the window leaves on a reply, which wakes the glue anyway)."""
         now = self.clock()
-        times = [at for k, at in self._release_at.items() if self._held.get(k) and self.experts[k].far]
+        times = [
+            at
+            for k, at in self._release_at.items()
+            if self._held.get(k) and self.experts[k].far and self._in_flight(k) < self.experts[k].window()
+        ]
         return max(0.0, min(times) - now) if times else None
 
     def _dispatch(self, expert: int, out: Outbox) -> None:

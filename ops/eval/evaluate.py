@@ -114,12 +114,18 @@ def generate(
     x, labels, cost = sample_counted(
         experts, policy, n, strategy, steps, guidance, seed, space=deployment.sample_space
     )
-    decoder = load_decoder(deployment, device=device)
-    if decoder is not None:  # a latent deployment is scored on its pictures, as the pipeline returns them
-        t0 = time.perf_counter()
-        x = decoder.decode(x)
-        cost["decode_s"] = time.perf_counter() - t0
-    return x, labels, cost
+    return to_pictures(load_decoder(deployment, device=device), x, cost), labels, cost
+
+
+def to_pictures(decoder, x: np.ndarray, cost: dict) -> np.ndarray:
+    """A latent deployment's samples decoded (its decoder; None: a pixel deployment, x as it is): it is
+    scored on its pictures, as the pipeline returns them. The decoding time goes in cost["decode_s"]."""
+    if decoder is None:
+        return x
+    t0 = time.perf_counter()
+    x = decoder.decode(x)
+    cost["decode_s"] = time.perf_counter() - t0
+    return x
 
 
 def sample_counted(

@@ -235,10 +235,11 @@ def evaluate_sweep(
         real_floor,
         sample_counted,
         score_features,
+        to_pictures,
     )
     from ddm.ops.eval.frechet import FrechetBootstrap
     from ddm.ops.eval.strategy_choice import eval_strategy
-    from ddm.router.deployment_loader import load_experts, load_policy
+    from ddm.router.deployment_loader import load_decoder, load_experts, load_policy
     from ddm.schema.checkpoint_meta import file_sha256
     from ddm.schema.deployment import Deployment
     from ddm.schema.strategy import Strategy
@@ -272,7 +273,8 @@ def evaluate_sweep(
             loaded["policy"] = policy
             experts = load_experts(deployment, device=device)
             loaded["experts"] = {k: CountingExpert(e) for k, e in experts.items()}
-        return sample_counted(
+            loaded["decoder"] = load_decoder(deployment, device=device)
+        x, labels, cost = sample_counted(
             loaded["experts"],
             loaded["policy"],
             n,
@@ -283,7 +285,9 @@ def evaluate_sweep(
             solver=point.solver,
             grid=point.grid,
             progress=False,
+            space=deployment.sample_space,
         )
+        return to_pictures(loaded["decoder"], x, cost), labels, cost
 
     def score(x, labels):
         return score_features(

@@ -88,6 +88,24 @@ def test_a_far_experts_rows_due_together_leave_in_staggered_cohorts(clock):
     assert released == [(10, 4), (50, 4), (90, 2)]
 
 
+def test_a_far_expert_with_a_full_window_waits_for_a_reply_not_a_timer(clock):
+    """Every slot in flight: a cohort due by its time waits for a reply, and the glue is not asked to
+    wake for it (it would spin: the release time has passed)."""
+    s = scheduler(clock)
+    measure_link(s, job([6], steps=40), round_trip_ms=51.0, compute_ms=1.0)  # 1 ms a row: 8 cohorts
+    out = Outbox()
+    for i in range(64):  # with a's row, 65 rows: cohorts of 9, so the eighth leaves one row held
+        s.start(job([5 + i % 5], steps=40, seed=10 + i), out)
+    s.flush(out)
+    for _ in range(MAX_COHORTS):  # every release the glue is woken for
+        clock.now += s.next_release_s() or 0.0
+        s.flush(out)
+    assert len(s.pending) == MAX_COHORTS, "a's request and a cohort a release until the window is full"
+    assert s._held[1] and s.next_release_s() is None
+    clock.now += 1.0
+    assert s.next_release_s() is None, "still nothing to wake for: a reply frees the slot"
+
+
 def test_a_local_expert_keeps_one_batch():
     near = ExpertHealth(0, stall_s=50.0)
     near.replied(0.0, round_trip_ms=12.0, compute_ms=4.0, worker="w", sent_at=0.0, timed=True, rows=4)
