@@ -313,6 +313,9 @@ class ConsumerRuntime:
     def _serve(self, conn: pika.BlockingConnection) -> None:
         session = self.session = Session(conn, self)
         self.handler.attach(session)
+        # The first beat of a session is written here, before `ready`: whoever waits for ready finds
+        # the record (ddm up, the tests). Later ones go through the background writer.
+        self.heartbeat.beat(self.handler.stats, **self.handler.beat_extra())
         session.every(self.settings.heartbeat_s, self._beat)
         self.ready.set()
         log.info("%s consuming at %s", self.worker_id, redact(self.settings.amqp_url))

@@ -27,11 +27,17 @@ RGB = SampleSpace(
 # fixture) and the tests' single-threaded math (tests/conftest.py sets OMP_NUM_THREADS=1 and XLA_FLAGS;
 # with the default threads that HEAD gave fa24683642eccf74f81c9f8363935ec4304a21701137a489c17eee5c575d61f6,
 # and so does this code): the legacy space's noise, routing and mixing are the same operations, so
-# MNIST-shaped images are the same bits.
+# MNIST-shaped images are the same bits. The experts' forward passes round differently on different CPUs
+# (oneDNN and XLA pick kernels by instruction set), so the old code's bits are pinned per CPU it ran on.
+# On a new CPU: check out 3513548, build the fixture's deployment with tests.support.fakes
+# .write_random_deployment and hash tests.support.harness.local_reference(deployment, PINNED_SPEC) there.
 PINNED_SPEC = dataclasses.replace(
     JobSpec.new([0, 3, 7, 9], steps=4, strategy="oracle", guidance=1.5, seed=11), job_id="pinned-job"
 )
-PINNED_SHA256 = "a44fd2344412ded2bbd5afe8f2601fafa7c0b1d594e7442fdbe202acc3fd7c5e"
+PINNED_SHA256 = {
+    "a44fd2344412ded2bbd5afe8f2601fafa7c0b1d594e7442fdbe202acc3fd7c5e": "the VM it was first pinned on",
+    "7731466648c170520fc1ba912677b030b9e2cff4205d4d2e394d543fa02ff4c9": "an AMD EPYC VM (2026-11-27)",
+}
 PINNED_NOISE_SHA256 = "93e9e2a5b4472d81686d5aa9446c2232be850a11c75a750440ae33a74f0439c6"
 
 
@@ -45,7 +51,8 @@ def test_the_legacy_space_keeps_its_images_bit_for_bit(label_split_deployment):
     assert sha256(initial_noise(PINNED_SPEC)) == PINNED_NOISE_SHA256
     assert sha256(initial_noise(PINNED_SPEC, LEGACY)) == PINNED_NOISE_SHA256
     x = local_reference(label_split_deployment, PINNED_SPEC)
-    assert x.shape == (4, 1, 32, 32) and sha256(x) == PINNED_SHA256
+    assert x.shape == (4, 1, 32, 32)
+    assert sha256(x) in PINNED_SHA256, "not the bits the code before sample spaces gave on any CPU pinned"
 
 
 @pytest.fixture(scope="module")
