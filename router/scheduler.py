@@ -278,8 +278,10 @@ class Scheduler:
             if held:
                 self._held[expert] = held
             return
-        in_flight = sum(part.rows for p in self.pending.values() if p.expert == expert for part in p.parts)
-        total = in_flight + sum(len(job.plan.rows[expert]) for job in held)
+        rows_in_flight = sum(
+            part.rows for p in self.pending.values() if p.expert == expert for part in p.parts
+        )
+        total = rows_in_flight + sum(len(job.plan.rows[expert]) for job in held)
         size = min(self.rows_per_request, math.ceil(total / health.cohorts(total)))
         chunk, rows = [], 0
         while held and (not chunk or rows + len(held[0].plan.rows[expert]) <= size):

@@ -154,8 +154,9 @@ class Session:
             if tag not in self.channel.consumer_tags:
                 raise ConsumerCancelledError(f"the broker cancelled our consumer {tag}")
 
-    def every(self, interval_s: float, fn: Callable[[], None]) -> None:
-        """Run fn now and then every interval_s while this session lives."""
+    def every(self, interval_s: float, fn: Callable[[], None], *, now: bool = True) -> None:
+        """Run fn now (or, with now=False, first after interval_s) and then every interval_s while this
+        session lives."""
 
         def tick() -> None:
             if not self.open:
@@ -163,7 +164,10 @@ class Session:
             fn()
             self.conn.call_later(interval_s, tick)
 
-        tick()
+        if now:
+            tick()
+        else:
+            self.conn.call_later(interval_s, tick)
 
     def dead_letter(self, delivery_tag: int, props, body: bytes, reason: str, queue: str) -> None:
         """Refuse a delivery: to ddm.dead with the reason and the original properties, confirmed, then
@@ -316,7 +320,7 @@ class ConsumerRuntime:
         # The first beat of a session is written here, before `ready`: whoever waits for ready finds
         # the record (ddm up, the tests). Later ones go through the background writer.
         self.heartbeat.beat(self.handler.stats, **self.handler.beat_extra())
-        session.every(self.settings.heartbeat_s, self._beat)
+        session.every(self.settings.heartbeat_s, self._beat, now=False)  # the beat above was the first
         self.ready.set()
         log.info("%s consuming at %s", self.worker_id, redact(self.settings.amqp_url))
         while not self._stop.is_set():
