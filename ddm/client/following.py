@@ -64,6 +64,12 @@ def read_stream(r, stream: str, last_id: bytes, *, count: int, block_ms: int | N
     return reply[0][1]  # RESP2: [[stream, [(id, fields), ...]]]
 
 
+def stream_end(r, stream: str) -> bytes:
+    """The id of the stream's newest entry (b"0-0" while it has none): XREAD after it waits for new ones."""
+    newest = r.xrevrange(stream, count=1)
+    return newest[0][0] if newest else b"0-0"
+
+
 class JobFollowing:
     """frames() and wait() for a class with `redis`, `settings`, `names` and `status(job_id)` (Client)."""
 
@@ -147,11 +153,16 @@ class JobFollowing:
     def _wait(self, job_id: str, timeout: float | None) -> JobHash:
         deadline = None if timeout is None else time.monotonic() + timeout
         stream = self.names.traj(job_id)
-        last_id = b"$"  # only frames after now: they are wake-ups, not data
+        # Frames are wake-ups, not data: only those after the stream's end as it is now. A concrete id,
+        # read before the status: "$" would be resolved at each XREAD, after the status read, and miss
+        # (then sleep out POLL_S over) a frame stored in between.
+        last_id: bytes | None = None
         outage = _Outage(self.settings.redis_url, deadline)
         ending_poll = ENDING_POLL_S
         while True:
             try:
+                if last_id is None:
+                    last_id = stream_end(self.redis, stream)
                 st = self.status(job_id)
                 if st.status.terminal:
                     return st
