@@ -1,5 +1,6 @@
 """The samples a freshly trained router is scored on: held-out data placed by the manifest's rule, or,
-for random shards (which have no rule for new samples), a sample of the training split, said so."""
+for random shards (no rule for new samples) or a split with nothing held out, a sample of the training
+split, said so."""
 
 from __future__ import annotations
 
@@ -45,9 +46,14 @@ def router_eval_set(
             f"held-out {manifest.dataset} {held.split}",
         )
     idx = np.random.default_rng(0).permutation(len(dataset))[:TRAINING_SAMPLE]
+    why = (
+        f"{manifest.method} shards have no rule for new samples"
+        if manifest.method == "random"
+        else f"{manifest.dataset} has no split held out from {manifest.split!r}"
+    )
     return RouterEvalSet(
         dataset.as_model_input()[idx],
         np.asarray(dataset.labels)[idx],
         manifest.assignments[idx],
-        f"{len(idx)} training samples ({manifest.method} shards have no rule for new samples)",
+        f"{len(idx)} training samples ({why})",
     )
