@@ -162,7 +162,7 @@ class RouterWorker:
         session.every(RETRY_S, self._retry)
         session.every(OBSERVE_S, self._guarded(self._observe))
         session.every(self.settings.heartbeat_s, self._refresh)
-        session.every(self.settings.heartbeat_s, lambda: self.metrics.probe_queue(ch, self.names.jobs))
+        session.every(self.settings.heartbeat_s, self._probe_queues)
 
     def detach(self, session: Session, lost: bool) -> int:
         # Unacked job messages go back to the queue when the connection closes; whoever gets them
@@ -498,6 +498,15 @@ class RouterWorker:
         looks = probe_experts(self._session.channel, self.store.r, self.names, self.deployment.num_experts)
         trusted = self._observed_at >= self._beats_trusted_at
         report_looks(self.scheduler, looks, self.metrics, self.names, beats_trusted=trusted)
+
+    def _probe_queues(self) -> None:
+        """Every heartbeat: the depth of the jobs queue and, for a latent deployment, of the decoder's (the
+        router sits next to the broker; a worker probing its own queue would wait a round trip of its
+        link on its serving thread). Expert queues are exported with every look at the experts."""
+        channel = self._session.channel
+        self.metrics.probe_queue(channel, self.names.jobs)
+        if self.descriptor.decoder is not None:
+            self.metrics.probe_queue(channel, self.names.decoder_queue)
 
     def _refresh(self) -> None:
         """Every heartbeat: the descriptor again (it expires when no router refreshes it), the jobs index

@@ -103,9 +103,7 @@ class DecoderWorker:
     def attach(self, session: Session) -> None:
         session.declare(jobs=False, decoder=True)
         session.channel.basic_qos(prefetch_count=4)
-        session.consume(self.queue, self._on_message)
-        probe = self.metrics.probe_queue
-        session.every(self.settings.heartbeat_s, lambda: probe(session.channel, self.queue))
+        session.consume(self.queue, self._on_message)  # its queue's depth: the routers export it
         self._session = session
 
     def detach(self, session: Session, lost: bool) -> int:

@@ -26,9 +26,10 @@ Names (all prefixed ddm_):
             ddm_router_hedges_total{expert}, ddm_router_expert_live{expert},
             ddm_router_expert_window{expert} (router/experts.py)
     all:    ddm_reconnects_total, ddm_ready (1 while /healthz would answer 200)
-    queues: ddm_queue_messages{queue} (messages ready): the router's for the jobs queue (every
-            heartbeat) and every expert queue (every look at the experts), the decoder's for its own.
-            Experts export none: a passive declare is a broker round trip on their serving thread.
+    queues: ddm_queue_messages{queue} (messages ready), all from the routers: the jobs queue and a
+            latent deployment's decoder queue (every heartbeat), every expert queue (every look at the
+            experts). Experts and decoders export none: a passive declare is a broker round trip on
+            their serving thread.
 """
 
 from __future__ import annotations
