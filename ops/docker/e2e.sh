@@ -20,6 +20,8 @@
 #      `ddm sample` in this process (ops/docker/e2e_check.py) within 1e-4;
 #   7. an expert crashes (SIGKILL of its process) mid-run: the restart policy brings the container back,
 #      no job is lost; and what `docker kill` does to a container with `restart: unless-stopped`;
+#   7b. the latent profile (checkpoints/emoji-latent: experts 2 and 3 and the decoder added), its jobs
+#      checked against `ddm sample` decoded in this process;
 #   8. the ha profile: three RabbitMQ nodes clustered with quorum queues, every worker on
 #      DDM_AMQP_URL=<the three nodes>, DDM_QUEUE_TYPE=quorum; one node killed mid-run, no job lost;
 #   9. teardown, also on failure (trap): compose down -v, every container, network, volume and image,
@@ -31,7 +33,7 @@
 #                reference sampler and the checker (default: .venv/bin/python of the checkout, else python3)
 #   E2E_JSON     the results file (default ./ddm-e2e.json)
 #   E2E_JOBS     jobs per check (default 6); E2E_STEPS steps per job (default 16)
-#   E2E_SKIP_HA=1  skip step 8
+#   E2E_SKIP_HA=1  skip step 8; E2E_SKIP_LATENT=1 skip step 7b
 #   E2E_DATA_ROOT  reuse this dockerd data root (images and build cache kept; for working on this script):
 #                it is then neither pruned nor removed
 # Not run in CI (minutes of building): docs/DEPLOY.md, "The compose stack, run for real", has its output.
@@ -86,7 +88,7 @@ teardown() {
   trap - EXIT INT TERM
   log "teardown (exit status so far: $rc)"
   if [ -n "$DOCKERD_PID" ] && kill -0 "$DOCKERD_PID" 2>/dev/null; then
-    for profile_args in "--profile ha" ""; do
+    for profile_args in "--profile ha" "--profile latent" ""; do
       # shellcheck disable=SC2086
       compose $profile_args down -v --remove-orphans --timeout 10 >/dev/null 2>&1
     done
@@ -385,6 +387,25 @@ record docker_kill "\"$docker_kill\""
 compose start expert-torch >/dev/null
 wait_healthy after-docker-kill 300 expert-torch >/dev/null
 note "started again with 'docker compose start expert-torch'"
+
+# ---------------------------------------------------------------- 7b. the latent profile
+if [ "${E2E_SKIP_LATENT:-0}" = 1 ]; then
+  note "7b. latent profile skipped (E2E_SKIP_LATENT=1)"; record latent '"skipped"'
+else
+  log "7b. the latent profile: checkpoints/emoji-latent (4 experts, a learned router, the decoder)"
+  compose down -v --timeout 10 >/dev/null 2>&1
+  echo "DDM_DEPLOYMENT=/srv/ddm/checkpoints/emoji-latent/deployment.toml" >> "$ENV_FILE"
+  LATENT_SERVICES=("${DEFAULT_SERVICES[@]}" expert-torch-2 expert-jax-3 decoder)
+  t=$(now)
+  compose --profile latent up -d --no-build 2>&1 | tail -1
+  secs=$(wait_healthy latent 600 "${LATENT_SERVICES[@]}")
+  note "all nine services healthy $secs s after 'up'"
+  record healthy_s "{\"latent\": $secs}"
+  CHECK_AMQP="amqp://ddm:$(env_get DDM_RABBITMQ_PASSWORD)@$(ip_of rabbitmq):5672/%2F"
+  DEPLOYMENT="$REPO/checkpoints/emoji-latent/deployment.toml" check_jobs latent
+  compose --profile latent down -v --timeout 10 >/dev/null 2>&1
+  sed -i '/^DDM_DEPLOYMENT=/d' "$ENV_FILE" # the ha step serves the default deployment again
+fi
 
 # ---------------------------------------------------------------- 8. the ha profile
 if [ "${E2E_SKIP_HA:-0}" = 1 ]; then

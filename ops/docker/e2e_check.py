@@ -5,8 +5,10 @@
 
 Connects with DDM_AMQP_URL / DDM_REDIS_URL / DDM_QUEUE_TYPE from the environment (e2e.sh points them at
 the containers' addresses on the compose bridge). Submits --jobs jobs covering every expert of the
-deployment: each job asks for the digits of one expert's share of the classes (from its checkpoint's
-card), alternating experts, plus one job with every class under the deployment's default strategy. With
+deployment: each job asks for the classes of one expert's share (from its checkpoint's card), alternating
+experts, or, where the experts share classes (k-means clusters), runs `full` (every expert at every step);
+plus one job with every class under the deployment's default strategy. A latent deployment's results are
+its decoder's pixels, compared with `ddm sample`'s latents decoded in this process. With
 --kill, the command runs once the first job has stored --kill-after-step steps (mid-run: the others are
 queued or running), and every job must still end done. Each result must equal the in-process sampler's
 (the code `ddm sample` runs: same routing, mixing, solver) within 1e-4, and no job may be degraded.
@@ -27,42 +29,42 @@ import numpy as np
 TOLERANCE = 1e-4  # what tests/pipeline holds pipeline results to against the local sampler
 
 
-def expert_classes(deployment) -> dict[int, list[int]]:
-    """expert id -> the classes it was trained on (its card), from the deployment's checkpoints."""
-    from ddm.router.deployment_loader import describe, load_policy
-
-    descriptor = describe(deployment, load_policy(deployment), "local")
-    out = {}
-    for expert in descriptor.experts:
-        out[int(expert.id)] = [int(c) for c in expert.labels]
-    return out
-
-
 def make_specs(deployment, jobs: int, steps: int):
+    """[(expert id or None for every expert, JobSpec)]: with disjoint label sets, top-1 jobs asking for
+    one expert's classes, alternating experts; where the experts share classes (k-means clusters), `full`
+    jobs, which ask every expert at every step. Then one job of every class, the deployment's default."""
+    from ddm.router.deployment_loader import describe, load_policy
     from ddm.schema.messages import JobSpec
 
-    shares = expert_classes(deployment)
+    descriptor = describe(deployment, load_policy(deployment), "local")
+    every_class = list(range(descriptor.sample_space.num_classes or 10))
+    shares = {int(e.id): [int(c) for c in e.labels] or every_class for e in descriptor.experts}
+    disjoint = sum(map(len, shares.values())) == len(set().union(*shares.values()))
     ids = sorted(shares)
     specs = []
     for i in range(jobs - 1):
-        k = ids[i % len(ids)]
-        classes = shares[k] or list(range(10))
+        k = ids[i % len(ids)] if disjoint else None
+        classes = shares[k] if disjoint else every_class
         labels = [classes[(i + j) % len(classes)] for j in range(4)]
-        specs.append((k, JobSpec.new(labels, steps=steps, seed=100 + i, strategy="top1")))
-    specs.append((None, JobSpec.new(list(range(10)), steps=steps, seed=7)))  # the deployment's default
-    return specs
+        strategy = "top1" if disjoint else "full"
+        specs.append((k, JobSpec.new(labels, steps=steps, seed=100 + i, strategy=strategy)))
+    specs.append((None, JobSpec.new(every_class, steps=steps, seed=7)))  # the deployment's default
+    return specs, ids
 
 
 def references(deployment, specs):
-    """What `ddm sample` gives for each spec (its unset fields resolved as the router resolves them)."""
-    from ddm.router.deployment_loader import describe, load_experts, load_policy
+    """What `ddm sample` gives for each spec (its unset fields resolved as the router resolves them), as
+    Client.result returns it: a latent deployment's decoded to pixels."""
+    from ddm.router.deployment_loader import describe, load_decoder, load_experts, load_policy
     from ddm.router.sampler import sample_local
 
     policy = load_policy(deployment)
     experts = load_experts(deployment, device="cpu")
     velocities = {k: e.velocity for k, e in experts.items()}
     descriptor = describe(deployment, policy, "local")
-    return [sample_local(velocities, policy, descriptor.resolve(spec)) for spec in specs]
+    decoder = load_decoder(deployment, device="cpu")
+    out = [sample_local(velocities, policy, descriptor.resolve(spec)) for spec in specs]
+    return out if decoder is None else [decoder.decode(x) for x in out]
 
 
 def wait_for_step(client, job_id: str, step: int, timeout: float) -> None:
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     deployment = Deployment.load(args.deployment)
     client = Client()
     started = time.monotonic()
-    planned = make_specs(deployment, args.jobs, args.steps)
+    planned, expert_ids = make_specs(deployment, args.jobs, args.steps)
     specs = [spec for _, spec in planned]
     for spec in specs:
         client.submit(spec)
@@ -160,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         "done": sum(r["status"] == "done" for r in rows),
         "checked_ok": sum(r["ok"] for r in rows),
         "lost": len(specs) - len(results),
-        "experts_covered": sorted({r["expert"] for r in rows if r["expert"] is not None}),
+        # a job with expert None asks every expert (full) or the router's choice (the last one)
+        "experts_covered": expert_ids
+        if any(r["strategy"] == "full" for r in rows)
+        else sorted({r["expert"] for r in rows if r["expert"] is not None}),
         "submit_s": round(submitted_s, 2),
         "pipeline_s": round(pipeline_s, 2),
         "reference_s": round(reference_s, 2),

@@ -23,18 +23,33 @@ import pytest
 from ddm.ops.cli import COMMANDS, build_parser
 from tests.support.compose import COMPOSE_FILE, ENV_EXAMPLE, REPO, compose_binary
 
-PROFILES = ("neuron", "cuda", "gpu", "monitoring")
+PROFILES = ("neuron", "cuda", "gpu", "latent", "monitoring")
 DEFAULT_SERVICES = {"rabbitmq", "redis", "router", "webui", "expert-torch", "expert-jax"}
 PROFILE_SERVICES = {
     "neuron": {"expert-torch-neuron-nc0", "expert-torch-neuron-nc1"},  # one per NeuronCore of /dev/neuron0
     "cuda": {"expert-torch-cuda"},
     "gpu": {"expert-jax-gpu"},
+    "latent": {"expert-torch-2", "expert-jax-3", "decoder"},  # the latent deployment's rest
     "monitoring": {"prometheus", "grafana"},
 }
 ACCELERATED = set().union(*(PROFILE_SERVICES[p] for p in ("neuron", "cuda", "gpu")))
 NEURON = PROFILE_SERVICES["neuron"]
 MONITORING = PROFILE_SERVICES["monitoring"]
+LATENT = PROFILE_SERVICES["latent"]
 SHIPPED_DEPLOYMENT = REPO / "checkpoints" / "mnist" / "deployment.toml"  # what the images serve by default
+LATENT_DEPLOYMENT = REPO / "checkpoints" / "emoji-latent" / "deployment.toml"  # with --profile latent
+
+
+def deployment_frameworks(path: Path) -> dict[int, str]:
+    """Each expert id of a deployment file -> its checkpoint's framework (torch, jax)."""
+    deployment = tomllib.loads(path.read_text())
+    metas = {e["id"]: path.parent / e["checkpoint"] / "meta.json" for e in deployment["experts"]}
+    return {k: json.loads(meta.read_text())["framework"] for k, meta in metas.items()}
+
+
+def expert_of(command: list[str]) -> int | None:
+    """The expert id a `ddm worker expert` command serves (None for other commands)."""
+    return int(command[command.index("--expert") + 1]) if command[:3] == ["ddm", "worker", "expert"] else None
 
 
 def service_device(name: str) -> str:
@@ -114,7 +129,7 @@ def ddm_services(config: dict) -> dict[str, list[str]]:
 
 def test_every_built_service_runs_ddm(config):
     services = ddm_services(config)
-    assert set(services) == DEFAULT_SERVICES - {"rabbitmq", "redis"} | ACCELERATED
+    assert set(services) == DEFAULT_SERVICES - {"rabbitmq", "redis"} | ACCELERATED | LATENT
     for name, command in services.items():
         assert config["services"][name].get("entrypoint") is None, name  # the image's, or none
         if name == "webui":
@@ -125,7 +140,7 @@ def test_every_built_service_runs_ddm(config):
 @pytest.mark.parametrize(
     "service",
     # webui runs under gunicorn: test_webui_gunicorn_command checks it
-    sorted(DEFAULT_SERVICES - {"rabbitmq", "redis", "webui"} | ACCELERATED),
+    sorted(DEFAULT_SERVICES - {"rabbitmq", "redis", "webui"} | ACCELERATED | LATENT),
 )
 def test_service_command_parses(config, service):
     """The command's subcommand and every flag exist: build_parser + parse_args, as `ddm` runs it."""
@@ -140,7 +155,9 @@ def test_service_command_parses(config, service):
         pytest.fail(f"{service}: `ddm {' '.join(argv)}` is refused by the ddm parser (exit {exc.code})")
     if argv[:2] == ["worker", "expert"]:
         assert args.device == service_device(service), (service, args.device)
-        assert args.expert == (0 if service.startswith("expert-torch") else 1)
+        numbered = re.fullmatch(r"expert-(torch|jax)-(\d+)", service)  # the latent profile's
+        default = 0 if service.startswith("expert-torch") else 1
+        assert args.expert == (int(numbered[2]) if numbered else default), (service, args.expert)
 
 
 def test_webui_gunicorn_command(config):
@@ -340,16 +357,16 @@ def _volumes(svc: dict) -> dict[str, str]:
 
 
 def _jax_services(config: dict) -> set[str]:
-    """Built services that run JAX with the shipped deployment: the experts whose checkpoint is a JAX
-    one, and the routers when its router is learned (a JAX net)."""
+    """Built services that run JAX with the deployment they serve (the latent profile's: the latent
+    deployment; the others: the shipped one): the experts whose checkpoint is a JAX one, and the routers
+    when the shipped deployment's router is learned (a JAX net)."""
     deployment = tomllib.loads(SHIPPED_DEPLOYMENT.read_text())
-    folder = SHIPPED_DEPLOYMENT.parent
-    metas = {e["id"]: folder / e["checkpoint"] / "meta.json" for e in deployment["experts"]}
-    frameworks = {k: json.loads(path.read_text())["framework"] for k, path in metas.items()}
+    frameworks = deployment_frameworks(SHIPPED_DEPLOYMENT)
+    latent_frameworks = deployment_frameworks(LATENT_DEPLOYMENT)
     found = set()
     for name, command in ddm_services(config).items():
-        if command[:3] == ["ddm", "worker", "expert"]:
-            if frameworks[int(command[command.index("--expert") + 1])] == "jax":
+        if (k := expert_of(command)) is not None:
+            if (latent_frameworks if name in LATENT else frameworks)[k] == "jax":
                 found.add(name)
         elif command[:3] == ["ddm", "worker", "router"] and deployment["router"]["kind"] == "learned":
             found.add(name)
@@ -361,7 +378,7 @@ def test_compile_caches_are_volumes_where_the_images_look(config):
     jax_dir = _dockerfile_env(REPO / "ops/docker/cpu.Dockerfile", "DDM_JAX_CACHE_DIR")
     assert _dockerfile_env(REPO / "ops/docker/jax.Dockerfile", "DDM_JAX_CACHE_DIR") == jax_dir
     jax_services = _jax_services(config)
-    assert {"expert-jax", "expert-jax-gpu", "router"} <= jax_services
+    assert {"expert-jax", "expert-jax-gpu", "expert-jax-3", "router"} <= jax_services
     for name in jax_services:  # every JAX process: a restart loads its compiled shapes
         assert jax_dir in _volumes(services[name]), (name, services[name].get("volumes"))
     neuron_dockerfile = REPO / "ops/docker/neuron.Dockerfile"
@@ -376,6 +393,29 @@ def test_compile_caches_are_volumes_where_the_images_look(config):
     traced = [_volumes(services[name])[traced_dir] for name in sorted(NEURON)]
     assert len(set(traced)) == len(traced), traced
     assert set(traced) <= set(config["volumes"])
+
+
+def test_the_latent_profile_serves_every_expert_and_the_decoder_of_the_latent_deployment(config):
+    """Its experts 0 and 1 are the default expert-torch and expert-jax: only because their frameworks are
+    the shipped deployment's 0 and 1. Every other expert and the decoder is a latent-profile service
+    whose image carries its framework."""
+    services = config["services"]
+    latent, shipped = deployment_frameworks(LATENT_DEPLOYMENT), deployment_frameworks(SHIPPED_DEPLOYMENT)
+    assert {k: latent[k] for k in shipped} == shipped
+    cpu_experts = {
+        expert_of(svc["command"]): name
+        for name, svc in services.items()
+        if name in DEFAULT_SERVICES | LATENT and expert_of(svc.get("command") or []) is not None
+    }
+    assert set(cpu_experts) == set(latent)
+    for k, name in cpu_experts.items():
+        assert services[name]["image"] == f"ddm-pipeline:expert-{latent[k]}", (k, name)
+    decoder = tomllib.loads(LATENT_DEPLOYMENT.read_text())["decoder"]["checkpoint"]
+    decoder_meta = json.loads((LATENT_DEPLOYMENT.parent / decoder / "meta.json").read_text())
+    assert services["decoder"]["command"][:3] == ["ddm", "worker", "decoder"]
+    assert services["decoder"]["image"] == f"ddm-pipeline:expert-{decoder_meta['framework']}"
+    env_example = ENV_EXAMPLE.read_text()
+    assert f"DDM_DEPLOYMENT=/srv/ddm/{LATENT_DEPLOYMENT.relative_to(REPO)}" in env_example
 
 
 def test_neuron_workers_get_one_neuron_core_each(config):
