@@ -21,7 +21,16 @@ from pathlib import Path
 import pytest
 
 from ddm.ops.cli import COMMANDS, build_parser
-from tests.support.compose import COMPOSE_FILE, ENV_EXAMPLE, REPO, compose_binary
+from tests.support.compose import (
+    COMPOSE_FILE,
+    ENV_EXAMPLE,
+    LATENT_DEPLOYMENT,
+    REPO,
+    SHIPPED_DEPLOYMENT,
+    checkpoint_framework,
+    compose_binary,
+    deployment_frameworks,
+)
 
 PROFILES = ("neuron", "cuda", "gpu", "latent", "monitoring")
 DEFAULT_SERVICES = {"rabbitmq", "redis", "router", "webui", "expert-torch", "expert-jax"}
@@ -36,15 +45,6 @@ ACCELERATED = set().union(*(PROFILE_SERVICES[p] for p in ("neuron", "cuda", "gpu
 NEURON = PROFILE_SERVICES["neuron"]
 MONITORING = PROFILE_SERVICES["monitoring"]
 LATENT = PROFILE_SERVICES["latent"]
-SHIPPED_DEPLOYMENT = REPO / "checkpoints" / "mnist" / "deployment.toml"  # what the images serve by default
-LATENT_DEPLOYMENT = REPO / "checkpoints" / "emoji-latent" / "deployment.toml"  # with --profile latent
-
-
-def deployment_frameworks(path: Path) -> dict[int, str]:
-    """Each expert id of a deployment file -> its checkpoint's framework (torch, jax)."""
-    deployment = tomllib.loads(path.read_text())
-    metas = {e["id"]: path.parent / e["checkpoint"] / "meta.json" for e in deployment["experts"]}
-    return {k: json.loads(meta.read_text())["framework"] for k, meta in metas.items()}
 
 
 def expert_of(command: list[str]) -> int | None:
@@ -411,9 +411,11 @@ def test_the_latent_profile_serves_every_expert_and_the_decoder_of_the_latent_de
     for k, name in cpu_experts.items():
         assert services[name]["image"] == f"ddm-pipeline:expert-{latent[k]}", (k, name)
     decoder = tomllib.loads(LATENT_DEPLOYMENT.read_text())["decoder"]["checkpoint"]
-    decoder_meta = json.loads((LATENT_DEPLOYMENT.parent / decoder / "meta.json").read_text())
     assert services["decoder"]["command"][:3] == ["ddm", "worker", "decoder"]
-    assert services["decoder"]["image"] == f"ddm-pipeline:expert-{decoder_meta['framework']}"
+    assert (
+        services["decoder"]["image"]
+        == f"ddm-pipeline:expert-{checkpoint_framework(LATENT_DEPLOYMENT, decoder)}"
+    )
     env_example = ENV_EXAMPLE.read_text()
     assert f"DDM_DEPLOYMENT=/srv/ddm/{LATENT_DEPLOYMENT.relative_to(REPO)}" in env_example
 

@@ -30,11 +30,17 @@ import yaml
 from ddm.runtime.redis_conn import parse_sentinel_url
 from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY
 from ddm.schema.names import Names
+from tests.support.compose import (
+    LATENT_DEPLOYMENT,
+    SHIPPED_DEPLOYMENT,
+    checkpoint_framework,
+    deployment_frameworks,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "ops" / "k8s"
 SCHEMAS = K8S / "schemas"
-SHIPPED_DEPLOYMENT = REPO / "checkpoints" / "mnist" / "deployment.toml"
+IMAGE_ROOT = Path("/srv/ddm")  # where the images hold the checkout's checkpoints/ (ops/docker/cpu.Dockerfile)
 # The Kubernetes version whose schemas the manifests are checked against: kubectl's here (v1.32), and one
 # that kubernetes-validate ships (it picks its newest schemas not newer than this).
 K8S_VERSION = "1.32.0"
@@ -86,7 +92,7 @@ def rendered(tree) -> dict[str, list[dict]]:
 
 
 def test_the_overlays_are_there():
-    assert {"cpu", "cpu-keda", "gpu", "neuron"} <= set(OVERLAYS)
+    assert {"cpu", "cpu-keda", "cpu-latent", "gpu", "neuron"} <= set(OVERLAYS)
 
 
 # ------------------------------------------------------------------------------------------ schemas
@@ -505,11 +511,18 @@ def _expert_of(doc: dict) -> int:
     return int(doc["metadata"]["labels"]["ddm-pipeline/expert"])
 
 
-def queue_problems(docs: list[dict], deployment_file: Path = SHIPPED_DEPLOYMENT) -> list[str]:
-    """The expert Deployments are the experts of the deployment file, each running its own expert; the
-    ScaledObjects (when there are any) watch <prefix>ddm.jobs for the router and <prefix>ddm.expert.<k>
-    for expert k's Deployment, with the prefix of ddm-config."""
+def served_deployment(docs: list[dict]) -> Path:
+    """The deployment file the render serves: ddm-config's DDM_DEPLOYMENT (a path in the images, where
+    the Dockerfiles copy checkpoints/) in this checkout."""
+    return REPO / Path(_config(docs)["DDM_DEPLOYMENT"]).relative_to(IMAGE_ROOT)
+
+
+def queue_problems(docs: list[dict], deployment_file: Path | None = None) -> list[str]:
+    """The expert Deployments are the experts of the deployment file (default: the one the render
+    serves), each running its own expert; the ScaledObjects (when there are any) watch <prefix>ddm.jobs
+    for the router and <prefix>ddm.expert.<k> for expert k's Deployment, with the prefix of ddm-config."""
     names = Names(_config(docs).get("DDM_PREFIX", ""))
+    deployment_file = deployment_file or served_deployment(docs)
     experts = {e["id"] for e in tomllib.loads(deployment_file.read_text())["experts"]}
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
     expert_deployments = {
@@ -585,6 +598,26 @@ def _container(docs: list[dict], deployment: str) -> dict:
 def _device(docs: list[dict], deployment: str) -> str:
     command = _container(docs, deployment)["command"]
     return command[command.index("--device") + 1]
+
+
+def test_the_latent_overlay_serves_the_latent_deployment_and_its_decoder(rendered):
+    """Its experts 0 and 1 are the base's: only because their frameworks are the shipped deployment's 0
+    and 1. Every expert's image carries its framework; the decoder runs in the PyTorch image (its
+    autoencoder is a PyTorch net); the MNIST overlays have no decoder."""
+    docs = rendered["cpu-latent"]
+    assert served_deployment(docs) == LATENT_DEPLOYMENT
+    latent, shipped = deployment_frameworks(LATENT_DEPLOYMENT), deployment_frameworks(SHIPPED_DEPLOYMENT)
+    assert {k: latent[k] for k in shipped} == shipped
+    for k, framework in latent.items():
+        assert _container(docs, f"ddm-expert-{k}")["image"] == f"ddm-pipeline:expert-{framework}", k
+    decoder = _container(docs, "ddm-decoder")
+    assert decoder["command"][:3] == ["ddm", "worker", "decoder"]
+    card = tomllib.loads(LATENT_DEPLOYMENT.read_text())["decoder"]["checkpoint"]
+    assert decoder["image"] == f"ddm-pipeline:expert-{checkpoint_framework(LATENT_DEPLOYMENT, card)}"
+    for overlay, other in rendered.items():
+        if overlay != "cpu-latent":
+            assert served_deployment(other) == SHIPPED_DEPLOYMENT, overlay
+            assert not any(d["metadata"]["name"] == "ddm-decoder" for d in other), overlay
 
 
 def test_accelerators(rendered):
