@@ -92,7 +92,7 @@ def rendered(tree) -> dict[str, list[dict]]:
 
 
 def test_the_overlays_are_there():
-    assert {"cpu", "cpu-keda", "cpu-latent", "gpu", "neuron"} <= set(OVERLAYS)
+    assert {"cpu", "cpu-keda", "cpu-latent", "cpu-latent-keda", "gpu", "neuron"} <= set(OVERLAYS)
 
 
 # ------------------------------------------------------------------------------------------ schemas
@@ -541,14 +541,17 @@ def queue_problems(docs: list[dict], deployment_file: Path | None = None) -> lis
     scaled = [d for d in docs if d["kind"] == "ScaledObject"]
     if not scaled:
         return problems
-    watched, router_scaled = set(), False
+    watched, router_scaled, decoder_scaled = set(), False, False
     for so in scaled:
         target = deployments.get(so["spec"]["scaleTargetRef"]["name"])
         queues = [t["metadata"].get("queueName") for t in so["spec"]["triggers"] if t["type"] == "rabbitmq"]
         if target is None:
             continue  # reference_problems says so
-        if target["metadata"]["labels"].get("app.kubernetes.io/component") == "router":
+        component = target["metadata"]["labels"].get("app.kubernetes.io/component")
+        if component == "router":
             want, router_scaled = names.jobs, True
+        elif component == "decoder":
+            want, decoder_scaled = names.decoder_queue, True
         elif target["metadata"]["name"] in expert_deployments:
             want = names.expert_queue(_expert_of(target))
             watched.add(_expert_of(target))
@@ -563,6 +566,12 @@ def queue_problems(docs: list[dict], deployment_file: Path | None = None) -> lis
         )
     if not router_scaled:
         problems.append("no ScaledObject for the router's jobs queue")
+    has_decoder = any(
+        d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "decoder"
+        for d in deployments.values()
+    )
+    if has_decoder and not decoder_scaled:
+        problems.append("no ScaledObject for the decoder's queue")
     return problems
 
 
@@ -570,6 +579,7 @@ def test_the_queues_are_the_deployments(rendered):
     problems = [f"{overlay}: {p}" for overlay, docs in rendered.items() for p in queue_problems(docs)]
     assert problems == []
     assert sum(d["kind"] == "ScaledObject" for d in rendered["cpu-keda"]) == 3  # router + 2 experts
+    assert sum(d["kind"] == "ScaledObject" for d in rendered["cpu-latent-keda"]) == 6  # + 4 experts, decoder
 
 
 def test_a_wrong_queue_fails(rendered, tmp_path):
@@ -586,6 +596,16 @@ def test_a_wrong_queue_fails(rendered, tmp_path):
     more = tmp_path / "deployment.toml"
     more.write_text(SHIPPED_DEPLOYMENT.read_text() + '\n[[experts]]\nid = 2\ncheckpoint = "x"\n')
     assert queue_problems(rendered["cpu-keda"], more)
+    # the decoder's ScaledObject watching another queue, or missing
+    docs = copy.deepcopy(rendered["cpu-latent-keda"])
+    _first(docs, "ScaledObject", "ddm-decoder")["spec"]["triggers"][0]["metadata"]["queueName"] = "ddm.jobs"
+    assert queue_problems(docs) == ["ScaledObject ddm-decoder watches ['ddm.jobs'], not ['ddm.decoder']"]
+    docs = [
+        d
+        for d in rendered["cpu-latent-keda"]
+        if d["metadata"]["name"] != "ddm-decoder" or d["kind"] != "ScaledObject"
+    ]
+    assert queue_problems(docs) == ["no ScaledObject for the decoder's queue"]
 
 
 # ---------------------------------------------------------------------------------- what each overlay is
@@ -600,24 +620,25 @@ def _device(docs: list[dict], deployment: str) -> str:
     return command[command.index("--device") + 1]
 
 
-def test_the_latent_overlay_serves_the_latent_deployment_and_its_decoder(rendered):
-    """Its experts 0 and 1 are the base's: only because their frameworks are the shipped deployment's 0
+def test_the_latent_overlays_serve_the_latent_deployment_and_its_decoder(rendered):
+    """Their experts 0 and 1 are the base's: only because their frameworks are the shipped deployment's 0
     and 1. Every expert's image carries its framework; the decoder runs in the PyTorch image (its
     autoencoder is a PyTorch net); the MNIST overlays have no decoder."""
-    docs = rendered["cpu-latent"]
-    assert served_deployment(docs) == LATENT_DEPLOYMENT
     latent, shipped = deployment_frameworks(LATENT_DEPLOYMENT), deployment_frameworks(SHIPPED_DEPLOYMENT)
     assert {k: latent[k] for k in shipped} == shipped
-    for k, framework in latent.items():
-        assert _container(docs, f"ddm-expert-{k}")["image"] == f"ddm-pipeline:expert-{framework}", k
-    decoder = _container(docs, "ddm-decoder")
-    assert decoder["command"][:3] == ["ddm", "worker", "decoder"]
     card = tomllib.loads(LATENT_DEPLOYMENT.read_text())["decoder"]["checkpoint"]
-    assert decoder["image"] == f"ddm-pipeline:expert-{checkpoint_framework(LATENT_DEPLOYMENT, card)}"
-    for overlay, other in rendered.items():
-        if overlay != "cpu-latent":
-            assert served_deployment(other) == SHIPPED_DEPLOYMENT, overlay
-            assert not any(d["metadata"]["name"] == "ddm-decoder" for d in other), overlay
+    for overlay, docs in rendered.items():
+        if not overlay.startswith("cpu-latent"):
+            assert served_deployment(docs) == SHIPPED_DEPLOYMENT, overlay
+            assert not any(d["metadata"]["name"] == "ddm-decoder" for d in docs), overlay
+            continue
+        assert served_deployment(docs) == LATENT_DEPLOYMENT, overlay
+        for k, framework in latent.items():
+            assert _container(docs, f"ddm-expert-{k}")["image"] == f"ddm-pipeline:expert-{framework}", k
+        decoder = _container(docs, "ddm-decoder")
+        assert decoder["command"][:3] == ["ddm", "worker", "decoder"]
+        assert decoder["image"] == f"ddm-pipeline:expert-{checkpoint_framework(LATENT_DEPLOYMENT, card)}"
+    assert {"cpu-latent", "cpu-latent-keda"} <= set(rendered)
 
 
 def test_accelerators(rendered):
