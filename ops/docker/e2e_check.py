@@ -30,9 +30,10 @@ TOLERANCE = 1e-4  # what tests/pipeline holds pipeline results to against the lo
 
 
 def make_specs(deployment, jobs: int, steps: int):
-    """[(expert id or None for every expert, JobSpec)]: with disjoint label sets, top-1 jobs asking for
-    one expert's classes, alternating experts; where the experts share classes (k-means clusters), `full`
-    jobs, which ask every expert at every step. Then one job of every class, the deployment's default."""
+    """[(the experts the job surely asks, JobSpec)]: with disjoint label sets, top-1 jobs asking for one
+    expert's classes, alternating experts; where the experts share classes (k-means clusters), `full`
+    jobs, which ask every expert at every step. Then one job of every class under the deployment's default
+    strategy (whichever experts its router picks: none counted)."""
     from ddm.router.deployment_loader import describe, load_policy
     from ddm.schema.messages import JobSpec
 
@@ -43,13 +44,13 @@ def make_specs(deployment, jobs: int, steps: int):
     ids = sorted(shares)
     specs = []
     for i in range(jobs - 1):
-        k = ids[i % len(ids)] if disjoint else None
-        classes = shares[k] if disjoint else every_class
+        asked = [ids[i % len(ids)]] if disjoint else ids
+        classes = shares[asked[0]] if disjoint else every_class
         labels = [classes[(i + j) % len(classes)] for j in range(4)]
         strategy = "top1" if disjoint else "full"
-        specs.append((k, JobSpec.new(labels, steps=steps, seed=100 + i, strategy=strategy)))
-    specs.append((None, JobSpec.new(every_class, steps=steps, seed=7)))  # the deployment's default
-    return specs, ids
+        specs.append((asked, JobSpec.new(labels, steps=steps, seed=100 + i, strategy=strategy)))
+    specs.append(([], JobSpec.new(every_class, steps=steps, seed=7)))
+    return specs
 
 
 def references(deployment, specs):
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     deployment = Deployment.load(args.deployment)
     client = Client()
     started = time.monotonic()
-    planned, expert_ids = make_specs(deployment, args.jobs, args.steps)
+    planned = make_specs(deployment, args.jobs, args.steps)
     specs = [spec for _, spec in planned]
     for spec in specs:
         client.submit(spec)
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     wants = references(deployment, specs)
     reference_s = time.monotonic() - t0
     rows = []
-    for (expert, spec), want in zip(planned, wants, strict=True):
+    for (asked, spec), want in zip(planned, wants, strict=True):
         status = client.status(spec.job_id)
         got = results.get(spec.job_id)
         diff = None if got is None else float(np.abs(got - want).max())
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             {
                 "job": spec.job_id,
-                "expert": expert,
+                "experts": asked,
                 "labels": list(spec.labels),
                 "strategy": status.strategy,
                 "status": status.status.value,
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         print(
-            f"[{args.label}] job {spec.job_id[:8]} expert {expert if expert is not None else 'all'} "
+            f"[{args.label}] job {spec.job_id[:8]} expert {asked[0] if len(asked) == 1 else 'all'} "
             f"labels {list(spec.labels)}: {status.status.value}, max |pipeline - ddm sample| = "
             f"{'n/a' if diff is None else f'{diff:.2e}'}{' DEGRADED' if status.degraded else ''}"
             f"{'' if ok else '  FAIL'}",
@@ -162,10 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "done": sum(r["status"] == "done" for r in rows),
         "checked_ok": sum(r["ok"] for r in rows),
         "lost": len(specs) - len(results),
-        # a job with expert None asks every expert (full) or the router's choice (the last one)
-        "experts_covered": expert_ids
-        if any(r["strategy"] == "full" for r in rows)
-        else sorted({r["expert"] for r in rows if r["expert"] is not None}),
+        "experts_covered": sorted(set().union(*(asked for asked, _ in planned))),
         "submit_s": round(submitted_s, 2),
         "pipeline_s": round(pipeline_s, 2),
         "reference_s": round(reference_s, 2),
