@@ -17,12 +17,10 @@ from ddm.schema.decode_messages import DecodeRequest
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.topology import CONTENT_TYPE, REASON_HEADER
-from tests.pipeline.test_metrics import scrape, value
 from tests.support.harness import Pipeline, local_reference
 from tests.support.latent import write_latent_deployment
+from tests.support.metrics import scrape, value
 from tests.support.services import amqp_channel, free_port
-
-METRICS_PORTS: dict[str, int] = {}  # the serving fixture's router and decoder
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +35,19 @@ def reference(deployment, spec: JobSpec) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def serving(latent_deployment, tmp_path_factory):
-    """Two experts, a decoder and a router; the router and the decoder serve /metrics on METRICS_PORTS."""
-    METRICS_PORTS.update(decoder=free_port(), router=free_port())
+def metrics_ports() -> dict[str, int]:
+    """Where the serving fixture's decoder and router serve /metrics."""
+    return {"decoder": free_port(), "router": free_port()}
+
+
+@pytest.fixture(scope="module")
+def serving(latent_deployment, metrics_ports, tmp_path_factory):
+    """Two experts, a decoder and a router; the router and the decoder serve /metrics on metrics_ports."""
     with Pipeline(latent_deployment, tmp_path_factory.mktemp("logs")) as pipe:
-        pipe.start_decoder(env={"DDM_METRICS_PORT": str(METRICS_PORTS["decoder"])})
+        pipe.start_decoder(env={"DDM_METRICS_PORT": str(metrics_ports["decoder"])})
         pipe.start_expert(0, "e0")
         pipe.start_expert(1, "e1")
-        pipe.start_router(env={"DDM_METRICS_PORT": str(METRICS_PORTS["router"])})
+        pipe.start_router(env={"DDM_METRICS_PORT": str(metrics_ports["router"])})
         pipe.wait_ready("decoder", "e0", "e1", "router")
         yield pipe
 
@@ -63,14 +66,14 @@ def test_the_pipeline_decodes_like_the_local_sampler_and_keeps_both(serving, lat
     assert serving.counter("decoder", "requests", 1) >= 1
 
 
-def test_the_router_exports_the_decoder_queue_depth_and_the_decoder_probes_nothing(serving):
+def test_the_router_exports_the_decoder_queue_depth_and_the_decoder_probes_nothing(serving, metrics_ports):
     """A passive declare is a broker round trip: a decoder far from the broker would wait it on its
     serving thread, so the router (next to the broker) exports the decoder queue's depth."""
     queue = ("ddm_queue_messages", (("queue", serving.names.decoder_queue),))
-    router = scrape(METRICS_PORTS["router"])
+    router = scrape(metrics_ports["router"])
     assert router[queue] >= 0
     assert ("ddm_queue_messages", (("queue", serving.names.jobs),)) in router
-    decoder = scrape(METRICS_PORTS["decoder"])
+    decoder = scrape(metrics_ports["decoder"])
     assert value(decoder, "ddm_ready") == 1
     assert not [name for name, _ in decoder if name == "ddm_queue_messages"]
 

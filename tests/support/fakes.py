@@ -1,6 +1,7 @@
 """What tests build instead of training or running things: checkpoint folders (a real meta.json with
 empty or random weights), deployment files, and a fake cluster that writes jobs, frames and heartbeats
-into Redis through the router's own writer (router/store.py) and the schema's records."""
+into Redis through the router's own writer (router/store.py) and the schema's records, and a synthetic
+image data set."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import redis
 
+from ddm.ops.data.dataset import Dataset
 from ddm.schema.checkpoint_meta import write_meta
 from ddm.schema.deployment import Deployment
 from ddm.schema.descriptor import DeploymentDescriptor
@@ -167,3 +169,21 @@ class FakeCluster:
 
     def close(self) -> None:
         self.r.close()
+
+
+# -- a data set ----------------------------------------------------------------------------------------
+
+
+def synthetic(n_per_class: int = 20, seed: int = 0, name: str = "mnist", split: str = "test") -> Dataset:
+    """Class c: a bright 6x6 block (top row for 0-4, bottom for 5-9, column by c % 5), a bar shared by
+    the group 0-4, and noise: the two groups are the dominant structure, the classes the next one."""
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(10), n_per_class)
+    rng.shuffle(labels)
+    images = rng.integers(0, 40, (labels.size, 28, 28)).astype(np.uint8)
+    for i, c in enumerate(labels):
+        y, x = (3 if c < 5 else 19), 1 + 5 * (c % 5)
+        images[i, y : y + 6, x : x + 6] = 255
+        images[i, (0 if c < 5 else 14) : (14 if c < 5 else 28), 27] = 255  # a group-wide stripe
+        images[i, 0:2, :] = 200 if c < 5 else 0
+    return Dataset(name, split, images, labels)

@@ -23,21 +23,7 @@ from ddm.ops.data.previews import preview_grid, summary
 from ddm.schema.errors import ConfigError
 from ddm.schema.partition import PartitionManifest, read_manifest, write_manifest
 from tests.support.data import SHARED, needs_shared_mnist
-
-
-def synthetic(n_per_class: int = 20, seed: int = 0, name: str = "mnist", split: str = "test") -> Dataset:
-    """Class c: a bright 6x6 block (top row for 0-4, bottom for 5-9, column by c % 5), a bar shared by
-    the group 0-4, and noise: the two groups are the dominant structure, the classes the next one."""
-    rng = np.random.default_rng(seed)
-    labels = np.repeat(np.arange(10), n_per_class)
-    rng.shuffle(labels)
-    images = rng.integers(0, 40, (labels.size, 28, 28)).astype(np.uint8)
-    for i, c in enumerate(labels):
-        y, x = (3 if c < 5 else 19), 1 + 5 * (c % 5)
-        images[i, y : y + 6, x : x + 6] = 255
-        images[i, (0 if c < 5 else 14) : (14 if c < 5 else 28), 27] = 255  # a group-wide stripe
-        images[i, 0:2, :] = 200 if c < 5 else 0
-    return Dataset(name, split, images, labels)
+from tests.support.fakes import synthetic
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ddm.ops.data.partitions import partition_kmeans, partition_random
 from ddm.ops.eval.router_data import router_eval_set
-from tests.ops.data.test_partitions import synthetic
+from tests.support.fakes import synthetic
 
 
 def test_without_a_held_out_split_the_training_sample_says_why():
