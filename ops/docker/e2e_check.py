@@ -78,6 +78,40 @@ def wait_for_step(client, job_id: str, step: int, timeout: float) -> None:
     raise TimeoutError(f"job {job_id} did not reach step {step} in {timeout:.0f} s")
 
 
+def compare(client, planned, results: dict, wants: list, label: str, failures: list[str]) -> list[dict]:
+    """One row per planned job: its status and how far its result is from `ddm sample`'s (printed as it
+    goes); a result too far, or degraded, is added to failures."""
+    rows = []
+    for (asked, spec), want in zip(planned, wants, strict=True):
+        status = client.status(spec.job_id)
+        got = results.get(spec.job_id)
+        diff = None if got is None else float(np.abs(got - want).max())
+        ok = diff is not None and diff <= TOLERANCE and not status.degraded
+        rows.append(
+            {
+                "job": spec.job_id,
+                "experts": asked,
+                "labels": list(spec.labels),
+                "strategy": status.strategy,
+                "status": status.status.value,
+                "max_abs_diff": diff,
+                "degraded": bool(status.degraded),
+                "resumed_from": status.resumed_from,
+                "ok": ok,
+            }
+        )
+        print(
+            f"[{label}] job {spec.job_id[:8]} expert {asked[0] if len(asked) == 1 else 'all'} "
+            f"labels {list(spec.labels)}: {status.status.value}, max |pipeline - ddm sample| = "
+            f"{'n/a' if diff is None else f'{diff:.2e}'}{' DEGRADED' if status.degraded else ''}"
+            f"{'' if ok else '  FAIL'}",
+            flush=True,
+        )
+        if not ok and got is not None:
+            failures.append(f"{spec.job_id}: diff {diff} degraded {status.degraded}")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deployment", type=Path, required=True)
@@ -128,34 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     wants = references(deployment, specs)
     reference_s = time.monotonic() - t0
-    rows = []
-    for (asked, spec), want in zip(planned, wants, strict=True):
-        status = client.status(spec.job_id)
-        got = results.get(spec.job_id)
-        diff = None if got is None else float(np.abs(got - want).max())
-        ok = diff is not None and diff <= TOLERANCE and not status.degraded
-        rows.append(
-            {
-                "job": spec.job_id,
-                "experts": asked,
-                "labels": list(spec.labels),
-                "strategy": status.strategy,
-                "status": status.status.value,
-                "max_abs_diff": diff,
-                "degraded": bool(status.degraded),
-                "resumed_from": status.resumed_from,
-                "ok": ok,
-            }
-        )
-        print(
-            f"[{args.label}] job {spec.job_id[:8]} expert {asked[0] if len(asked) == 1 else 'all'} "
-            f"labels {list(spec.labels)}: {status.status.value}, max |pipeline - ddm sample| = "
-            f"{'n/a' if diff is None else f'{diff:.2e}'}{' DEGRADED' if status.degraded else ''}"
-            f"{'' if ok else '  FAIL'}",
-            flush=True,
-        )
-        if not ok and got is not None:
-            failures.append(f"{spec.job_id}: diff {diff} degraded {status.degraded}")
+    rows = compare(client, planned, results, wants, args.label, failures)
     summary = {
         "label": args.label,
         "jobs": len(specs),
