@@ -5,7 +5,10 @@ A prefix lets several deployments, or test runs, share one broker and one Redis.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import typing
 from dataclasses import dataclass
 
 from .errors import ConfigError, SchemaError, expected
@@ -139,3 +142,110 @@ class Names:
         """List of the latest job ends a router measured (schema/queue.py JobEnd), newest first: the
         throughput behind queue ETAs."""
         return f"{self.prefix}ddm:ends"
+
+
+# Reading a name back: which prefix and which Names member made it (`ddm cleanup` deletes exactly one
+# prefix's names). The shapes are not written a second time: each member is built once on the empty
+# prefix with marker ids, and the text around the markers is its shape. A candidate reading is then
+# built again with the ids it found, so the member's own validators decide what an id may be.
+_MARKER_IDS = {str: "0123456789abcdef" * 2, int: MAX_EXPERT_ID}  # valid as job, worker, digest / expert ids
+
+
+def _build(member: str, ids: list) -> str:
+    """What Names member `member` makes on the empty prefix with `ids` (a property takes none)."""
+    made = getattr(Names(), member)
+    return made(*ids) if callable(made) else made
+
+
+@dataclass(frozen=True)
+class _Shape:
+    member: str
+    head: str  # the fixed text before the first id (the whole name when there is no id)
+    id_types: tuple[type, ...]
+    after: tuple[str, ...]  # the fixed text after each id
+    redis_key: bool  # Redis keys have colons, queue and exchange names dots (the class docstring)
+
+
+@functools.cache
+def _shapes() -> tuple[_Shape, ...]:
+    shapes = []
+    for member, attr in vars(Names).items():
+        if member.startswith("_") or not (isinstance(attr, property) or callable(attr)):
+            continue
+        hints = {} if isinstance(attr, property) else typing.get_type_hints(attr)
+        id_types = tuple(t for name, t in hints.items() if name != "return")
+        pieces = [_build(member, [_MARKER_IDS[t] for t in id_types])]
+        for t in id_types:  # cut the built text at each marker, in order
+            before, _, rest = pieces.pop().partition(str(_MARKER_IDS[t]))
+            pieces += [before, rest]
+        shapes.append(_Shape(member, pieces[0], id_types, tuple(pieces[1:]), ":" in pieces[0]))
+    return tuple(shapes)
+
+
+@functools.cache
+def _shared_head(redis_key: bool | None = None) -> str:
+    """The text every shape (of one kind: Redis keys or AMQP names) begins with: 'ddm', 'ddm:', 'ddm.'."""
+    return os.path.commonprefix([s.head for s in _shapes() if redis_key in (None, s.redis_key)])
+
+
+def _ids_in(shape: _Shape, rest: str) -> list | None:
+    """The ids `rest` would carry if it had `shape`, or None; a loose reading, checked by building."""
+    if not rest.startswith(shape.head):
+        return None
+    rest, ids = rest[len(shape.head) :], []
+    for i, (id_type, after) in enumerate(zip(shape.id_types, shape.after, strict=True)):
+        last = i == len(shape.after) - 1
+        text, rest = (rest.removesuffix(after), "") if last else rest.partition(after)[::2]
+        try:
+            ids.append(id_type(text))
+        except ValueError:
+            return None
+    return ids if rest == "" else None
+
+
+def _shape_of(rest: str) -> _Shape | None:
+    """The shape that builds exactly `rest` on the empty prefix, ids valid, or None."""
+    for shape in _shapes():
+        ids = _ids_in(shape, rest)
+        try:
+            if ids is not None and _build(shape.member, ids) == rest:
+                return shape
+        except SchemaError:
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class NameOwner:
+    """Who made a queue name or Redis key: the prefix, and the Names member ('job', 'expert_queue', ...)."""
+
+    prefix: str
+    member: str
+    redis_key: bool
+
+
+def name_owner(name: str) -> NameOwner | None:
+    """The prefix and member that make `name`, or None when no prefix makes it.
+
+    A prefix may hold ':' and '.', so one name can read two ways: 'a.ddm:worker:ddm:jobs' is prefix
+    'a.' with worker id 'ddm:jobs', or prefix 'a.ddm:worker:' with its job index. Such a name belongs
+    to the LONGEST prefix that reads it as one of our shapes, so every name has at most one owner and
+    deleting one prefix never takes a name another prefix could claim: 'a.' never takes 'a.ddm:'s keys
+    ('a.ddm:ddm:job:x' reads only as 'a.ddm:' + a job), nor 'ab.'s ('ab.ddm:jobs' does not begin with
+    'a.' + a shape), and '' takes only names that begin with a shape. The price: a name of the shorter
+    prefix whose id itself ends in a whole shape (a worker id 'ddm:jobs') is left to the longer one.
+    """
+    head = _shared_head()
+    starts = [i for i in range(len(name)) if name.startswith(head, i)]
+    for start in reversed(starts):  # the longest prefix first
+        if PREFIX_RE.fullmatch(name[:start]):
+            shape = _shape_of(name[start:])
+            if shape is not None:
+                return NameOwner(name[:start], shape.member, shape.redis_key)
+    return None
+
+
+def redis_key_pattern(prefix: str) -> str:
+    """A SCAN MATCH pattern that every Redis key of `prefix` matches (keys of longer prefixes too: keep
+    those whose name_owner is `prefix`). PREFIX_RE admits no glob character, so nothing needs escaping."""
+    return f"{Names(prefix).prefix}{_shared_head(redis_key=True)}*"
