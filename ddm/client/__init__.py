@@ -12,6 +12,7 @@ Everything here installs with the base package (no torch, JAX or Flask); pillow 
 from ddm.client.aio import AsyncClient
 from ddm.client.client import Client
 from ddm.client.errors import (
+    DecoderUnavailableError,
     DegradedResultWarning,
     ExpertUnavailableError,
     JobCancelledError,
@@ -31,6 +32,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "DDMError",
+    "DecoderUnavailableError",
     "DegradedResultWarning",
     "ExpertUnavailableError",
     "JobDegradedError",

@@ -29,7 +29,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ddm.client.broker import BrokerLink, consumer_count, open_confirm_channel
 from ddm.client.errors import (
+    DecoderUnavailableError,
     DegradedResultWarning,
     ExpertUnavailableError,
     JobCancelledError,
@@ -68,7 +70,8 @@ class Client(JobFollowing, JobListing, QueueReading):
 
     Arguments default to Settings.from_env() (DDM_AMQP_URL, DDM_REDIS_URL, DDM_PREFIX). Connections
     open lazily: status/frames/result need only Redis, submit needs both. Not thread-safe for submit
-    (one pika connection); use one Client per thread.
+    (one pika connection, reopened after the broker drops it: ddm/client/broker.py); use one Client per
+    thread.
     """
 
     def __init__(
@@ -90,8 +93,7 @@ class Client(JobFollowing, JobListing, QueueReading):
         self.settings = dataclasses.replace(base, **overrides) if overrides else base
         self.names = self.settings.names
         self._redis = None
-        self._amqp = None
-        self._channel = None
+        self._broker = BrokerLink(lambda: open_confirm_channel(self.settings))
 
     # ------------------------------------------------------------ connections
 
@@ -102,25 +104,8 @@ class Client(JobFollowing, JobListing, QueueReading):
             self._redis = connect_redis(self.settings.redis_url)
         return self._redis
 
-    def _open_channel(self):
-        from ddm.runtime.amqp import connect, declare_topology
-
-        self._close_amqp()
-        self._amqp = connect(self.settings.amqp_url)
-        channel = self._amqp.channel()
-        channel.confirm_delivery()  # basic_publish returns only once the broker has the message
-        declare_topology(channel, self.names, queue_type=self.settings.queue_type)
-        self._channel = channel
-        return channel
-
-    def _close_amqp(self) -> None:
-        if self._amqp is not None:
-            with contextlib.suppress(Exception):
-                self._amqp.close()
-        self._amqp = self._channel = None
-
     def close(self) -> None:
-        self._close_amqp()
+        self._broker.close()
         if self._redis is not None:
             with contextlib.suppress(Exception):
                 self._redis.close()
@@ -146,29 +131,38 @@ class Client(JobFollowing, JobListing, QueueReading):
             )
         return DeploymentDescriptor.decode(data)
 
-    def _unserved(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> list[int]:
-        """The experts this job needs that have no consumer on their queue (the router's own test of a
-        live expert; DeploymentDescriptor.unserved says which the job needs)."""
+    def _refuse_unserved(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> None:
+        """Refuse a job that a worker nobody runs would have to serve: an expert it needs
+        (DeploymentDescriptor.unserved says which), or a latent deployment's decoder, which turns every
+        job's last latents into its pixels. A worker is live when its queue has a consumer: the
+        router's own test."""
         experts, _ = descriptor.experts_needed(spec)
-        return descriptor.unserved(spec, {k for k in experts if self._consumers(self.names.expert_queue(k))})
+        live = {k for k in experts if self._consumers(self.names.expert_queue(k))}
+        unserved = descriptor.unserved(spec, live)
+        decoder_down = descriptor.decoder is not None and not self._consumers(self.names.decoder_queue)
+        needs = []
+        if unserved:
+            queues = ", ".join(self.names.expert_queue(k) for k in unserved)
+            needs.append(
+                f"expert(s) {unserved} and no worker serves {queues}: start one "
+                "(`ddm worker expert --deployment D --expert K`)"
+            )
+        if decoder_down:
+            needs.append(
+                f"the deployment's decoder (its latents become pixels there) and no worker serves "
+                f"{self.names.decoder_queue}: start one (`ddm worker decoder --deployment D`)"
+            )
+        if needs:
+            error = ExpertUnavailableError if unserved else DecoderUnavailableError
+            raise error(
+                f"job {spec.job_id} needs "
+                + "; it also needs ".join(needs)
+                + ". Or queue it anyway (--queue-anyway) and it runs once a worker is up"
+            )
 
     def _consumers(self, queue: str) -> int:
-        """Consumers on `queue` now (0 when nobody declared it yet): the broker's own count, through a
-        short-lived channel on the client's connection (a 404 closes the channel it happens on)."""
-        import pika
-
-        if self._channel is None or not self._channel.is_open or not self._amqp.is_open:
-            self._open_channel()
-        channel = self._amqp.channel()
-        try:
-            return channel.queue_declare(queue, passive=True).method.consumer_count
-        except pika.exceptions.ChannelClosedByBroker as exc:
-            if exc.reply_code == 404:  # no such queue: nobody consumes it
-                return 0
-            raise
-        finally:
-            if channel.is_open:
-                channel.close()
+        """Consumers on `queue` now (0 when nobody declared it yet): the broker's own count."""
+        return self._broker.run(f"count the consumers of {queue}", lambda ch: consumer_count(ch, queue))
 
     @redis_errors
     def submit(
@@ -187,8 +181,13 @@ class Client(JobFollowing, JobListing, QueueReading):
         (DeploymentDescriptor.check: labels in its sample space, 0..K-1 or K, its null class, for an
         unconditional image (K = 10 for MNIST); a strategy it routes, labels some expert was trained on,
         no unconditional image under 'oracle'); no router serving raises
-        NoDeploymentError. A strategy or guidance left None gets the deployment's default, resolved by
+        NoDeploymentError. Unless queue_anyway, a job that a worker nobody runs would serve is refused
+        too: ExpertUnavailableError (an expert it needs), DecoderUnavailableError (a latent deployment's
+        decoder). A strategy or guidance left None gets the deployment's default, resolved by
         the router. A job id that already exists is refused.
+
+        A broker connection dropped while the client sat idle is reopened and the call run again
+        (a job published twice runs once); one that fails again raises ServiceUnavailableError.
 
         priority: 0..9 (schema/topology.py JOB_MAX_PRIORITY), the job message's AMQP priority: routers
         take queued jobs of a higher priority first (None: 0, the lowest). A quorum ddm.jobs on
@@ -213,14 +212,8 @@ class Client(JobFollowing, JobListing, QueueReading):
         if check:
             descriptor = self.deployment()
             descriptor.check(spec)
-            unserved = [] if queue_anyway else self._unserved(spec, descriptor)
-            if unserved:
-                raise ExpertUnavailableError(
-                    f"job {spec.job_id} needs expert(s) {unserved} and no worker serves "
-                    + ", ".join(self.names.expert_queue(k) for k in unserved)
-                    + ": start one (`ddm worker expert --expert K`), or queue it anyway (--queue-anyway) "
-                    "and it runs once a worker is up"
-                )
+            if not queue_anyway:
+                self._refuse_unserved(spec, descriptor)
         body = spec.encode(max_bytes=self.settings.max_message_bytes)
         key = self.names.job(spec.job_id)
         now = time.time()
@@ -256,8 +249,6 @@ class Client(JobFollowing, JobListing, QueueReading):
     def _publish(self, job_id: str, body: bytes, priority: int | None = None) -> None:
         import pika
 
-        from ddm.runtime.amqp import CONNECTION_ERRORS
-
         props = pika.BasicProperties(
             content_type=CONTENT_TYPE,
             delivery_mode=2,  # persistent: survives a broker restart in the durable queue
@@ -267,20 +258,14 @@ class Client(JobFollowing, JobListing, QueueReading):
             timestamp=int(time.time()),
             priority=priority,
         )
-        for attempt in (1, 2):
-            channel = self._channel
+
+        def publish(channel) -> None:  # confirmed: returns once the broker has the message
             try:
-                if channel is None or not channel.is_open or not self._amqp.is_open:
-                    channel = self._open_channel()
                 channel.basic_publish("", self.names.jobs, body, properties=props, mandatory=True)
-                return
             except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as exc:
                 raise DDMError(f"broker refused job {job_id} on {self.names.jobs}: {exc!r}") from None
-            except CONNECTION_ERRORS:
-                # a cached connection can die while idle (heartbeat missed, broker restart): reopen once
-                self._close_amqp()
-                if attempt == 2:
-                    raise
+
+        self._broker.run(f"publish job {job_id} on {self.names.jobs}", publish)
 
     # ------------------------------------------------------------ read
 
@@ -403,8 +388,8 @@ class Client(JobFollowing, JobListing, QueueReading):
         times (n images per label, as `ddm submit --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance,
         on_expert_loss, solver and grid None take the serving deployment's defaults (a solver or grid it
         does not serve is refused, naming the ones it does); on_degraded as in result(). Raises
-        what submit and result raise (JobFailedError, JobTimeoutError, ExpertUnavailableError unless
-        queue_anyway, JobDegradedError with on_degraded="raise", ...).
+        what submit and result raise (JobFailedError, JobTimeoutError, ExpertUnavailableError and
+        DecoderUnavailableError unless queue_anyway, JobDegradedError with on_degraded="raise", ...).
         """
         base = [labels] if isinstance(labels, int | np.integer) else list(labels)
         if not isinstance(n, int | np.integer) or n < 1:

@@ -43,6 +43,11 @@ class ExpertUnavailableError(ServiceUnavailableError):
     """A job needs an expert with no live worker: refused at submit unless queued anyway."""
 
 
+class DecoderUnavailableError(ServiceUnavailableError):
+    """A latent deployment's job while no decoder worker runs (its pixels are made there): refused at
+    submit unless queued anyway."""
+
+
 class DegradedResultWarning(UserWarning):
     """A job's result was computed without some expert at some steps (it had no live worker and the job
     let mixing route around it): a different model than the one asked for, at those steps."""

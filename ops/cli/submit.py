@@ -37,7 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--queue-anyway",
         action="store_true",
-        help="queue the job even if an expert it needs has no live worker (it runs once one is up)",
+        help="queue the job even if a worker it needs (an expert, a latent deployment's decoder) has no "
+        "live replica (it runs once one is up)",
     )
     parser.add_argument(
         "--priority",
