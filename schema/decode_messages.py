@@ -1,7 +1,8 @@
 """The decoder stage's messages: a latent deployment's router asks `ddm.decoder` for a finished job's
 pixels (docs/PROTOCOL.md, "The decoder queue").
 
-    DecodeRequest  job_id, request_id, z float32 [n, C, h, w]: the job's final latents
+    DecodeRequest  job_id, request_id, z float32 [n, C, h, w]: the job's final latents, each |z| at most
+                   MAX_SAMPLE_MAGNITUDE
     DecodeReply    job_id, request_id, images float32 [n, C, H, W], worker_id, compute_ms
 
 Decoding is a pure function, like a velocity: a request served twice (a decoder killed mid-request is
@@ -18,6 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from .messages import (
+    MAX_SAMPLE_MAGNITUDE,
     MAX_SAMPLES,
     REQUEST_ID_RE,
     _batch,
@@ -26,6 +28,7 @@ from .messages import (
     _Message,
     _samples,
     _str,
+    _within,
     check_samples,
 )
 from .names import check_job_id, check_worker_id
@@ -45,7 +48,7 @@ class DecodeRequest(_Message):
         _str("request_id", self.request_id, REQUEST_ID_RE)
         _samples("z", self.z, np.float32, dims="N")
         _batch("z", self.z.shape[0], 1, MAX_SAMPLES)
-        _finite("z", self.z)
+        _within("z", self.z, MAX_SAMPLE_MAGNITUDE)
 
     def check_space(self, latent: SampleSpace) -> None:
         """z checked against the latent space the decoder reads (SchemaError naming both shapes)."""

@@ -32,6 +32,11 @@ MAX_BATCH = 256  # rows in one VelocityRequest
 MAX_SAMPLES = 64  # samples in one job
 MAX_STEPS = 1000
 MAX_GUIDANCE = 20.0
+# The largest |value| a stage accepts in a sample it is asked to compute on (x_t, latents). Flow states
+# stay within a few units (data in its value range plus unit Gaussian noise); the bound sits far above
+# any of them and far below where float32 overflows inside a forward pass (1e20 latents decoded to
+# non-finite pixels and crash-looped the decoder: issue 36). Outputs are checked finite separately.
+MAX_SAMPLE_MAGNITUDE = 1e4
 MAX_EXPERTS = MAX_EXPERT_ID + 1  # K, columns of Frame.weights
 MAX_SEED = 2**32 - 1
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -131,6 +136,15 @@ def check_labels(name: str, labels, space: SampleSpace) -> None:
 def _finite(name: str, a: np.ndarray) -> None:
     if not np.isfinite(a).all():
         raise SchemaError(expected(f"{name} all finite", f"{int((~np.isfinite(a)).sum())} NaN/inf values"))
+
+
+def _within(name: str, a: np.ndarray, limit: float) -> None:
+    """Finite and |a| <= limit everywhere: the declared magnitude of a stage's numeric input."""
+    _finite(name, a)
+    if a.size and float(np.abs(a).max()) > limit:
+        raise SchemaError(
+            expected(f"{name} within [-{limit:g}, {limit:g}]", f"|{name}| up to {np.abs(a).max():g}")
+        )
 
 
 def _batch(name: str, n: int, lo: int, hi: int) -> None:
@@ -343,10 +357,11 @@ class JobSpec(_Message):
 class VelocityRequest(_Message):
     """Ask an expert for v(x, t, y) with guidance, for B rows at once.
 
-    x float32 [B, C, H, W] finite (the sample space: [B, 1, 32, 32] in the legacy space); t float32 [B]
-    in [0, 1]; y int64 [B] in 0..K (K = the null class, 10 in the legacy space); guidance float32 [B]
-    finite. 1 <= B <= 256. Decoding checks what holds in any space; the receiver checks x and y against
-    the space it serves (check_space): an expert worker dead-letters a request in another space.
+    x float32 [B, C, H, W] finite, |x| <= MAX_SAMPLE_MAGNITUDE (the sample space: [B, 1, 32, 32] in the
+    legacy space); t float32 [B] in [0, 1]; y int64 [B] in 0..K (K = the null class, 10 in the legacy
+    space); guidance float32 [B] in [0, MAX_GUIDANCE]. 1 <= B <= 256. Decoding checks what holds in any
+    space; the receiver checks x and y against the space it serves (check_space): an expert worker
+    dead-letters a request in another space.
     """
 
     TYPE: ClassVar[str] = "velocity_request"
@@ -366,9 +381,11 @@ class VelocityRequest(_Message):
             _array(name, getattr(self, name), np.float32, (B,))
             _finite(name, getattr(self, name))
         _array("y", self.y, np.int64, (B,))
-        _finite("x", self.x)
+        _within("x", self.x, MAX_SAMPLE_MAGNITUDE)
         if not ((self.t >= 0) & (self.t <= 1)).all():
             raise SchemaError(expected("t in [0, 1]", self.t))
+        if not ((self.guidance >= 0) & (self.guidance <= MAX_GUIDANCE)).all():
+            raise SchemaError(expected(f"guidance in [0, {MAX_GUIDANCE:g}]", self.guidance))
         if not ((self.y >= 0) & (self.y <= MAX_CLASSES)).all():
             raise SchemaError(expected(f"y in 0..{MAX_CLASSES}", self.y))
 

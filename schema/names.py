@@ -17,6 +17,7 @@ PREFIX_RE = re.compile(r"[A-Za-z0-9_.:-]{0,64}")
 JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 WORKER_ID_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 MAX_EXPERT_ID = 1023
+DIGEST_RE = re.compile(r"[0-9a-f]{32}")
 
 
 def check_job_id(job_id: object) -> str:
@@ -136,6 +137,13 @@ class Names:
         """Counter (INCR at submit) that orders jobs of one priority first in, first out on Redis's side,
         whatever the submitting hosts' clocks say."""
         return f"{self.prefix}ddm:queue:seq"
+
+    def crash_record(self, digest: str) -> str:
+        """Hash of one redelivered message's attempts and the last error that ended a worker serving it
+        (ddm/runtime/crash_guard.py); digest: its 32 hex digits."""
+        if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
+            raise SchemaError(expected("a message digest of 32 hex digits", digest))
+        return f"{self.prefix}ddm:crash:{digest}"
 
     @property
     def job_ends(self) -> str:

@@ -210,6 +210,13 @@ class Settings:
         "Router: at most this fraction of requests is hedged (0 turns hedging off).",
         within=(0.0, 1.0),
     )
+    crash_limit: int = setting(
+        3,
+        "Expert and decoder workers: a message whose serving ended this many workers (an exception "
+        "that escaped, a native crash, the out-of-memory killer) is dead-lettered with the last error on "
+        "its next delivery instead of being served again (ddm/runtime/crash_guard.py).",
+        within=(1, 100),
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -26,11 +26,10 @@ class Pending:
 
     request: VelocityRequest
     delivery_tag: int
-    reply_to: str
-    correlation_id: str | None
     arrived: float  # time.monotonic() when it was received
     body: bytes  # the original message, kept for dead-lettering if serving it fails
-    properties: object  # pika.BasicProperties of the original
+    properties: object  # pika.BasicProperties of the original (reply_to, correlation_id)
+    redelivered: bool = False  # a worker held it before and never settled it: served alone (crash_guard.py)
 
     @property
     def rows(self) -> int:
@@ -85,10 +84,17 @@ class Batcher:
 
     def take(self) -> list[Pending]:
         """The oldest requests whose rows fit in max_batch; always at least one (an oversize request
-        is served alone rather than refused: the expert splits it over its largest bucket)."""
+        is served alone rather than refused: the expert splits it over its largest bucket). A redelivered
+        request is served alone, and never joins a batch: if it crashes the worker, it alone is to blame
+        (ddm/runtime/crash_guard.py)."""
         batch = [self._items.popleft()]
         rows = batch[0].rows
-        while self._items and rows + self._items[0].rows <= self.max_batch:
+        while (
+            not batch[0].redelivered
+            and self._items
+            and not self._items[0].redelivered
+            and rows + self._items[0].rows <= self.max_batch
+        ):
             rows += self._items[0].rows
             batch.append(self._items.popleft())
         self._rows -= rows

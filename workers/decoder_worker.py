@@ -6,7 +6,9 @@ reconnects, heartbeat, dead letters, metrics, stop). A request is decoded in its
 job's n <= 64 latents: milliseconds) and acked only after its reply was published, so a decoder killed
 mid-request leaves it unacked and the broker redelivers it to another replica (or to this one when it
 is back); decoding is a pure function, so serving it twice is harmless. Latents of another shape than
-the decoder's are dead-lettered with the reason.
+the decoder's, or beyond the declared magnitude, are dead-lettered with the reason, and so is a request
+whose pixels come out non-finite ("reply refused"). A redelivered request is counted by the crash-loop
+guard first (ddm/runtime/crash_guard.py): one that keeps killing decoders is dead-lettered, not served.
 """
 
 from __future__ import annotations
@@ -18,15 +20,13 @@ import socket
 import time
 from pathlib import Path
 
-import pika
-
 from ddm.runtime.consumer import MAX_WAIT_S, ConsumerRuntime, Session
+from ddm.runtime.stage_request import check_request_properties
 from ddm.schema.decode_messages import DecodeReply, DecodeRequest
 from ddm.schema.deployment import Deployment
-from ddm.schema.errors import ConfigError, SchemaError, expected
+from ddm.schema.errors import ConfigError, expected
 from ddm.schema.names import check_worker_id
 from ddm.schema.settings import Settings, redact
-from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.metrics import ExpertMetrics
 from ddm.workers.stats import WorkerStats
 
@@ -140,31 +140,37 @@ class DecoderWorker:
     def _on_message(self, ch, method, props, body: bytes) -> None:
         arrived = time.monotonic()
         try:
-            if not props.reply_to:
-                raise SchemaError(
-                    expected("a reply_to property naming the requester's queue", props.reply_to)
-                )
-            if props.content_type not in (None, CONTENT_TYPE):
-                raise SchemaError(expected(f"content_type {CONTENT_TYPE!r}", props.content_type))
-            request = DecodeRequest.decode(body, max_bytes=self.settings.max_message_bytes)
-            request.check_space(self.decoder.card.latent_space())  # another shape: dead-lettered, said why
+            request = self._request(props, body)
         except Exception as exc:  # SchemaError, or anything a malformed body could raise
-            self._session.dead_letter(
-                method.delivery_tag, props, body, f"{type(exc).__name__}: {exc}", self.queue
-            )
-            self.count_refused(self.queue)
+            self._refuse(method.delivery_tag, props, body, f"{type(exc).__name__}: {exc}")
             return
+        if method.redelivered and not self._session.check_redelivered(
+            method.delivery_tag, props, body, self.queue
+        ):
+            return  # it kept killing decoders: dead-lettered with the last error (crash_guard.py)
         start = time.perf_counter()
-        images = self.decoder.decode(request.z)
-        compute_ms = (time.perf_counter() - start) * 1e3
-        reply = DecodeReply(request.job_id, request.request_id, images, self.worker_id, compute_ms)
-        out = pika.BasicProperties(
-            correlation_id=props.correlation_id, content_type=CONTENT_TYPE, type=DecodeReply.TYPE
-        )
-        ch.basic_publish("", props.reply_to, reply.encode(max_bytes=self.settings.max_message_bytes), out)
-        ch.basic_ack(method.delivery_tag)  # only after its reply was handed to the broker
+        try:
+            images = self.decoder.decode(request.z)
+            compute_ms = (time.perf_counter() - start) * 1e3
+            reply = DecodeReply(request.job_id, request.request_id, images, self.worker_id, compute_ms)
+            encoded = reply.encode(max_bytes=self.settings.max_message_bytes)
+        except Exception as exc:  # non-finite pixels, a reply too large: refused with the reason, once
+            self._refuse(method.delivery_tag, props, body, f"reply refused: {type(exc).__name__}: {exc}")
+            return
+        self._session.reply(method.delivery_tag, props, encoded, DecodeReply.TYPE)
         self.stats.record_batch(len(images), 1, compute_ms)
         self.metrics.record_batch(len(images), compute_ms, [time.monotonic() - arrived])
+
+    def _request(self, props, body: bytes) -> DecodeRequest:
+        """The request in a delivery, checked (SchemaError naming what was expected)."""
+        check_request_properties(props)
+        request = DecodeRequest.decode(body, max_bytes=self.settings.max_message_bytes)
+        request.check_space(self.decoder.card.latent_space())  # another shape: dead-lettered, said why
+        return request
+
+    def _refuse(self, delivery_tag: int, props, body: bytes, reason: str) -> None:
+        self._session.dead_letter(delivery_tag, props, body, reason, self.queue)
+        self.count_refused(self.queue)
 
 
 def run_from_args(args) -> int:

@@ -8,6 +8,7 @@ shapes (JAX, Neuron), so that no shape outside the buckets is ever compiled.
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +75,7 @@ def check_inputs(
             expected(f"x float32 [B, {', '.join(map(str, space.shape))}]", f"{x.dtype} {x.shape}")
         )
     B = x.shape[0]
-    t = np.asarray(t, dtype=np.float32).reshape(-1)
+    t = np.asarray(t, dtype=np.float32)  # never reshaped: a 0-d or [B, 1] t is refused, not guessed at
     y = np.asarray(y)
     if t.shape != (B,):
         raise SchemaError(expected(f"t [B={B}]", t.shape))
@@ -82,8 +83,17 @@ def check_inputs(
         raise SchemaError(expected(f"y integer [B={B}]", f"{y.dtype} {y.shape}"))
     if B and (y.min() < 0 or y.max() > space.null_class):
         raise SchemaError(expected(f"labels in [0, {space.null_class}]", (int(y.min()), int(y.max()))))
-    g = np.broadcast_to(np.asarray(guidance, dtype=np.float32), (B,)).copy()
-    return x, t, y.astype(np.int64), g
+    return x, t, y.astype(np.int64), _guidance_rows(guidance, B)
+
+
+def _guidance_rows(guidance, B: int) -> np.ndarray:
+    """guidance f32 [B]: a number means every row; an array must be [B] (a 0-d array is refused)."""
+    if isinstance(guidance, numbers.Real) and not isinstance(guidance, bool | np.ndarray):
+        return np.full(B, guidance, np.float32)
+    g = np.asarray(guidance, dtype=np.float32)
+    if g.shape != (B,):
+        raise SchemaError(expected(f"guidance, a number or [B={B}]", g.shape))
+    return g.copy()
 
 
 class Expert(ABC):
@@ -110,7 +120,7 @@ class Expert(ABC):
         (schema/flow.py) whatever the expert was trained to predict (its card's objective).
 
         x float32 [B, C, H, W] (the card's sample space; LEGACY: [B,1,32,32]), t float32 [B] in [0,1],
-        y int64 [B] (a class, or the null class = unconditional: 10 in LEGACY), guidance scalar or [B].
+        y int64 [B] (a class, or the null class = unconditional: 10 in LEGACY), guidance a number or [B].
         Rows whose guidance is not 1 get an extra null-class row in the same forward pass:
         v = v_null + g * (v_y - v_null). Returns float32 [B, C, H, W].
         """

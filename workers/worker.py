@@ -5,17 +5,17 @@ reconnects, heartbeat, dead letters, metrics server and stop; this file decodes,
 forward pass, replies and acks. One thread does everything; deliveries that arrive during a forward
 pass wait in the socket and pika's buffers and form the next batch.
 
-Why no compute thread: a router keeps one request in flight per expert replica, so with one router
-there is no next batch to collect while one computes (with several, what arrives meanwhile simply forms
-the next batch), and the two thread hand-offs (to a compute thread and back through
-add_callback_threadsafe) cost 0.3-0.9 ms per request here, up to 60% of the per-step transport budget
-(docs/BENCHMARKS.md). The price: AMQP and Redis heartbeats wait while a forward pass runs. So a batch
-with more rows than the largest bucket (EAGER_SLICE_ROWS for an eager expert) runs in slices of that
-many rows, as Expert.velocity would split it anyway, and between slices, once KEEPALIVE_S has passed,
-the connection is serviced (process_data_events: AMQP heartbeats, the Redis heartbeat timer, new
-deliveries into the next batch). A busy worker keeps beating, so it is never taken for a gone one
-(issue 23); only a single slice longer than the heartbeat allowance (DDM_HEARTBEAT_TTL_S -
-DDM_HEARTBEAT_S) still hides it, and is logged: use smaller buckets.
+Why no compute thread: a router keeps one request in flight per expert replica, so with one router there
+is no next batch to collect while one computes (with several, what arrives meanwhile simply forms the
+next batch), and the two thread hand-offs (to a compute thread and back through add_callback_threadsafe)
+cost 0.3-0.9 ms per request here, up to 60% of the per-step transport budget (docs/BENCHMARKS.md). The
+price: AMQP and Redis heartbeats wait while a forward pass runs. So a batch runs in slices (at most the
+largest bucket, as Expert.velocity would split it anyway), and between slices, once KEEPALIVE_S has
+passed, the connection is serviced (process_data_events: AMQP heartbeats, the Redis heartbeat timer, new
+deliveries into the next batch). A busy worker keeps beating, so it is never taken for a gone one (issue
+23); only a single slice longer than the heartbeat allowance (DDM_HEARTBEAT_TTL_S - DDM_HEARTBEAT_S)
+still hides it. So slices are sized from that allowance and the time a row takes here
+(workers/slices.py); a device too slow even for the smallest slice is logged.
 
 Delivery: a request is acked only after its reply was published, so a worker that dies mid-batch
 leaves its requests unacked and the broker redelivers them to another replica (velocity is a pure
@@ -32,29 +32,31 @@ import socket
 import time
 from pathlib import Path
 
-import pika
+import numpy as np
 
 from ddm.runtime.consumer import MAX_WAIT_S, ConsumerRuntime, Session
+from ddm.runtime.stage_request import check_request_properties
 from ddm.schema.deployment import Deployment
-from ddm.schema.errors import ConfigError, SchemaError, expected
+from ddm.schema.errors import ConfigError, expected
 from ddm.schema.messages import VelocityReply, VelocityRequest
 from ddm.schema.names import check_expert_id, check_worker_id
 from ddm.schema.precision import check_precision
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.settings import Settings, redact
-from ddm.schema.topology import CONTENT_TYPE
 from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_batch
 from ddm.workers.buckets import parse_bucket_flag
 from ddm.workers.expert import DEFAULT_BUCKETS
 from ddm.workers.metrics import ExpertMetrics
 from ddm.workers.selftest import startup_check
+from ddm.workers.slices import SHARE_OF_ALLOWANCE, SliceSizer
 from ddm.workers.stats import WorkerStats
 
 log = logging.getLogger(__name__)
 
 STATS_LOG_S = 10.0  # at most one stats line per this many seconds
 KEEPALIVE_S = 1.0  # between slices of an oversize batch, service the connection at most this often
-EAGER_SLICE_ROWS = 64  # slice size for an expert without buckets (the router's largest request)
+# slice sizes for an expert without buckets, up to the router's largest request (workers/slices.py)
+EAGER_SLICE_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def default_worker_id(expert_id: int) -> str:
@@ -173,6 +175,20 @@ class ExpertWorker:
             self.prefetch,
         )
         self._logged = (time.monotonic(), 0)
+        self._slices = SliceSizer(
+            self.expert.buckets or EAGER_SLICE_SIZES,
+            self.settings.heartbeat_ttl_s - self.settings.heartbeat_s,
+        )
+        try:
+            self._slices.observe(*timed_forward(self.expert, self.sample_space, self._slices.sizes[-1]))
+        except Exception as exc:  # noqa: BLE001 - sized after the first batch instead; serving decides
+            log.warning("could not time a forward pass at start (%r): slices sized after a batch", exc)
+        log.info(
+            "slices of oversize batches: %d rows (%.1f ms a row; half the heartbeat allowance is %.1f s)",
+            self._slices.rows,
+            self._slices.s_per_row * 1e3,
+            self._slices.budget_s,
+        )
 
     def attach(self, session: Session) -> None:
         session.declare([self.expert_id], jobs=False)
@@ -240,6 +256,10 @@ class ExpertWorker:
         if wait is None or wait > 0:
             return
         items = self._batcher.take()
+        if items[0].redelivered and not self._session.check_redelivered(
+            items[0].delivery_tag, items[0].properties, items[0].body, self.queue
+        ):
+            return  # it kept killing workers: dead-lettered with the last error (crash_guard.py)
         keepalive = _KeepAlive(self._session.conn)
         try:
             result = serve_batch(
@@ -247,42 +267,36 @@ class ExpertWorker:
                 items,
                 self.expert_id,
                 self.worker_id,
-                chunk_rows=max(self.expert.buckets or (EAGER_SLICE_ROWS,)),
+                chunk_rows=self._slices.rows,
                 between=keepalive,
             )
         except Exception as exc:  # a bug, not a bad request: still answer every delivery
             log.exception("serving a batch of %d request(s) failed", len(items))
             result = BatchResult([Outcome(it, None, f"internal error: {exc!r}") for it in items], 0, 0.0)
         keepalive.raise_if_lost()  # the runtime reconnects; the broker redelivers the batch
-        allowance_s = self.settings.heartbeat_ttl_s - self.settings.heartbeat_s
-        if keepalive.longest_s > allowance_s:
+        self._slices.observe(result.rows, result.compute_ms / 1e3)
+        if keepalive.longest_s > self._slices.budget_s / SHARE_OF_ALLOWANCE:
             log.warning(
                 "a %d-row batch went %.1f s without servicing its connection, longer than the heartbeat "
-                "allows (%.1f s): this worker looked silent meanwhile; compile smaller --buckets (an eager "
-                "expert's slices are EAGER_SLICE_ROWS rows: this device is too slow for them)",
+                "allows (%.1f s): this worker looked silent meanwhile; even its smallest slice (%d rows) "
+                "is too slow on this device: compile a smaller bucket, or raise DDM_HEARTBEAT_TTL_S",
                 result.rows,
                 keepalive.longest_s,
-                allowance_s,
+                self._slices.budget_s / SHARE_OF_ALLOWANCE,
+                self._slices.sizes[0],
             )
-        self._reply(self._session.channel, result)
+        self._reply(result)
 
-    def _reply(self, ch, result: BatchResult) -> None:
-        """Publish one reply per request, dead-letter failures, then ack."""
+    def _reply(self, result: BatchResult) -> None:
+        """Publish each reply, then ack its request; dead-letter failures with their reason."""
         served, now, latencies = 0, time.monotonic(), []
         for o in result.outcomes:
             if o.reply is None:
+                self._dead_letter(o.item.delivery_tag, o.item.properties, o.item.body, o.error)
                 continue
             latencies.append(now - o.item.arrived)
-            props = pika.BasicProperties(
-                correlation_id=o.item.correlation_id, content_type=CONTENT_TYPE, type=VelocityReply.TYPE
-            )
-            ch.basic_publish("", o.item.reply_to, o.reply, props)
+            self._session.reply(o.item.delivery_tag, o.item.properties, o.reply, VelocityReply.TYPE)
             served += 1
-        for o in result.outcomes:
-            if o.reply is None:
-                self._dead_letter(ch, o.item.delivery_tag, o.item.properties, o.item.body, o.error)
-            else:
-                ch.basic_ack(o.item.delivery_tag)  # only after its reply was handed to the broker
         if result.rows:
             self.stats.record_batch(result.rows, served, result.compute_ms)
             self.metrics.record_batch(result.rows, result.compute_ms, latencies)
@@ -291,27 +305,21 @@ class ExpertWorker:
 
     def _on_message(self, ch, method, props, body: bytes) -> None:
         try:
-            if not props.reply_to:
-                raise SchemaError(
-                    expected("a reply_to property naming the requester's queue", props.reply_to)
-                )
-            if props.content_type not in (None, CONTENT_TYPE):
-                raise SchemaError(expected(f"content_type {CONTENT_TYPE!r}", props.content_type))
+            check_request_properties(props)
             request = VelocityRequest.decode(body, max_bytes=self.settings.max_message_bytes)
             # another sample space than this expert's (its card): dead-lettered naming both shapes
             request.check_space(self.sample_space)
         except Exception as exc:  # SchemaError, or anything a malformed body could raise
-            self._dead_letter(ch, method.delivery_tag, props, body, f"{type(exc).__name__}: {exc}")
+            self._dead_letter(method.delivery_tag, props, body, f"{type(exc).__name__}: {exc}")
             return
         self._batcher.add(
             Pending(
                 request,
                 method.delivery_tag,
-                props.reply_to,
-                props.correlation_id,
                 time.monotonic(),
                 body,
                 props,
+                method.redelivered,
             )
         )
 
@@ -321,7 +329,7 @@ class ExpertWorker:
         card = getattr(self.expert, "card", None)
         return card.sample_space if card is not None else LEGACY
 
-    def _dead_letter(self, ch, delivery_tag: int, props, body: bytes, reason: str) -> None:
+    def _dead_letter(self, delivery_tag: int, props, body: bytes, reason: str) -> None:
         """Refuse a message: to ddm.dead with the reason attached (see ddm.runtime.deadletter)."""
         self._session.dead_letter(delivery_tag, props, body, reason, self.queue)
         self.count_refused(self.queue)
@@ -402,3 +410,12 @@ def run_from_args(args) -> int:
     signal.signal(signal.SIGINT, on_signal)
     worker.run()
     return 0
+
+
+def timed_forward(expert, space: SampleSpace, rows: int) -> tuple[int, float]:
+    """(rows, seconds) of one unguided forward pass of `rows` zero samples (after warmup: no compile)."""
+    x = np.zeros((rows, *space.shape), np.float32)
+    t, y = np.full(rows, 0.5, np.float32), np.full(rows, space.null_class, np.int64)
+    started = time.perf_counter()
+    expert.velocity(x, t, y, 1.0)
+    return rows, time.perf_counter() - started

@@ -15,6 +15,12 @@ stop that works from a signal handler or another thread. A worker supplies a Han
     count_refused(queue) a delivery of `queue` the runtime dead-lettered itself (undecodable properties)
     stats               counters with fields(), and beat_extra() -> more dynamic heartbeat fields
 
+A stage (a worker that answers requests: the expert, the decoder) serves through its Session: reply()
+publishes and then acks, ack() settles, dead_letter() refuses with a reason, and check_redelivered() is
+the crash-loop guard (ddm/runtime/crash_guard.py): a redelivered message is served alone and counted,
+and one that has ended `DDM_CRASH_LIMIT` workers is dead-lettered with the last error instead. A
+worker that dies of an exception leaves that error on the messages it was serving.
+
 Hooks see every delivery and every pump: `before(event, queue)` and `after(event, queue, seconds)`,
 event "deliver" or "pump". Timings of the seams come from hooks (and metrics), not from patching the
 workers' private methods.
@@ -38,12 +44,14 @@ from typing import Protocol
 import pika
 
 from ddm.runtime.amqp import CONNECTION_ERRORS, LoginRefusedError, connect, declare_topology
+from ddm.runtime.crash_guard import CrashGuard, Suspect
 from ddm.runtime.deadletter import dead_letter
 from ddm.runtime.heartbeat import BackgroundBeats, Heartbeat
 from ddm.runtime.metrics import serve_metrics
 from ddm.runtime.property_guard import undecodable
 from ddm.schema.errors import ServiceUnavailableError
 from ddm.schema.settings import Settings, redact
+from ddm.schema.topology import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +113,7 @@ class Session:
         self._confirm.confirm_delivery()
         self._tags: list[str] = []
         self._refusals: list[tuple] = []  # dead letters to send at the next pump (dead_letter)
+        self._suspects: dict[int, Suspect] = {}  # redelivered messages being served alone, by tag
 
     @property
     def open(self) -> bool:
@@ -169,6 +178,44 @@ class Session:
         else:
             self.conn.call_later(interval_s, tick)
 
+    # ------------------------------------------------------------ serving a stage's requests
+
+    def check_redelivered(self, delivery_tag: int, props, body: bytes, queue: str) -> bool:
+        """Before a stage serves a redelivered message (alone: ddm/runtime/crash_guard.py), count the
+        attempt. False: the message has ended `crash_limit` workers; it is dead-lettered with the last
+        error instead, and must not be served."""
+        suspect, reason = self.runtime.crash_guard.attempt(queue, body, props.headers)
+        if reason is not None:
+            self.dead_letter(delivery_tag, props, body, reason, queue)
+            self.runtime.handler.count_refused(queue)
+            return False
+        if suspect is not None:
+            self._suspects[delivery_tag] = suspect
+        return True
+
+    def reply(self, delivery_tag: int, props, body: bytes, reply_type: str) -> None:
+        """Publish a stage's reply to the requester's queue, then ack the request (only after its reply
+        was handed to the broker: a worker that dies between the two leaves it to be redelivered)."""
+        out = pika.BasicProperties(
+            correlation_id=props.correlation_id, content_type=CONTENT_TYPE, type=reply_type
+        )
+        self.channel.basic_publish("", props.reply_to, body, out)
+        self.ack(delivery_tag)
+
+    def ack(self, delivery_tag: int) -> None:
+        self.channel.basic_ack(delivery_tag)
+        self._settled(delivery_tag)
+
+    def _settled(self, delivery_tag: int) -> None:
+        suspect = self._suspects.pop(delivery_tag, None)
+        if suspect is not None:
+            self.runtime.crash_guard.settled(suspect)
+
+    def blame(self, error: BaseException) -> None:
+        """This worker is dying of `error`: the redelivered messages it was serving carry it."""
+        for suspect in self._suspects.values():
+            self.runtime.crash_guard.blame(suspect, error)
+
     def dead_letter(self, delivery_tag: int, props, body: bytes, reason: str, queue: str) -> None:
         """Refuse a delivery: to ddm.dead with the reason and the original properties, confirmed, then
         settled (ddm.runtime.deadletter) at the next pump, not here. Why: a delivery callback that waits
@@ -193,6 +240,7 @@ class Session:
                 queue=queue,
                 worker_id=self.runtime.worker_id,
             )
+            self._settled(delivery_tag)
 
 
 class ConsumerRuntime:
@@ -217,6 +265,7 @@ class ConsumerRuntime:
         self.ready = threading.Event()
         self.session: Session | None = None
         self.heartbeat: Heartbeat | None = None
+        self.crash_guard = CrashGuard(settings.redis_url, settings.names, settings.crash_limit)
         self._beats: BackgroundBeats | None = None  # writes the heartbeat off the connection's thread
         self._stop = threading.Event()
         self._run_thread: threading.Thread | None = None
@@ -267,6 +316,7 @@ class ConsumerRuntime:
             if self.heartbeat is not None:
                 self.heartbeat.remove()
                 self.heartbeat.close()
+            self.crash_guard.close()
             if server is not None:
                 server.close()
 
@@ -282,8 +332,12 @@ class ConsumerRuntime:
             except BaseException as exc:
                 if not isinstance(exc, CONNECTION_ERRORS):  # a refused declaration, a bug: close, then end
                     with contextlib.suppress(Exception):  # the original error is the one to report
+                        if not isinstance(exc, KeyboardInterrupt) and self.session is not None:
+                            self.session.blame(exc)  # a second Ctrl-C is no message's fault
                         self._end(lost=True)
                     raise
+                if self.session is not None:
+                    self.session.blame(exc)  # a connection closed while serving a suspect, maybe for it
                 dropped = self._end(lost=True)
                 self.metrics.reconnects.inc()
                 self.handler.stats.reconnects += 1

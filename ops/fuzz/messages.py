@@ -13,6 +13,11 @@ may run anything, stop a worker, or change another job. What a category holds:
     content-type  a valid message under another content type
     no-reply-to   a valid expert request with nowhere to answer
     properties    a valid message with AMQP properties pika cannot decode (ops/fuzz/properties.py)
+    stage-outputs requests to every stage (expert, decoder) whose inputs are finite but huge (1e20,
+                  float32's largest): a forward pass or a decode would turn them into non-finite
+                  outputs; plus a 0-d t or guidance, and a reply_to in the direct reply-to namespace
+                  (a reply there closes the replier's connection). Decoder ones go only to a
+                  deployment with a decoder.
 """
 
 from __future__ import annotations
@@ -28,17 +33,28 @@ import numpy as np
 import pika
 
 from ddm.ops.fuzz.properties import hostile_properties
+from ddm.schema.decode_messages import DecodeRequest
 from ddm.schema.messages import JobSpec, VelocityRequest
 from ddm.schema.topology import CONTENT_TYPE
 
-CATEGORIES = ("bytes", "msgpack", "pickle", "bad-values", "content-type", "no-reply-to", "properties")
+CATEGORIES = (
+    "bytes",
+    "msgpack",
+    "pickle",
+    "bad-values",
+    "content-type",
+    "no-reply-to",
+    "properties",
+    "stage-outputs",
+)
+FORGED_REPLY_TO = "amq.rabbitmq.reply-to.g1h2AA5yZXBseUAxODQ3MjQzMQAAAAAAAA==.AAA"  # closed a replier
 
 
 @dataclass(frozen=True)
 class Hostile:
     category: str
     label: str
-    target: str  # "jobs" or "expert"
+    target: str  # "jobs", "expert" or "decoder"
     body: bytes
     properties: pika.BasicProperties
 
@@ -73,12 +89,28 @@ def _reshaped_request(rows: int, sample_shape: tuple[int, ...]) -> bytes:
     return msgpack.packb(m)
 
 
+def filled_message(message, key: str, value: float, shape: tuple[int, ...] | None = None) -> bytes:
+    """`message`'s wire form with array `key` filled with `value` (and reshaped): what a stranger can
+    send, though our constructors refuse to build it."""
+    m = msgpack.unpackb(message.encode())
+    arr = m[key]
+    shape = tuple(arr[b"shape"]) if shape is None else shape
+    arr[b"shape"], arr[b"data"] = list(shape), np.full(shape, value, np.dtype(arr[b"type"])).tobytes()
+    return msgpack.packb(m)
+
+
+def _decode_request(latent_shape: tuple[int, ...]) -> DecodeRequest:
+    return DecodeRequest("fuzz-decode", "fuzz-decode.1", np.zeros((2, *latent_shape), np.float32))
+
+
 def _spec_map(**override) -> dict:
     base = {"type": "job_spec", "version": 1, "job_id": "fuzz-spec", "labels": [1], "steps": 4}
     return base | {"strategy": None, "guidance": None, "seed": 0} | override
 
 
-def _bodies(category: str, rng: random.Random, marker: Path, tag: str) -> Iterator[tuple[str, str, bytes]]:
+def _bodies(
+    category: str, rng: random.Random, marker: Path, tag: str, latent_shape: tuple[int, ...]
+) -> Iterator[tuple[str, str, bytes]]:
     """(label, target, body) of one category; valid bodies carry `tag` in their ids (a dead letter of
     undecodable properties keeps only its body: the tag says whose it is)."""
     if category == "bytes":
@@ -119,20 +151,37 @@ def _bodies(category: str, rng: random.Random, marker: Path, tag: str) -> Iterat
         yield "request", "expert", _request(request_id=f"fuzz.{tag}.{rng.getrandbits(32):x}").encode()
     elif category == "no-reply-to":
         yield "request", "expert", _request(request_id=f"fuzz.{tag}.{rng.getrandbits(32):x}").encode()
+    elif category == "stage-outputs":
+        for value in (1e20, -3.4e38):
+            yield f"x {value:g}", "expert", filled_message(_request(), "x", value)
+            yield f"z {value:g}", "decoder", filled_message(_decode_request(latent_shape), "z", value)
+        yield "guidance 1e30", "expert", filled_message(_request(), "guidance", 1e30)
+        yield "0-d t", "expert", filled_message(_request(), "t", 0.5, shape=())
+        yield "0-d guidance", "expert", filled_message(_request(), "guidance", 2.0, shape=())
+        yield "forged reply-to", "expert", _request(request_id=f"fuzz.{tag}.{rng.getrandbits(32):x}").encode()
+        yield "forged reply-to", "decoder", _decode_request(latent_shape).encode()
 
 
 def hostile_messages(
-    category: str, rng: random.Random, marker: Path, reply_to: str, tag: str = "run"
+    category: str,
+    rng: random.Random,
+    marker: Path,
+    reply_to: str,
+    tag: str = "run",
+    latent_shape: tuple[int, ...] = (4, 8, 8),
 ) -> Iterator[Hostile]:
-    """The hostile messages of `category` (one round of it; call again for more, the rng moves on)."""
+    """The hostile messages of `category` (one round of it; call again for more, the rng moves on).
+    latent_shape: one latent of the decoder the decoder-bound ones go to."""
     if category not in CATEGORIES:
         raise ValueError(f"expected a category in {list(CATEGORIES)}, got {category!r}")
-    for label, target, body in _bodies(category, rng, marker, tag):
+    for label, target, body in _bodies(category, rng, marker, tag, latent_shape):
         if category == "properties":
             for how, props in hostile_properties(rng, reply_to.encode()):
                 yield Hostile(category, f"{label}: {how}", target, body, props)
             continue
         content_type = "text/plain" if category == "content-type" else CONTENT_TYPE
         answer_to = None if category == "no-reply-to" else reply_to
+        if label == "forged reply-to":
+            answer_to = FORGED_REPLY_TO
         props = pika.BasicProperties(content_type=content_type, reply_to=answer_to, correlation_id=label)
         yield Hostile(category, label, target, body, props)

@@ -100,7 +100,18 @@ def _legit_specs(strategies: tuple[str, ...], jobs: int, rng: random.Random) -> 
     ]
 
 
-def run_fuzz(settings: Settings, deployment_path: Path, *, messages: int, jobs: int, seed: int) -> FuzzReport:
+def run_fuzz(
+    settings: Settings,
+    deployment_path: Path,
+    *,
+    messages: int,
+    jobs: int,
+    seed: int,
+    categories: tuple[str, ...] = CATEGORIES,
+) -> FuzzReport:
+    """Send `messages` hostile messages of `categories`, in turn, while `jobs` legitimate jobs run; then
+    count what was dead-lettered, answered, lost or altered. Messages for the decoder stage go only to
+    a deployment with a decoder."""
     from ddm.client.client import Client
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.router.sampler import sample_local
@@ -109,7 +120,7 @@ def run_fuzz(settings: Settings, deployment_path: Path, *, messages: int, jobs: 
     from ddm.schema.deployment import Deployment
 
     rng = random.Random(seed)
-    report = FuzzReport(sent=dict.fromkeys(CATEGORIES, 0), dead_lettered=dict.fromkeys(CATEGORIES, 0))
+    report = FuzzReport(sent=dict.fromkeys(categories, 0), dead_lettered=dict.fromkeys(categories, 0))
     names = settings.names
     started = time.monotonic()
     with Client(settings=settings) as client, tempfile.TemporaryDirectory() as tmp:
@@ -127,19 +138,24 @@ def run_fuzz(settings: Settings, deployment_path: Path, *, messages: int, jobs: 
             )
         tag = uuid.uuid4().hex[:12]  # this run's: in every message id and valid body it sends
         reply_to = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
+        latent_shape = descriptor.sample_space.shape if descriptor.sample_space else (1, 32, 32)
         specs = _legit_specs(descriptor.strategies, jobs, rng)
         every = max(1, messages // max(1, jobs))
         sent, rounds, legit = 0, 0, iter(specs)
         with tqdm(total=messages, desc="hostile messages", unit="msg", file=sys.stderr) as bar:
             while sent < messages:
-                category = CATEGORIES[rounds % len(CATEGORIES)]
+                category = categories[rounds % len(categories)]
                 rounds += 1
-                for hostile in hostile_messages(category, rng, marker, reply_to, tag):
+                for hostile in hostile_messages(category, rng, marker, reply_to, tag, latent_shape):
                     if sent >= messages:
                         break
                     queue = names.jobs
                     if hostile.target == "expert":
                         queue = names.expert_queue(rng.randrange(len(descriptor.experts)))
+                    elif hostile.target == "decoder":
+                        if descriptor.decoder is None:
+                            continue  # no decoder stage to attack
+                        queue = names.decoder_queue
                     if hostile.category != "properties":
                         hostile.properties.message_id = f"fuzz.{tag}.{hostile.category}.{sent}"
                     ch.basic_publish("", queue, hostile.body, hostile.properties)

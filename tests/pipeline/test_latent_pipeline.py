@@ -12,6 +12,8 @@ import numpy as np
 import pika
 import pytest
 
+from ddm.ops.fuzz.messages import filled_message
+from ddm.ops.fuzz.run import run_fuzz
 from ddm.router.deployment_loader import load_decoder
 from ddm.schema.decode_messages import DecodeRequest
 from ddm.schema.deployment import Deployment
@@ -121,3 +123,44 @@ def test_latents_of_the_wrong_shape_are_dead_lettered_with_the_reason(serving):
         assert ch.basic_get(reply, auto_ack=True)[0] is None  # no reply for a refused request
     reason = got[1].headers[REASON_HEADER]
     assert "expected z shape [N, 4, 8, 8]" in reason and "got [2, 3, 8, 8]" in reason
+
+
+def test_a_decode_request_of_huge_latents_is_dead_lettered_once_and_the_next_job_is_exact(
+    serving, latent_deployment
+):
+    """Latents of 1e20, finite, decoded to non-finite pixels; the reply then raised outside the decoder's
+    handler, the worker exited before acking, and each replica died of the same message in turn
+    (issue 36: 16 exits in 90 s under `ddm up`). Now the request is refused for its magnitude."""
+    huge = filled_message(
+        DecodeRequest("job-huge", "job-huge.decode", np.zeros((2, 4, 8, 8), np.float32)), "z", 1e20
+    )
+    pid_before = serving.heartbeat("decoder")["pid"]
+    with amqp_channel() as ch:
+        reply = ch.queue_declare("", exclusive=True).method.queue
+        props = pika.BasicProperties(reply_to=reply, content_type=CONTENT_TYPE, message_id="huge")
+        ch.basic_publish("", serving.names.decoder_queue, huge, props)
+        client = serving.client()
+        spec = JobSpec.new([0, 2], steps=4, strategy="full", guidance=1.0, seed=11)
+        client.submit(spec)
+        pixels = client.result(spec.job_id, timeout=120)
+        got = ch.basic_get(serving.names.dead_letter_queue, auto_ack=True)
+        assert got[0] is not None and got[1].message_id == "huge", "dead-lettered"
+        assert ch.basic_get(serving.names.dead_letter_queue, auto_ack=True)[0] is None, "once"
+        assert ch.basic_get(reply, auto_ack=True)[0] is None
+    assert "expected z within [-10000, 10000]" in got[1].headers[REASON_HEADER]
+    assert np.abs(pixels - reference(latent_deployment, spec)[1]).max() <= 1e-4
+    assert serving.heartbeat("decoder")["pid"] == pid_before, "the same decoder process served the job"
+    assert int(serving.heartbeat("decoder")["reconnects"]) == 0
+
+
+def test_stage_output_fuzz_is_refused_by_the_experts_and_the_decoder(serving, latent_deployment):
+    """The fuzz's stage-output cases (ops/fuzz/messages.py) against every stage of a latent deployment:
+    huge finite inputs, 0-d arrays and a forged direct reply-to address, each dead-lettered once with its
+    reason, no reply, no worker lost or reconnected."""
+    report = run_fuzz(
+        serving.settings, latent_deployment, messages=24, jobs=0, seed=1, categories=("stage-outputs",)
+    )
+    print(report.to_dict())
+    assert report.sent["stage-outputs"] == 24 and report.ok, report.to_dict()
+    for name in ("decoder", "e0", "e1"):
+        assert int(serving.heartbeat(name)["reconnects"]) == 0, name

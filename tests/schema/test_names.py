@@ -26,6 +26,7 @@ def test_every_name_is_pinned(prefix):
     assert n.queue == f"{p}ddm:queue"
     assert n.queue_seq == f"{p}ddm:queue:seq"
     assert n.job_ends == f"{p}ddm:ends"
+    assert n.crash_record("0123456789abcdef" * 2) == f"{p}ddm:crash:{'0123456789abcdef' * 2}"
 
 
 def test_literal_formats():
@@ -47,6 +48,7 @@ def test_literal_formats():
     assert (n.workers_index, n.jobs_index) == ("ddm:workers", "ddm:jobs")
     assert (n.queue, n.queue_seq, n.job_ends) == ("ddm:queue", "ddm:queue:seq", "ddm:ends")
     assert Names("ci.").job("j") == "ci.ddm:job:j"
+    assert n.crash_record("f" * 32) == "ddm:crash:ffffffffffffffffffffffffffffffff"
 
 
 @pytest.mark.parametrize("prefix", ["a b", "x/", "é", "a\n", "p" * 65, None])
@@ -69,6 +71,8 @@ def test_bad_prefix(prefix):
         lambda n: n.result("x" * 65),
         lambda n: n.worker("a b"),
         lambda n: n.worker(""),
+        lambda n: n.crash_record("F" * 32),  # a digest is lower-case hex
+        lambda n: n.crash_record("0" * 31),
     ],
 )
 def test_bad_ids(call):

@@ -48,6 +48,7 @@ def test_from_dict_environment():
         "DDM_EXPERT_LOSS_GRACE_S": "4.5",
         "DDM_HEDGE_FLOOR_MS": "80",
         "DDM_HEDGE_MAX_FRACTION": "0.1",
+        "DDM_CRASH_LIMIT": "2",
         "UNRELATED": "ignored",
     }
     s = Settings.from_env(env)
@@ -62,6 +63,7 @@ def test_from_dict_environment():
     assert s.trace_cache_dir == "/var/cache/ddm/traced"
     assert (s.expert_grace_s, s.hedge_floor_ms, s.hedge_max_fraction) == (12.0, 80.0, 0.1)
     assert s.expert_loss_grace_s == 4.5
+    assert s.crash_limit == 2 and Settings().crash_limit == 3
     assert s.queued_ttl_s == 3600 and Settings().queued_ttl_s == 86400
     assert type(s.max_wait_ms) is float and type(s.max_batch) is int
     assert s.names.jobs == "ci-7.ddm.jobs"

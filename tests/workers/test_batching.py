@@ -14,10 +14,12 @@ from ddm.workers.batcher import Batcher, Pending, serve_batch
 from ddm.workers.buckets import bucket_for, pad_rows, run_bucketed
 
 
-def pending(rows: int, arrived: float = 0.0, request_id: str = "r", label: int = 3) -> Pending:
+def pending(
+    rows: int, arrived: float = 0.0, request_id: str = "r", label: int = 3, redelivered: bool = False
+) -> Pending:
     x = np.random.default_rng(rows).standard_normal((rows, 1, 32, 32)).astype(np.float32)
     t, y, g = np.full(rows, 0.5, np.float32), np.full(rows, label), np.ones(rows, np.float32)
-    return Pending(VelocityRequest(request_id, x, t, y, g), 1, "reply", request_id, arrived, b"", None)
+    return Pending(VelocityRequest(request_id, x, t, y, g), 1, arrived, b"", None, redelivered)
 
 
 class Doubling:
@@ -54,6 +56,14 @@ def test_take_keeps_arrival_order_and_fits_max_batch_and_serves_an_oversize_requ
     assert [p.request.request_id for p in b.take()] == ["r2"], "2 + 20 do not fit"
     assert [p.request.request_id for p in b.take()] == ["r3"], "an oversize request alone, not refused"
     assert len(b) == 0 and b.rows == 0
+
+
+def test_a_redelivered_request_is_served_alone_so_a_crash_while_serving_it_blames_it_alone():
+    b = Batcher(max_batch=64, max_wait_s=0.0)
+    for i, again in enumerate((False, False, True, False, True, True)):
+        b.add(pending(1, request_id=f"r{i}", redelivered=again))
+    batches = [[p.request.request_id for p in b.take()] for _ in range(5)]
+    assert batches == [["r0", "r1"], ["r2"], ["r3"], ["r4"], ["r5"]]
 
 
 def test_serve_batch_is_one_forward_pass_split_back_per_request():

@@ -341,3 +341,18 @@ def test_expert_checks_inputs_against_its_sample_space():
         expert.velocity(np.zeros((1, *LEGACY.shape), np.float32), [0.5], [0])
     with pytest.raises(SchemaError, match=r"labels in \[0, 2\]"):
         expert.velocity(np.zeros((1, *SHAPE), np.float32), [0.5], [3])
+
+
+def test_a_zero_d_t_or_guidance_array_is_refused_not_taken_for_one_row():
+    """The schema says t [B] and guidance [B] (or a number for every row): a 0-d array used to pass as
+    [1] (issue 36)."""
+    from ddm.schema.errors import SchemaError
+
+    expert = ExactExpert(FLOW)
+    x = np.zeros((1, *SHAPE), np.float32)
+    with pytest.raises(SchemaError, match=r"expected t \[B=1\], got \(\)"):
+        expert.velocity(x, np.float32(0.5), [0])
+    with pytest.raises(SchemaError, match=r"expected guidance, a number or \[B=1\], got \(\)"):
+        expert.velocity(x, [0.5], [0], guidance=np.array(2.0, np.float32))
+    plain = expert.velocity(x, [0.5], [0], guidance=2.0)  # a number is every row's guidance
+    assert np.array_equal(plain, expert.velocity(x, [0.5], [0], guidance=np.array([2.0], np.float32)))
