@@ -1,5 +1,10 @@
 """Turn a Deployment (schema/deployment.py) into live objects: experts, a routing policy, and the
-descriptor the router publishes (what a job on this deployment means)."""
+descriptor the router publishes (what a job on this deployment means).
+
+The deployment is read once (read_deployment): each expert's meta.json and the decoder's card, checked
+to agree, into one LoadedDeployment, from which the policy and the descriptor are derived. The
+module-level helpers (load_policy, describe, expert_label_counts, ...) read it afresh on each call, for
+callers that need one of them."""
 
 from __future__ import annotations
 
@@ -30,12 +35,43 @@ def space_difference(a: ExpertCard, b: ExpertCard) -> str:
     return space_a.describe_difference(space_b)
 
 
+@dataclasses.dataclass(frozen=True)
+class LoadedDeployment:
+    """A deployment with what its files say, read once and checked (weights untouched): each expert's
+    meta.json and card, the label counts, the decoder's card."""
+
+    deployment: Deployment
+    metas: dict[int, dict]  # expert id -> its meta.json
+    cards: dict[int, ExpertCard]
+    label_counts: np.ndarray  # int64 [E, K], in the order of deployment.experts
+    decoder: AutoencoderCard | None
+
+    def policy(self) -> RoutingPolicy:
+        return _policy(self.deployment, self.label_counts)
+
+    def describe(self, policy: RoutingPolicy, router_id: str) -> DeploymentDescriptor:
+        return _descriptor(self, policy, router_id)
+
+
+def read_deployment(deployment: Deployment) -> LoadedDeployment:
+    """Read every expert's meta.json once and the decoder's card; ConfigError when they disagree (one
+    sample space and conditioning, the deployment's; the decoder reads it; label counts present)."""
+    metas = {e.id: read_meta(e.checkpoint) for e in deployment.experts}
+    cards = _checked_cards(deployment, metas)
+    decoder = decoder_card(deployment, cards)
+    return LoadedDeployment(deployment, metas, cards, _label_counts(deployment, metas), decoder)
+
+
 def expert_cards(deployment: Deployment) -> dict[int, ExpertCard]:
     """Each expert's card (schema/expert_card.py), read from its meta.json (weights untouched), checked
     to agree: one sample space and one conditioning for the whole deployment, as many classes as the
     deployment names. ConfigError naming both experts and the difference otherwise."""
+    return read_deployment(deployment).cards
+
+
+def _checked_cards(deployment: Deployment, metas: dict[int, dict]) -> dict[int, ExpertCard]:
     entries = {e.id: e for e in deployment.experts}
-    cards = {k: card_of(read_meta(e.checkpoint), f"{e.checkpoint}/meta.json") for k, e in entries.items()}
+    cards = {k: card_of(metas[k], f"{e.checkpoint}/meta.json") for k, e in entries.items()}
     if not cards:
         return cards
     first = next(iter(cards))
@@ -53,7 +89,6 @@ def expert_cards(deployment: Deployment) -> dict[int, ExpertCard]:
                 f"{card.sample_space.describe()}, not the deployment's {deployment.sample_space.describe()} "
                 f"({difference}: the expert's first); a deployment's [sample_space] must be its experts'"
             )
-    decoder_card(deployment, cards)
     return cards
 
 
@@ -127,11 +162,14 @@ def expert_label_counts(deployment: Deployment) -> np.ndarray:
     """int64 [E, K]: each expert's training label counts over the deployment's K classes, read from its
     meta.json (weights untouched); [E, 0] for an unconditional space. Refuses experts whose sample
     spaces or conditioning differ (expert_cards)."""
-    expert_cards(deployment)
+    return read_deployment(deployment).label_counts
+
+
+def _label_counts(deployment: Deployment, metas: dict[int, dict]) -> np.ndarray:
     k = deployment.sample_space.num_classes
     rows = []
     for entry in deployment.experts:
-        meta = read_meta(entry.checkpoint)
+        meta = metas[entry.id]
         counts = [] if k == 0 else meta.get("label_counts")
         if not isinstance(counts, list) or len(counts) != k:
             raise ConfigError(f"{entry.checkpoint}/meta.json: expected label_counts, a list of {k} ints")
@@ -140,6 +178,10 @@ def expert_label_counts(deployment: Deployment) -> np.ndarray:
 
 
 def load_policy(deployment: Deployment) -> RoutingPolicy:
+    return read_deployment(deployment).policy()
+
+
+def _policy(deployment: Deployment, label_counts: np.ndarray) -> RoutingPolicy:
     learned = None
     if deployment.router.kind == "learned":
         from ddm.router.learned import load_router  # a later issue: the learned router network
@@ -151,7 +193,7 @@ def load_policy(deployment: Deployment) -> RoutingPolicy:
                 f"space than the deployment's {deployment.sample_space.describe()}: {difference} (the "
                 "router's first)"
             )
-    return build_policy(deployment.router.kind, expert_label_counts(deployment), learned)
+    return build_policy(deployment.router.kind, label_counts, learned)
 
 
 def load_experts(deployment: Deployment, device: str | None = None) -> dict:
@@ -169,15 +211,18 @@ def load_experts(deployment: Deployment, device: str | None = None) -> dict:
 def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> DeploymentDescriptor:
     """The descriptor of `deployment` as served by `policy` (reads each expert's meta.json only).
     The router publishes it; `ddm sample --local` resolves its jobs with it too, so both agree."""
-    experts = []
-    cards = expert_cards(deployment)
-    for entry, counts in zip(deployment.experts, expert_label_counts(deployment), strict=True):
-        meta = read_meta(entry.checkpoint)
+    return read_deployment(deployment).describe(policy, router_id)
+
+
+def _descriptor(loaded: LoadedDeployment, policy: RoutingPolicy, router_id: str) -> DeploymentDescriptor:
+    deployment, experts = loaded.deployment, []
+    for entry, counts in zip(deployment.experts, loaded.label_counts, strict=True):
+        meta = loaded.metas[entry.id]
         partition = meta.get("partition")
         cluster = partition.get("method", "?") if isinstance(partition, dict) else "?"
         labels = tuple(int(y) for y in np.flatnonzero(counts > 0))
         label_counts = tuple(int(c) for c in counts)
-        card = card_summary(cards[entry.id])
+        card = card_summary(loaded.cards[entry.id])
         info = ExpertInfo(entry.id, meta["framework"], entry.device, labels, str(cluster), label_counts, card)
         experts.append(info)
     has_oracle = policy.oracle is not None
@@ -194,7 +239,7 @@ def describe(deployment: Deployment, policy: RoutingPolicy, router_id: str) -> D
         published_at=round(time.time(), 3),
         sampling=deployment.sampling,
         sample_space=deployment.sample_space,
-        decoder=DecoderInfo.of(ae) if (ae := decoder_card(deployment, cards)) is not None else None,
+        decoder=DecoderInfo.of(loaded.decoder) if loaded.decoder is not None else None,
     )
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import time
 import uuid
@@ -34,7 +33,7 @@ import pika
 import redis
 
 from ddm.router.decoding import DecodeStage, Decoding
-from ddm.router.deployment_loader import describe, load_policy
+from ddm.router.deployment_loader import read_deployment
 from ddm.router.expert_probe import probe_experts, report_looks
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle, refused_job
 from ddm.router.metrics import RouterMetrics
@@ -44,6 +43,7 @@ from ddm.router.stats import RouterStats
 from ddm.router.store import JobStore
 from ddm.runtime.consumer import ConsumerRuntime, Session
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis
+from ddm.runtime.signals import serve_until_signalled
 from ddm.schema.decode_messages import DecodeReply, DecodeRequest
 from ddm.schema.deployment import Deployment, resolve_deployment
 from ddm.schema.errors import SchemaError, expected
@@ -72,9 +72,10 @@ class RouterWorker:
         self.settings = settings
         self.names = settings.names
         self.deployment = Deployment.load(deployment_path)
-        self.policy = load_policy(self.deployment)
+        loaded = read_deployment(self.deployment)  # every meta.json once; policy and descriptor from it
+        self.policy = loaded.policy()
         self.worker_id = worker_id or f"router-{socket.gethostname()}-{os.getpid()}"
-        self.descriptor = describe(self.deployment, self.policy, self.worker_id)
+        self.descriptor = loaded.describe(self.policy, self.worker_id)
         self.max_jobs = max_jobs
         # The lease outlives a missed renewal or two; renewed three times per its life.
         self.lease_ttl_s = float(settings.heartbeat_ttl_s)
@@ -121,6 +122,10 @@ class RouterWorker:
     @property
     def ready(self):
         return self.runtime.ready
+
+    @property
+    def stopping(self) -> bool:
+        return self.runtime.stopping
 
     def run(self) -> None:
         """Serve until stop(); reconnect with bounded backoff when the broker goes away."""
@@ -527,9 +532,4 @@ def run_from_args(args) -> int:
         max_jobs=args.max_jobs,
         metrics_port=args.metrics_port,
     )
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    try:
-        worker.run()
-    except KeyboardInterrupt:
-        worker.stop()
-    return 0
+    return serve_until_signalled(worker)

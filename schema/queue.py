@@ -40,7 +40,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from .errors import SchemaError, expected
-from .solver import DEFAULT_SOLVER, SOLVERS
+from .solver import DEFAULT_SOLVER, Solver
 from .topology import JOB_MAX_PRIORITY
 
 # seq below 2**SEQ_BITS keeps priorities apart; scores stay below 2**53 (exact as Redis's doubles)
@@ -109,9 +109,13 @@ class JobEnd:
 
 
 def evaluations_per_step(solver: object) -> int:
-    """Velocity evaluations one step of `solver` costs (schema/solver.py); an unknown or unset name counts
-    as the default solver's (Euler: 1)."""
-    return SOLVERS.get(solver if isinstance(solver, str) else DEFAULT_SOLVER, SOLVERS[DEFAULT_SOLVER])[0]
+    """Velocity evaluations one step of `solver` costs, by the one parser (schema/solver.py). An unset
+    name, or one this version does not know (a record from a newer router), counts as the default
+    solver's (Euler: 1): an estimate of the queue's wait, never a refusal."""
+    try:
+        return Solver.parse(solver if solver is not None else DEFAULT_SOLVER).stages
+    except SchemaError:
+        return Solver.parse(DEFAULT_SOLVER).stages
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,13 @@ class ResolvedJob:
     spec: JobSpec
     strategy: Strategy
     space: SampleSpace = LEGACY
+    # parsed once, here, from the spec (the router's per-step code reads these, never the strings)
+    solver: Solver = dataclasses.field(init=False)
+    grid: Grid = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "solver", Solver.parse(self.spec.solver or DEFAULT_SOLVER))
+        object.__setattr__(self, "grid", Grid.parse(self.spec.grid or DEFAULT_GRID))
 
     @classmethod
     def of(cls, spec: JobSpec, space: SampleSpace = LEGACY) -> ResolvedJob:
@@ -42,14 +49,6 @@ class ResolvedJob:
             grid=spec.grid or DEFAULT_GRID,
         )
         return cls(spec, Strategy.parse(spec.strategy), space)
-
-    @property
-    def solver(self) -> Solver:
-        return Solver.parse(self.spec.solver)
-
-    @property
-    def grid(self) -> Grid:
-        return Grid.parse(self.spec.grid)
 
     @property
     def nfe(self) -> int:

@@ -16,31 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ddm.runtime.stage import Delivery
 from ddm.schema.errors import expected
-from ddm.schema.messages import VelocityReply, VelocityRequest
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A decoded request waiting for the model, with what is needed to reply and ack it."""
-
-    request: VelocityRequest
-    delivery_tag: int
-    arrived: float  # time.monotonic() when it was received
-    body: bytes  # the original message, kept for dead-lettering if serving it fails
-    properties: object  # pika.BasicProperties of the original (reply_to, correlation_id)
-    redelivered: bool = False  # a worker held it before and never settled it: served alone (crash_guard.py)
-
-    @property
-    def rows(self) -> int:
-        return self.request.batch_size
+from ddm.schema.messages import VelocityReply
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What became of one request: an encoded VelocityReply, or the reason it could not be served."""
 
-    item: Pending
+    item: Delivery
     reply: bytes | None
     error: str | None
 
@@ -60,7 +45,7 @@ class Batcher:
             raise ValueError(expected("max_batch >= 1 and max_wait_s >= 0", (max_batch, max_wait_s)))
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
-        self._items: deque[Pending] = deque()
+        self._items: deque[Delivery] = deque()
         self._rows = 0
 
     def __len__(self) -> int:
@@ -70,9 +55,9 @@ class Batcher:
     def rows(self) -> int:
         return self._rows
 
-    def add(self, item: Pending) -> None:
+    def add(self, item: Delivery) -> None:
         self._items.append(item)
-        self._rows += item.rows
+        self._rows += item.request.batch_size
 
     def wait_s(self, now: float) -> float | None:
         """Seconds until a batch is ready (0 = now); None when nothing is waiting."""
@@ -82,25 +67,25 @@ class Batcher:
             return 0.0
         return max(0.0, self._items[0].arrived + self.max_wait_s - now)
 
-    def take(self) -> list[Pending]:
+    def take(self) -> list[Delivery]:
         """The oldest requests whose rows fit in max_batch; always at least one (an oversize request
         is served alone rather than refused: the expert splits it over its largest bucket). A redelivered
         request is served alone, and never joins a batch: if it crashes the worker, it alone is to blame
         (ddm/runtime/crash_guard.py)."""
         batch = [self._items.popleft()]
-        rows = batch[0].rows
+        rows = batch[0].request.batch_size
         while (
             not batch[0].redelivered
             and self._items
             and not self._items[0].redelivered
-            and rows + self._items[0].rows <= self.max_batch
+            and rows + self._items[0].request.batch_size <= self.max_batch
         ):
-            rows += self._items[0].rows
+            rows += self._items[0].request.batch_size
             batch.append(self._items.popleft())
         self._rows -= rows
         return batch
 
-    def drain(self) -> list[Pending]:
+    def drain(self) -> list[Delivery]:
         """Everything still waiting (on shutdown or when the channel died)."""
         items = list(self._items)
         self._items.clear()
@@ -108,7 +93,7 @@ class Batcher:
         return items
 
 
-def _velocity(expert, items: list[Pending], chunk_rows: int | None = None, between=None) -> np.ndarray:
+def _velocity(expert, items: list[Delivery], chunk_rows: int | None = None, between=None) -> np.ndarray:
     """One Expert.velocity over every row of `items`; with chunk_rows, in slices of at most that many
     rows with between() after each but the last (the worker keeps its connections alive there)."""
     reqs = [it.request for it in items]
@@ -134,8 +119,8 @@ def _velocity(expert, items: list[Pending], chunk_rows: int | None = None, betwe
 def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows, precision) -> list[Outcome]:
     out, start = [], 0
     for it in items:
-        part = v[start : start + it.rows]
-        start += it.rows
+        part = v[start : start + it.request.batch_size]
+        start += it.request.batch_size
         try:
             reply = VelocityReply(
                 it.request.request_id, part, expert_id, worker_id, compute_ms, batch_rows, precision
@@ -147,7 +132,7 @@ def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows, precision) 
 
 
 def serve_batch(
-    expert, items: list[Pending], expert_id: int, worker_id: str, *, chunk_rows=None, between=None
+    expert, items: list[Delivery], expert_id: int, worker_id: str, *, chunk_rows=None, between=None
 ) -> BatchResult:
     """Run one forward pass over all rows of `items` and encode one reply per request.
 
@@ -156,7 +141,7 @@ def serve_batch(
     oversize batch runs in slices with between() after each (the worker services its connection there,
     so a long batch does not starve its heartbeats); between must not raise.
     """
-    rows = sum(it.rows for it in items)
+    rows = sum(it.request.batch_size for it in items)
     precision = expert.meta.precision
     t0 = time.perf_counter()
     try:
@@ -175,7 +160,7 @@ def serve_batch(
         try:
             v = _velocity(expert, [it], chunk_rows, between)
             ms = (time.perf_counter() - t1) * 1e3
-            outcomes += _replies([it], v, expert_id, worker_id, ms, it.rows, precision)
+            outcomes += _replies([it], v, expert_id, worker_id, ms, it.request.batch_size, precision)
         except Exception as exc:
             outcomes.append(Outcome(it, None, f"{type(exc).__name__}: {exc}"))
     return BatchResult(outcomes, rows, (time.perf_counter() - t0) * 1e3)

@@ -27,15 +27,15 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
 import socket
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ddm.runtime.consumer import MAX_WAIT_S, ConsumerRuntime, Session
-from ddm.runtime.stage_request import check_request_properties
+from ddm.runtime.consumer import MAX_WAIT_S, Session
+from ddm.runtime.signals import serve_until_signalled
+from ddm.runtime.stage import Delivery, Stage
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.messages import VelocityReply, VelocityRequest
@@ -43,7 +43,7 @@ from ddm.schema.names import check_expert_id, check_worker_id
 from ddm.schema.precision import check_precision
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.settings import Settings, redact
-from ddm.workers.batcher import Batcher, BatchResult, Outcome, Pending, serve_batch
+from ddm.workers.batcher import Batcher, BatchResult, Outcome, serve_batch
 from ddm.workers.buckets import parse_bucket_flag
 from ddm.workers.expert import DEFAULT_BUCKETS
 from ddm.workers.metrics import ExpertMetrics
@@ -64,13 +64,16 @@ def default_worker_id(expert_id: int) -> str:
     return f"expert{expert_id}-{host}-{os.getpid()}"
 
 
-class ExpertWorker:
+class ExpertWorker(Stage):
     """Consume `<prefix>ddm.expert.<k>`, batch requests, run one forward per batch, reply, ack.
 
     run() blocks until stop() (callable from any thread or a signal handler). `ready` is set while
     the worker is consuming. `expert` may be passed pre-loaded (tests); otherwise run() loads it with
     load_expert, which compiles every bucket, before it consumes anything.
     """
+
+    REQUEST = VelocityRequest
+    role = "expert"
 
     def __init__(
         self,
@@ -88,8 +91,6 @@ class ExpertWorker:
         metrics_port: int | None = None,
         hooks=(),
     ):
-        self.settings = settings
-        self.names = settings.names
         self.expert_id = check_expert_id(expert_id)
         entry = Deployment.load(deployment_path).expert(expert_id)
         self.checkpoint = entry.checkpoint
@@ -104,52 +105,27 @@ class ExpertWorker:
         self.buckets = tuple(sorted(buckets)) if buckets else DEFAULT_BUCKETS
         if self.buckets[0] < 1:
             raise ConfigError(expected("bucket sizes >= 1", self.buckets))
-        self.worker_id = check_worker_id(worker_id or default_worker_id(expert_id))
-        self.queue = self.names.expert_queue(expert_id)
+        worker_id = check_worker_id(worker_id or default_worker_id(expert_id))
         self.prefetch = 2 * self.max_batch  # several routers: the next batch is here when one finishes
         self.expert = expert
-        self.stats = WorkerStats()
-        self.metrics = ExpertMetrics(self.expert_id, self.worker_id)
         self._batcher = Batcher(self.max_batch, self.max_wait_ms / 1e3)
-        self._session: Session | None = None
         self._logged = (0.0, 0)  # (monotonic time, batches) of the last stats line
-        self.runtime = ConsumerRuntime(
-            settings, self.worker_id, self, self.metrics, metrics_port=metrics_port, hooks=hooks
+        metrics = ExpertMetrics(self.expert_id, worker_id)
+        queue = settings.names.expert_queue(expert_id)
+        super().__init__(
+            settings, worker_id, queue, WorkerStats(), metrics, metrics_port=metrics_port, hooks=hooks
         )
 
-    # ------------------------------------------------------------ lifecycle (the runtime's)
+    # ------------------------------------------------------------ the stage
 
-    @property
-    def ready(self):
-        """Set while consuming."""
-        return self.runtime.ready
-
-    @property
-    def stopping(self) -> bool:
-        return self.runtime.stopping
-
-    def run(self) -> None:
-        """Load the expert (compiling all buckets), then serve until stop(); reconnects on broker loss.
-        With a metrics port, /metrics and /healthz answer from the start (503 until consuming)."""
-        try:
-            self.runtime.run()
-        finally:
-            log.info("expert worker %s stopped; %s", self.worker_id, self.stats.summary())
-
-    def stop(self) -> None:
-        """Ask run() to stop: no new requests, finish the batch being computed, close cleanly."""
-        self.runtime.stop()
-
-    # ------------------------------------------------------------ the runtime's handler
-
-    def start(self) -> None:
+    def load(self) -> None:
         if self.expert is None:
             from ddm.workers import load_expert
 
             self.expert = load_expert(self.checkpoint, self.device, self.buckets, self.precision)
         self.expert.warmup()  # every bucket once: no compile or first-call cost on the first request
         meta = self.expert.meta
-        log.info("expert worker %s: %s", self.worker_id, describe_stack(self.expert))
+        self.log_start(describe_stack(self.expert))
         check = startup_check(self.expert, self.checkpoint)  # raises, so nothing is served, on a mismatch
         if check is not None:
             log.info(
@@ -190,10 +166,10 @@ class ExpertWorker:
             self._slices.budget_s,
         )
 
-    def attach(self, session: Session) -> None:
+    def declare(self, session: Session) -> None:
         session.declare([self.expert_id], jobs=False)
-        session.channel.basic_qos(prefetch_count=self.prefetch)
-        session.consume(self.queue, self._on_message)
+
+    def attach_more(self, session: Session) -> None:
         # No queue probe here: a passive declare is a broker round trip on this, the serving thread,
         # which from a far host stalled a forward pass at every heartbeat (docs/BENCHMARKS.md). The
         # routers export this queue's depth (router/expert_probe.py), next to the broker.
@@ -201,16 +177,20 @@ class ExpertWorker:
         # exclusive whatever DDM_QUEUE_TYPE says: it lives and dies with this connection)
         own = self.names.replica_queue(self.expert_id, self.worker_id)
         session.channel.queue_declare(own, exclusive=True, auto_delete=True)
-        session.consume(own, self._on_message)
-        self._session = session
+        session.consume(own, self.on_message)
 
-    def detach(self, session: Session, lost: bool) -> int:
-        """Clean stop: cancel the consumer and hand back what waits (the last batch was answered).
-        Lost connection: forget what waits; the broker redelivers it."""
-        self._session = None
+    def check(self, request: VelocityRequest) -> None:
+        # another sample space than this expert's (its card): dead-lettered naming both shapes
+        request.check_space(self.sample_space)
+
+    def accept(self, delivery: Delivery) -> None:
+        self._batcher.add(delivery)  # served by pump() once its batch is due
+
+    def hand_back(self, session: Session, lost: bool) -> int:
+        """Clean stop: hand back what waits (the last batch was answered). Lost connection: forget what
+        waits; the broker redelivers it."""
         waiting = self._batcher.drain()
         if not lost:
-            session.cancel_consumers()
             for item in waiting:
                 session.channel.basic_nack(item.delivery_tag, requeue=True)
         return len(waiting)
@@ -223,18 +203,13 @@ class ExpertWorker:
     def pump(self) -> None:
         self._serve_due_batch()
 
-    def beat_static(self) -> dict[str, object]:
+    def beat_fields(self) -> dict[str, object]:
         meta = self.expert.meta
         return {
-            "role": "expert",
             "expert_id": self.expert_id,
             "framework": meta.framework,
             "device": meta.device,
             "precision": meta.precision,
-            "host": socket.gethostname(),
-            "region": self.settings.region,
-            "pid": os.getpid(),
-            "queue": self.queue,
             "max_batch": self.max_batch,
             "max_wait_ms": self.max_wait_ms,
             "buckets": ",".join(map(str, self.expert.buckets or ())) or "any",
@@ -256,11 +231,9 @@ class ExpertWorker:
         if wait is None or wait > 0:
             return
         items = self._batcher.take()
-        if items[0].redelivered and not self._session.check_redelivered(
-            items[0].delivery_tag, items[0].properties, items[0].body, self.queue
-        ):
-            return  # it kept killing workers: dead-lettered with the last error (crash_guard.py)
-        keepalive = _KeepAlive(self._session.conn)
+        if not self.admit(items[0]):  # a redelivered one (alone) that kept killing workers
+            return
+        keepalive = _KeepAlive(self.session.conn)
         try:
             result = serve_batch(
                 self.expert,
@@ -292,51 +265,20 @@ class ExpertWorker:
         served, now, latencies = 0, time.monotonic(), []
         for o in result.outcomes:
             if o.reply is None:
-                self._dead_letter(o.item.delivery_tag, o.item.properties, o.item.body, o.error)
+                self.refuse(o.item.delivery_tag, o.item.properties, o.item.body, o.error)
                 continue
             latencies.append(now - o.item.arrived)
-            self._session.reply(o.item.delivery_tag, o.item.properties, o.reply, VelocityReply.TYPE)
+            self.reply(o.item, o.reply, VelocityReply.TYPE)
             served += 1
         if result.rows:
             self.stats.record_batch(result.rows, served, result.compute_ms)
             self.metrics.record_batch(result.rows, result.compute_ms, latencies)
-
-    # ------------------------------------------------------------ consuming
-
-    def _on_message(self, ch, method, props, body: bytes) -> None:
-        try:
-            check_request_properties(props)
-            request = VelocityRequest.decode(body, max_bytes=self.settings.max_message_bytes)
-            # another sample space than this expert's (its card): dead-lettered naming both shapes
-            request.check_space(self.sample_space)
-        except Exception as exc:  # SchemaError, or anything a malformed body could raise
-            self._dead_letter(method.delivery_tag, props, body, f"{type(exc).__name__}: {exc}")
-            return
-        self._batcher.add(
-            Pending(
-                request,
-                method.delivery_tag,
-                time.monotonic(),
-                body,
-                props,
-                method.redelivered,
-            )
-        )
 
     @property
     def sample_space(self) -> SampleSpace:
         """The space this worker serves: its expert's card's (the legacy one for an expert without)."""
         card = getattr(self.expert, "card", None)
         return card.sample_space if card is not None else LEGACY
-
-    def _dead_letter(self, delivery_tag: int, props, body: bytes, reason: str) -> None:
-        """Refuse a message: to ddm.dead with the reason attached (see ddm.runtime.deadletter)."""
-        self._session.dead_letter(delivery_tag, props, body, reason, self.queue)
-        self.count_refused(self.queue)
-
-    def count_refused(self, queue: str) -> None:
-        self.stats.dead_lettered += 1
-        self.metrics.dead_lettered.inc()
 
 
 class _KeepAlive:
@@ -399,17 +341,7 @@ def run_from_args(args) -> int:
         worker_id=args.worker_id,
         metrics_port=args.metrics_port,
     )
-
-    def on_signal(signum, frame):
-        if worker.stopping:  # a second Ctrl-C: stop waiting for the batch in flight
-            raise KeyboardInterrupt
-        log.info("signal %d: stopping after the batch in flight", signum)
-        worker.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    worker.run()
-    return 0
+    return serve_until_signalled(worker)
 
 
 def timed_forward(expert, space: SampleSpace, rows: int) -> tuple[int, float]:

@@ -44,16 +44,17 @@ def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ddm.client.images import save_grid
-    from ddm.router.deployment_loader import describe, load_decoder, load_experts, load_policy
+    from ddm.router.deployment_loader import load_decoder, load_experts, read_deployment
     from ddm.router.sampler import sample_local
     from ddm.schema.deployment import Deployment
 
     deployment = Deployment.load(resolve_deployment(args.deployment))
     labels, cols = job_labels(args, deployment.sample_space)
-    policy = load_policy(deployment)
+    loaded = read_deployment(deployment)
+    policy = loaded.policy()
     spec = job_spec(args, labels)
     # Exactly as the router does: check against the deployment's descriptor, fill in its defaults.
-    descriptor = describe(deployment, policy, "local")
+    descriptor = loaded.describe(policy, "local")
     descriptor.check(spec)
     job = descriptor.resolve(spec)
     spec = job.spec

@@ -34,10 +34,11 @@ def make_specs(deployment, jobs: int, steps: int):
     expert's classes, alternating experts; where the experts share classes (k-means clusters), `full`
     jobs, which ask every expert at every step. Then one job of every class under the deployment's default
     strategy (whichever experts its router picks: none counted)."""
-    from ddm.router.deployment_loader import describe, load_policy
+    from ddm.router.deployment_loader import read_deployment
     from ddm.schema.messages import JobSpec
 
-    descriptor = describe(deployment, load_policy(deployment), "local")
+    loaded = read_deployment(deployment)
+    descriptor = loaded.describe(loaded.policy(), "local")
     every_class = list(range(descriptor.sample_space.num_classes or 10))
     shares = {int(e.id): [int(c) for c in e.labels] or every_class for e in descriptor.experts}
     disjoint = sum(map(len, shares.values())) == len(set().union(*shares.values()))
@@ -56,13 +57,14 @@ def make_specs(deployment, jobs: int, steps: int):
 def references(deployment, specs):
     """What `ddm sample` gives for each spec (its unset fields resolved as the router resolves them), as
     Client.result returns it: a latent deployment's decoded to pixels."""
-    from ddm.router.deployment_loader import describe, load_decoder, load_experts, load_policy
+    from ddm.router.deployment_loader import load_decoder, load_experts, read_deployment
     from ddm.router.sampler import sample_local
 
-    policy = load_policy(deployment)
+    loaded = read_deployment(deployment)
+    policy = loaded.policy()
     experts = load_experts(deployment, device="cpu")
     velocities = {k: e.velocity for k, e in experts.items()}
-    descriptor = describe(deployment, policy, "local")
+    descriptor = loaded.describe(policy, "local")
     decoder = load_decoder(deployment, device="cpu")
     out = [sample_local(velocities, policy, descriptor.resolve(spec)) for spec in specs]
     return out if decoder is None else [decoder.decode(x) for x in out]

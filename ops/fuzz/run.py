@@ -113,7 +113,7 @@ def run_fuzz(
     count what was dead-lettered, answered, lost or altered. Messages for the decoder stage go only to
     a deployment with a decoder."""
     from ddm.client.client import Client
-    from ddm.router.deployment_loader import describe, load_experts, load_policy
+    from ddm.router.deployment_loader import load_experts, read_deployment
     from ddm.router.sampler import sample_local
     from ddm.runtime.amqp import connect
     from ddm.runtime.heartbeat import read_live_workers
@@ -173,9 +173,10 @@ def run_fuzz(
         report.answered = ch.queue_declare(reply_to, passive=True).method.message_count
         conn.close()
         deployment = Deployment.load(deployment_path)
-        policy = load_policy(deployment)
+        loaded = read_deployment(deployment)
+        policy = loaded.policy()
         experts = {k: e.velocity for k, e in load_experts(deployment).items()}
-        local = describe(deployment, policy, "local")
+        local = loaded.describe(policy, "local")
         for spec in specs:
             report.jobs += 1
             want = sample_local(experts, policy, local.resolve(spec))

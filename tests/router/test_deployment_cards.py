@@ -119,3 +119,22 @@ def test_a_declared_space_equal_to_the_cards_serves_and_is_published(tmp_path):
 def test_a_declared_space_other_than_the_cards_is_refused_naming_the_expert(tmp_path, file_space, difference):
     with pytest.raises(ConfigError, match=rf"expert 0 \(.*e0\) declares .*{difference}"):
         expert_cards(declared(tmp_path, RGB, file_space))
+
+
+def test_the_router_reads_each_meta_json_once(tmp_path, monkeypatch):
+    """The deployment is read once into one value, from which the policy and the descriptor come (issue
+    41: a router start read each meta.json 6 times and checked the cards 3 times)."""
+    import ddm.router.deployment_loader as loader
+    from ddm.router.worker import RouterWorker
+    from ddm.schema.settings import Settings
+
+    dep = deployment(tmp_path, None, None)
+    reads = []
+    real = loader.read_meta
+    monkeypatch.setattr(loader, "read_meta", lambda folder: reads.append(folder) or real(folder))
+    router = RouterWorker(Settings(), dep.path, worker_id="reads-once")
+    try:
+        assert sorted(reads) == sorted(e.checkpoint for e in dep.experts), reads
+        assert len(router.descriptor.experts) == 2 and router.policy.oracle is not None
+    finally:
+        router.store.r.close()

@@ -9,17 +9,18 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from ddm.runtime.stage import Delivery
 from ddm.schema.messages import VelocityReply, VelocityRequest
-from ddm.workers.batcher import Batcher, Pending, serve_batch
+from ddm.workers.batcher import Batcher, serve_batch
 from ddm.workers.buckets import bucket_for, pad_rows, run_bucketed
 
 
 def pending(
     rows: int, arrived: float = 0.0, request_id: str = "r", label: int = 3, redelivered: bool = False
-) -> Pending:
+) -> Delivery:
     x = np.random.default_rng(rows).standard_normal((rows, 1, 32, 32)).astype(np.float32)
     t, y, g = np.full(rows, 0.5, np.float32), np.full(rows, label), np.ones(rows, np.float32)
-    return Pending(VelocityRequest(request_id, x, t, y, g), 1, arrived, b"", None, redelivered)
+    return Delivery(VelocityRequest(request_id, x, t, y, g), 1, arrived, b"", None, redelivered)
 
 
 class Doubling:
