@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import resource
 import time
 from dataclasses import asdict, dataclass
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ddm.schema.atomic import atomic_path
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.sample_space import LEGACY, SampleSpace
 
@@ -146,9 +146,8 @@ def generate_pairs(
         )
         x0 = initial_noise(spec, space)
         x1 = sample_local(experts, policy, ResolvedJob.of(spec, space))
-        tmp = folder / f".chunk_{c:05d}.tmp.npz"
-        np.savez(tmp, x0=x0, x1=x1.astype(np.float32), y=np.asarray(labels, np.int64))
-        os.replace(tmp, folder / f"chunk_{c:05d}.npz")
+        with atomic_path(folder / f"chunk_{c:05d}.npz") as tmp:
+            np.savez(tmp, x0=x0, x1=x1.astype(np.float32), y=np.asarray(labels, np.int64))
         # the running totals, after every chunk: an interrupted generation keeps what it spent
         spent = {"wall_s": time.perf_counter() - t_chunk, "cpu_s": cpu_seconds() - c_chunk}
         total = {k: round(total[k] + spent[k], 1) for k in ("wall_s", "cpu_s")}

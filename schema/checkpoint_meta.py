@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 
+from ddm.schema.atomic import write_json_atomic
 from ddm.schema.errors import ConfigError, expected
 
 META_FILE = "meta.json"
@@ -65,19 +65,6 @@ def check_meta(meta: object, source: str = META_FILE) -> dict:
         if field in meta and not isinstance(meta[field], python_type):
             raise ConfigError(f"{source}: {expected(f'{field} {what}', meta[field])}")
     return meta
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Text to a temporary file, then renamed over `path`: a reader sees the old file or the new one."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
-
-
-def write_json_atomic(path: str | Path, data: dict) -> Path:
-    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def write_meta(folder: str | Path, meta: dict) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ddm.schema.checkpoint_meta import write_text_atomic
+from ddm.schema.atomic import write_text_atomic
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NUM_CLASSES
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
-import tempfile
 import urllib.error
 import urllib.request
 import zlib
@@ -15,6 +13,7 @@ from ddm.ops.data.catalog import SPLITS, DataFile, get_spec
 from ddm.ops.data.dataset import md5_hex
 from ddm.ops.data.files import find_file, resolve_data_dir, search_dirs
 from ddm.ops.data.idx import GZIP_MAGIC
+from ddm.schema.atomic import atomic_path
 from ddm.schema.errors import ConfigError, expected
 
 
@@ -38,12 +37,10 @@ def download(url: str, dest: Path, md5: str, *, timeout: float = 30.0, offline_h
     from tqdm import tqdm
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
+    with atomic_path(dest) as tmp:
         digest = hashlib.md5(usedforsecurity=False)
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp, os.fdopen(fd, "wb") as out:
+            with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as out:
                 total = int(resp.headers.get("Content-Length") or 0) or None
                 with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, leave=False) as bar:
                     while chunk := resp.read(1 << 16):
@@ -59,10 +56,6 @@ def download(url: str, dest: Path, md5: str, *, timeout: float = 30.0, offline_h
         got = digest.hexdigest()
         if got != md5:
             raise ConfigError(f"{url}: {expected(f'md5 {md5}', got)}; the download is corrupt, try again")
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def fetch(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import numpy as np
 
 from ddm.ops.data.emoji_list import GROUPS, HELDOUT_FRACTION, fold_skin_tones, is_heldout, read_emoji_test
 from ddm.ops.data.emoji_render import BACKGROUND, SIZES, open_font, render
+from ddm.schema.atomic import atomic_path, write_text_atomic
 from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.errors import ConfigError, expected
 
@@ -147,23 +147,13 @@ def render_all(size: int, *, progress: bool = True, select: slice | None = None)
     return Rendered(arrays, meta)
 
 
-def _write_atomic(path: Path, write) -> None:
-    """write(f) into a temporary file beside path (the umask's permissions), then move it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.part")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_cache(data_dir: Path, rendered: Rendered) -> Path:
     """The arrays to <data dir>/emoji/emoji-<size>.npz, then their JSON (each written atomically)."""
     npz_path, meta_path = cache_paths(data_dir, rendered.meta["size"])
-    _write_atomic(npz_path, lambda f: np.savez(f, **rendered.arrays))
-    _write_atomic(meta_path, lambda f: f.write((json.dumps(rendered.meta, indent=1) + "\n").encode()))
+    npz_path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(npz_path) as tmp:
+        np.savez(tmp, **rendered.arrays)
+    write_text_atomic(meta_path, json.dumps(rendered.meta, indent=1) + "\n")
     return npz_path
 
 

@@ -24,8 +24,9 @@ import numpy as np
 
 from ddm.ops.data.files import resolve_data_dir
 from ddm.ops.data.splits import format_split, parse_split
+from ddm.schema.atomic import atomic_path, write_json_atomic
 from ddm.schema.autoencoder_card import AutoencoderCard, latent_dataset_name, split_latent_name
-from ddm.schema.checkpoint_meta import file_sha256, write_json_atomic
+from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.sample_space import SampleSpace
 
@@ -94,9 +95,8 @@ def write_latents(splits: dict, autoencoder, data_dir: Path, progress=print) -> 
     name = latent_dataset_name(first.name, card.encoder_id)
     npz, sidecar = latent_paths(data_dir, name)
     npz.parent.mkdir(parents=True, exist_ok=True)
-    tmp = npz.with_name(npz.name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(npz)
+    with atomic_path(npz) as tmp:
+        np.savez(tmp, **arrays)
     record = {
         "name": name,
         "dataset": first.name,

@@ -22,7 +22,8 @@ from ddm.ops.eval.classifier import features, load_classifier, predict
 from ddm.ops.eval.frechet import FrechetBootstrap, frechet_bootstrap, frechet_distance
 from ddm.router.deployment_loader import load_decoder, load_experts, load_policy
 from ddm.router.sampler import sample_local
-from ddm.schema.checkpoint_meta import file_sha256, write_json_atomic
+from ddm.schema.atomic import write_json_atomic
+from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import MAX_SAMPLES, JobSpec
 from ddm.schema.resolved import ResolvedJob

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ddm.schema.checkpoint_meta import write_json_atomic
+from ddm.schema.atomic import write_json_atomic
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.solver import Grid, Solver
 

@@ -29,7 +29,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddm.schema.checkpoint_meta import META_FILE, read_meta, write_json_atomic
+from ddm.schema.atomic import write_json_atomic
+from ddm.schema.checkpoint_meta import META_FILE, read_meta
 from ddm.schema.errors import ConfigError, expected
 
 CASES = (  # (case, number of experts, strategies as eval folder suffixes); see study.sh

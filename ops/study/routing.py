@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ddm.ops.study.intervals import paired_differences
 from ddm.ops.study.objectives import cell
-from ddm.schema.checkpoint_meta import read_meta, write_json_atomic
+from ddm.schema.atomic import write_json_atomic
+from ddm.schema.checkpoint_meta import read_meta
 from ddm.schema.errors import ConfigError, expected
 
 CURVE = "with label y"  # the curve the table shows (the router also reads the label at sampling)

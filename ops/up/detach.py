@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ddm.ops.up.supervisor import python_module
+from ddm.schema.atomic import write_text_atomic
 from ddm.schema.errors import ConfigError, DDMError
 from ddm.schema.names import Names
 
@@ -86,9 +87,9 @@ def start_detached(up_args: list[str], prefix: str, timeout: float) -> dict:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    _write_atomic(pid_file, f"{proc.pid}\n")
+    write_text_atomic(pid_file, f"{proc.pid}\n")
     state = {"pid": proc.pid, "prefix": prefix, "argv": argv, "started_at": time.time()}
-    _write_atomic(folder / "up.json", json.dumps(state, indent=2) + "\n")
+    write_text_atomic(folder / "up.json", json.dumps(state, indent=2) + "\n")
     t0 = time.monotonic()
     while True:
         if READY_MARK in log_path.read_text(errors="replace"):
@@ -131,9 +132,3 @@ def stop_detached(prefix: str, timeout: float = 60.0) -> dict:
         time.sleep(0.2)
     (folder / "up.pid").unlink(missing_ok=True)
     return {**out, "pid": pid, "stopped": True, "killed": killed, "seconds": round(time.monotonic() - t0, 1)}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 from flax import serialization
 
+from ddm.schema.atomic import write_bytes_atomic
 from ddm.workers.architectures import ExpertArchitecture, architecture_of_config
 from ddm.workers.frameworks import JAX
 from ddm.workers.layout import canonical_to_flax, flax_to_canonical
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def save_weights(
@@ -26,7 +20,7 @@ def save_weights(
     the architecture's layout hook (None: ddm.workers.layout's)."""
     to_flax = architecture.to_flax if architecture is not None else canonical_to_flax
     params = to_flax(canonical, like)
-    _write_atomic(Path(folder) / JAX.weights_file, serialization.msgpack_serialize(params))
+    write_bytes_atomic(Path(folder) / JAX.weights_file, serialization.msgpack_serialize(params))
 
 
 def flax_template(architecture: ExpertArchitecture, config) -> tuple[object, dict]:
@@ -51,7 +45,7 @@ def load_weights(folder: Path, architecture: ExpertArchitecture | None = None) -
 
 def save_train_state(folder: Path, state: dict) -> None:
     """state: {"params", "ema", "opt", "step", "wall_s"} pytree -> train_state.msgpack."""
-    _write_atomic(Path(folder) / JAX.train_state_file, serialization.to_bytes(state))
+    write_bytes_atomic(Path(folder) / JAX.train_state_file, serialization.to_bytes(state))
 
 
 def load_train_state(folder: Path, template: dict) -> dict:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
 
+from ddm.schema.atomic import atomic_path
 from ddm.workers.frameworks import TORCH
 
 
 def _save_atomic(tensors: dict[str, np.ndarray], path: Path, metadata: dict[str, str] | None = None) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp), metadata=metadata)
 
 
 def state_to_numpy(module: torch.nn.Module) -> dict[str, np.ndarray]:

@@ -20,13 +20,13 @@ import json
 import logging
 import os
 import stat
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from ddm.schema.atomic import atomic_path, write_text_atomic
 from ddm.schema.checkpoint_meta import file_sha256
 
 log = logging.getLogger(__name__)
@@ -136,13 +136,10 @@ class TraceCache:
         model_path, meta_path = self._paths(key)
         try:
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            unique = uuid.uuid4().hex  # replicas may share a volume, and pids repeat across containers
-            tmp = model_path.with_suffix(f".tmp-{unique}")
-            torch.jit.save(module, str(tmp))
-            record = {"key": key.describe(), "sha256": file_sha256(tmp)}
-            os.replace(tmp, model_path)  # the module first, its record last: a record names a whole file
-            meta_tmp = meta_path.with_suffix(f".tmp-{unique}")
-            meta_tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
-            os.replace(meta_tmp, meta_path)
+            with atomic_path(model_path) as tmp:
+                torch.jit.save(module, str(tmp))
+                record = {"key": key.describe(), "sha256": file_sha256(tmp)}
+            # the module first, its record last: a record names a whole file
+            write_text_atomic(meta_path, json.dumps(record, indent=1, sort_keys=True))
         except OSError as exc:  # a read-only or full volume costs the next start a compile, nothing more
             log.warning("could not save traced bucket %d to %s: %s", key.bucket, self.folder, exc)
