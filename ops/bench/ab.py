@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ddm.ops.bench.jobs import BenchConfig, job_specs, parse_levels
 from ddm.ops.bench.pipeline import PipelineProcesses, run_level
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 
 PACKAGES = ("schema", "workers", "router", "ops", "webui")
 

@@ -15,7 +15,7 @@ import numpy as np
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from ddm.ops.bench.http_wire import BadRequestError, encode_arrays, parse_velocity_request, wait_healthy
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 from ddm.schema.errors import SchemaError
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # far above any real step (64 rows are ~260 KB); refuses runaway bodies

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 from ddm.schema.deployment import Deployment
 from ddm.workers.expert import DEFAULT_BUCKETS
 

@@ -12,8 +12,8 @@ import importlib
 import sys
 
 from ddm.ops.cli.exit_codes import USAGE, exit_code
-from ddm.ops.cli.output import print_json
 from ddm.ops.cli.parser import EpilogFormatter, Parser
+from ddm.ops.command_kit import print_json
 from ddm.schema.errors import DDMError
 
 # (command, module, one-line help). Order is the order shown by `ddm --help`.

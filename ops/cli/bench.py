@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ddm.ops.bench.jobs import parse_ids, parse_levels, parse_rtts
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 from ddm.schema.errors import ConfigError, SchemaError, expected
 
 

@@ -85,7 +85,7 @@ def _confirmed(found) -> bool:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.ops.cleanup import delete_contents, find_prefix
-    from ddm.ops.cli.output import print_json
+    from ddm.ops.command_kit import print_json
     from ddm.schema.errors import DDMError
     from ddm.schema.names import Names
     from ddm.schema.settings import Settings

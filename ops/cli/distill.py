@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 from ddm.workers.architectures import DEFAULT_ARCHITECTURE, architecture_names, preset_names
 from ddm.workers.frameworks import framework_names
 from ddm.workers.training import TrainConfig

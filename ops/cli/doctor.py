@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 from ddm.ops.doctor.checks import ROLES
 
 
@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.ops.cli.exit_codes import FAILURE, OK
-    from ddm.ops.cli.output import print_json
+    from ddm.ops.command_kit import print_json
     from ddm.ops.doctor import DoctorOptions, run_doctor
     from ddm.ops.doctor.role_guess import guess_role
 

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -127,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
     x, labels, metrics = evaluate(request)
     write_report(args.out, x, labels, metrics)
     if args.json:
-        from ddm.ops.cli.output import print_json
+        from ddm.ops.command_kit import print_json
 
         print_json(metrics)
         return 0
@@ -180,7 +180,7 @@ def sweep_main(args: argparse.Namespace) -> int:
     if args.plot is not None:
         plot_sweep(record, args.plot)
     if args.json:
-        from ddm.ops.cli.output import print_json
+        from ddm.ops.command_kit import print_json
 
         print_json(record)
     else:

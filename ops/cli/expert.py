@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 from ddm.schema.precision import PRECISIONS
 
 
@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
         entry.checkpoint, args.device or entry.device, args.precision or entry.precision, buckets
     )
     if args.json:
-        from ddm.ops.cli.output import print_json
+        from ddm.ops.command_kit import print_json
 
         print_json(report.to_json())
     else:

@@ -31,8 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.client.client import Client
-    from ddm.ops.cli.output import print_json
     from ddm.ops.cli.status import format_recent
+    from ddm.ops.command_kit import print_json
 
     with Client() as client:
         jobs = client.find(args.status, limit=args.limit, scan=args.scan)

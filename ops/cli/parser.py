@@ -4,7 +4,6 @@ subparsers from their parent's class), so each `--help` shows its defaults the s
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -36,14 +35,3 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
-
-
-def add_deployment_flag(parser: argparse.ArgumentParser, *, required: bool = False, what: str = "") -> None:
-    """The one --deployment flag: a deployment TOML, resolved by schema.deployment.resolve_deployment
-    when left out ($DDM_DEPLOYMENT, else the shipped one). what: more words for this command's help."""
-    from ddm.schema.deployment import DEFAULT_DEPLOYMENT
-
-    where = "" if required else f" (default: $DDM_DEPLOYMENT, else {DEFAULT_DEPLOYMENT})"
-    parser.add_argument(
-        "--deployment", type=Path, default=None, required=required, help=f"deployment TOML{what}{where}"
-    )

@@ -33,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.client.client import Client
     from ddm.client.images import save_grid
     from ddm.ops.cli.job_flags import live_space
-    from ddm.ops.cli.output import print_json
+    from ddm.ops.command_kit import print_json
     from ddm.schema.descriptor import DIGITS, labels_summary
     from ddm.webui.payloads import grid_cols  # the web UI's download has the same layout
 

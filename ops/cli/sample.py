@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ddm.ops.cli.job_flags import add_job_arguments, job_labels, job_spec
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 from ddm.schema.deployment import resolve_deployment
 
 
@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
         np.save(args.npy, x)
         saved.append(args.npy.resolve())
     if args.json:
-        from ddm.ops.cli.output import print_json
+        from ddm.ops.command_kit import print_json
 
         print_json(
             {

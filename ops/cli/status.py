@@ -137,7 +137,7 @@ def _recent_json(jobs: list[tuple[str, JobHash | None]]) -> list[dict]:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.client.client import Client
-    from ddm.ops.cli.output import print_json
+    from ddm.ops.command_kit import print_json
     from ddm.schema.errors import ConfigError
 
     if args.job is None and args.recent is None:

@@ -76,7 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.client.client import Client
-    from ddm.ops.cli.output import print_json
+    from ddm.ops.command_kit import print_json
 
     with Client() as client:
         space = live_space(client)
@@ -145,7 +145,7 @@ def _wait(client, spec, cols: int, args: argparse.Namespace) -> int:
         np.save(args.npy, x)
         saved.append(str(args.npy))
     if args.json:
-        from ddm.ops.cli.output import print_json
+        from ddm.ops.command_kit import print_json
 
         print_json({**st.to_dict(), "experts_used": sorted(used), "saved": saved})
     mean, resumed = st.mean_step_ms, st.resumed_from

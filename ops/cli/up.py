@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

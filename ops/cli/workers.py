@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ddm.client.client import Client
     from ddm.ops.cli.exit_codes import FAILURE, OK
-    from ddm.ops.cli.output import print_json
+    from ddm.ops.command_kit import print_json
     from ddm.runtime.heartbeat import read_live_workers
     from ddm.runtime.queue_probe import QueueProbe
     from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, unavailable

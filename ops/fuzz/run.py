@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ddm.ops.cli.parser import add_deployment_flag
+from ddm.ops.command_kit import add_deployment_flag
 from ddm.ops.fuzz.messages import CATEGORIES, hostile_messages
 from ddm.schema.errors import ConfigError
 from ddm.schema.messages import JobSpec

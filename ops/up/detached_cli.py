@@ -17,7 +17,7 @@ def _up_args(argv: list[str]) -> list[str]:
 
 
 def main_detached(args: argparse.Namespace) -> int:
-    from ddm.ops.cli.output import print_json
+    from ddm.ops.command_kit import print_json
     from ddm.ops.up.detach import start_detached
     from ddm.schema.settings import Settings
 
@@ -32,7 +32,7 @@ def main_detached(args: argparse.Namespace) -> int:
 
 
 def main_down(args: argparse.Namespace) -> int:
-    from ddm.ops.cli.output import print_json
+    from ddm.ops.command_kit import print_json
     from ddm.ops.up.detach import stop_detached
     from ddm.schema.settings import Settings
 
