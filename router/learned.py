@@ -78,7 +78,7 @@ class LearnedRouter:
 
 
 def load_router(path: str | Path, buckets=ROUTER_BUCKETS) -> LearnedRouter:
-    from ddm.workers.jax_expert.expert import enable_compilation_cache
+    from ddm.workers.jax_common import enable_compilation_cache
 
     path = Path(path)
     meta = read_router_meta(path)

@@ -12,7 +12,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from ddm.schema.sample_space import LEGACY, SampleSpace
-from ddm.workers.jax_expert.unet import PAD1, timestep_embedding
+from ddm.workers.jax_common import PAD1, timestep_embedding
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ executables are ever called: a shape outside the buckets cannot trigger a recomp
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import jax
@@ -17,6 +16,7 @@ from ddm.schema.errors import ConfigError, DeviceError
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
 from ddm.workers.checkpoint import architecture_of, config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
+from ddm.workers.jax_common import enable_compilation_cache
 from ddm.workers.jax_expert.checkpoint import flax_template, load_weights
 
 DEVICES = ("auto", "cpu", "gpu")
@@ -25,19 +25,6 @@ DEVICES = ("auto", "cpu", "gpu")
 # "bfloat16" setting only selects its default precision, which is not bf16 compute (JAX issue 18934);
 # it would need the params and inputs cast, which this expert does not do.
 MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
-
-
-def enable_compilation_cache() -> None:
-    """Persist compiled buckets across processes ($DDM_JAX_CACHE_DIR, default ~/.cache/ddm/jax):
-    a restarted worker or a second replica loads in seconds instead of recompiling every bucket."""
-    from ddm.schema.settings import Settings
-
-    path = Settings.from_env().jax_cache_dir
-    if path.lower() in ("", "0", "off", "none"):
-        return
-    path = os.path.expanduser(path)
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def resolve_device(device: str) -> jax.Device:

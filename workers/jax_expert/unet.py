@@ -6,24 +6,14 @@ parameter by name. Arrays are NHWC inside; the public expert API stays NCHW.
 
 from __future__ import annotations
 
-import math
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from ddm.workers.config import UNetConfig
+from ddm.workers.jax_common import PAD1, timestep_embedding
 
 GN_EPS = 1e-5  # PyTorch's default; Flax's would be 1e-6
-PAD1 = ((1, 1), (1, 1))  # explicit, like PyTorch's padding=1
-
-
-def timestep_embedding(t: jnp.ndarray, dim: int) -> jnp.ndarray:
-    """Sinusoidal embedding of t in [0, 1] (scaled by 1000 like DDPM steps). [B] -> [B, dim]."""
-    half = dim // 2
-    freqs = jnp.exp(-math.log(10000.0) * jnp.arange(half, dtype=jnp.float32) / half)
-    args = (t.astype(jnp.float32) * 1000.0)[:, None] * freqs[None, :]
-    return jnp.concatenate([jnp.sin(args), jnp.cos(args)], axis=1)
 
 
 def group_norm(groups: int, name: str) -> nn.GroupNorm:
