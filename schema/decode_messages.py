@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .messages import (
+from .message_base import (
     MAX_SAMPLE_MAGNITUDE,
     MAX_SAMPLES,
     REQUEST_ID_RE,
