@@ -16,7 +16,8 @@ store finished steps, settle jobs (ack their message).
     timers       -> sweep (hedges, resends, expert loss); leases; held deliveries asked again; observe
                     each expert (consumers, depth, heartbeats); refresh the descriptor and the index
 
-Redis going away pauses the router (_pause) instead of ending it. The job message is acked only when
+Redis going away pauses the router (_pause, router/worker_outage.py) instead of ending it; the decoder
+stage's glue lives in router/worker_decoding.py. The job message is acked only when
 the job is done, failed or cancelled: if this process dies, the broker redelivers the job and
 whichever router gets it resumes from the last step stored in Redis.
 """
@@ -32,7 +33,7 @@ import uuid
 import pika
 import redis
 
-from ddm.router.decoding import DecodeStage, Decoding
+from ddm.router.decoding import DecodeStage
 from ddm.router.deployment_loader import read_deployment
 from ddm.router.expert_probe import probe_experts, report_looks
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle, refused_job
@@ -41,10 +42,12 @@ from ddm.router.outbox import Outbox, Send
 from ddm.router.scheduler import Scheduler
 from ddm.router.stats import RouterStats
 from ddm.router.store import JobStore
+from ddm.router.worker_decoding import DecoderGlue
+from ddm.router.worker_outage import OutageAndLeases
 from ddm.runtime.consumer import ConsumerRuntime, Session
-from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis
+from ddm.runtime.redis_conn import connect_redis
 from ddm.runtime.signals import serve_until_signalled
-from ddm.schema.decode_messages import DecodeReply, DecodeRequest
+from ddm.schema.decode_messages import DecodeReply
 from ddm.schema.deployment import Deployment, resolve_deployment
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.messages import JobSpec, JobStatus, VelocityReply, VelocityRequest
@@ -59,7 +62,7 @@ RETRY_S = 1.0  # how often held deliveries (another router's job, or Redis away)
 OBSERVE_S = 0.5  # how often each expert's queue and heartbeats are looked at (a lost one is known in 2 s)
 
 
-class RouterWorker:
+class RouterWorker(OutageAndLeases, DecoderGlue):
     def __init__(
         self,
         settings: Settings,
@@ -279,67 +282,6 @@ class RouterWorker:
         if queue == self.names.jobs:  # (replies are auto-acked: a bad one is dropped, not refused)
             self.metrics.jobs.labels("dead_lettered").inc()
 
-    # ------------------------------------------------------------ ownership and Redis outages
-
-    def _guarded(self, fn):
-        """fn, with a Redis outage turned into a pause instead of the end of the process. Only a lost
-        or silent Redis is an outage: a refused command (NOPERM, WRONGTYPE) is a set-up error and ends
-        the process with its message."""
-
-        def call(*args):
-            try:
-                fn(*args)
-            except REDIS_CONNECTION_ERRORS as exc:
-                self._pause(exc)
-
-        return call
-
-    def _pause(self, exc: Exception) -> None:
-        """Redis went away: every running job goes back to the held deliveries (unacked), its unstored
-        steps are dropped, and nothing runs until Redis answers (then each resumes from its stored
-        state)."""
-        if not self.paused:
-            log.warning(
-                "Redis did not answer (%r): %d job(s) paused until it does", exc, len(self.scheduler.jobs)
-            )
-        self.paused = True
-        self.waiting.extend(job.tag for job in self.scheduler.jobs.values())
-        self.waiting.extend(d.job.tag for d in self.decoding.clear())
-        self.scheduler.reset(uuid.uuid4().hex[:12])  # replies to requests sent so far match nothing
-        self._writes.clear()
-
-    def _retry(self) -> None:
-        """Every RETRY_S: while paused, is Redis back? Then ask again about every held delivery."""
-        if self.paused:
-            try:
-                self.store.r.ping()
-            except redis.RedisError:
-                return
-            self.paused = False
-            self._beats_trusted_at = time.monotonic() + 2 * self.settings.heartbeat_s
-            log.info("Redis answers again: %d held job(s) asked again", len(self.waiting))
-        held, self.waiting = self.waiting, []
-        for i, delivery in enumerate(held):
-            try:
-                self._admit(delivery)
-            except REDIS_CONNECTION_ERRORS as exc:
-                self.waiting.extend(held[i + 1 :])
-                self._pause(exc)
-                self.waiting.append(delivery)
-                return
-
-    def _renew(self) -> None:
-        for job_id in self.store.renew(list(self.scheduler.jobs) + self.decoding.job_ids()):
-            self._lose(job_id)
-
-    def _lose(self, job_id: str) -> None:
-        """Another router holds this job's lease now (ours expired): stop running it, hold its delivery."""
-        decoding = self.decoding.drop(job_id)
-        job = self.scheduler.drop(job_id) or (decoding.job if decoding else None)
-        if job is not None:
-            log.warning("job %s: lease lost to another router; holding its message", job_id)
-            self.waiting.append(job.tag)
-
     def _on_reply(self, ch, method, props, body: bytes) -> None:
         if props.type == DecodeReply.TYPE:
             self._on_decoded(body)
@@ -354,41 +296,7 @@ class RouterWorker:
 
     def _sweep(self) -> None:
         self._carry_out(self.scheduler.sweep)
-        resend, failed = self.decoding.sweep(time.monotonic())
-        for entry in resend:
-            log.info("resending the decoding of job %s to %s", entry.job.job_id, self.names.decoder_queue)
-            self._publish_decode(entry)
-        for entry in failed:
-            self._settle_failed(
-                entry.job.job_id,
-                entry.job.tag,
-                f"the decoder (queue {self.names.decoder_queue}) did not answer within "
-                f"{self.decoding.give_up_s:g} s: is a `ddm worker decoder` running?",
-            )
-
-    # ------------------------------------------------------------ the decoder stage (latent deployments)
-
-    def _publish_decode(self, entry: Decoding) -> None:
-        request = DecodeRequest(entry.job.job_id, entry.request_id, entry.job.x.astype("float32"))
-        body = request.encode(max_bytes=self.settings.max_message_bytes)
-        props = self._request_props(entry.request_id, DecodeRequest.TYPE)
-        self._session.channel.basic_publish("", self.names.decoder_queue, body, props)
-
-    def _on_decoded(self, body: bytes) -> None:
-        try:
-            reply = DecodeReply.decode(body, max_bytes=self.settings.max_message_bytes)
-        except SchemaError as exc:
-            log.warning("dropping an undecodable decoder reply: %s", exc)
-            return
-        entry = self.decoding.answered(reply.request_id)
-        if entry is None:
-            return  # a duplicate (a resent request answered twice) or a job no longer ours
-        try:
-            reply.check_space(self.descriptor.decoder.pixel_space, entry.job.x.shape[0])
-        except SchemaError as exc:  # a decoder of another deployment on this queue: say so, do not store it
-            self._settle_failed(entry.job.job_id, entry.job.tag, f"the decoder's reply: {exc}")
-            return
-        self._finish(entry.job, reply.images)
+        self._sweep_decoding()
 
     # ------------------------------------------------------------ carrying out the scheduler's word
 
