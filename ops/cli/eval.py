@@ -152,7 +152,8 @@ def total_images(args: argparse.Namespace, classes: int = 10) -> int:
 
 
 def sweep_main(args: argparse.Namespace) -> int:
-    from ddm.ops.eval.sweep import evaluate_sweep, parse_list, plot_sweep, read_sweep, sweep_table
+    from ddm.ops.eval.sweep import evaluate_sweep, parse_list, read_sweep
+    from ddm.ops.eval.sweep_report import plot_sweep, sweep_table
     from ddm.schema.deployment import Deployment, resolve_deployment
 
     if args.render_only:

@@ -10,14 +10,8 @@ import numpy as np
 import pytest
 
 from ddm.ops.cli import main
-from ddm.ops.eval.sweep import (
-    SweepPoint,
-    load_sweep,
-    recommend,
-    recommendation_line,
-    sweep_points,
-    sweep_table,
-)
+from ddm.ops.eval.sweep import SweepPoint, load_sweep, sweep_points
+from ddm.ops.eval.sweep_report import recommend, recommendation_line, sweep_table
 
 
 @pytest.fixture(scope="module")
