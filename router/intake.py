@@ -109,7 +109,7 @@ class Intake:
                 recorded = self.descriptor.resolve(spec)
             except DDMError:  # not even resolvable (labels outside the sample space): refused, with why
                 return Refuse(f"job {spec.job_id}: {exc}")
-            self.store.start(spec.job_id, self.router_id, 0, recorded, spec)
+            self._start(spec, 0, recorded)
             return Fail(str(exc))
         try:
             space = self.descriptor.sample_space
@@ -117,13 +117,20 @@ class Intake:
             step, x, stored_history = state if state is not None else (0, initial_noise(spec, space), ())
             history = SolverHistory.from_list(stored_history, resolved.solver, x.shape, step)
         except SchemaError as exc:
-            self.store.start(spec.job_id, self.router_id, 0, resolved, spec)
+            self._start(spec, 0, resolved)
             return Fail(f"its stored state cannot be resumed: {exc}")
-        self.store.start(spec.job_id, self.router_id, step, resolved, spec)
+        self._start(spec, step, resolved)
         job = JobRun(JobArrays.of(resolved), delivery, x, step, history)
         if stored is not None and stored.degraded and step:  # a resumed job keeps its record
             job.degraded = {k: list(steps) for k, steps in stored.degraded.items()}
         return Run(job)
+
+    def _start(self, spec: JobSpec, step: int, job: ResolvedJob) -> None:
+        """Record the job running here from `step`, with what it means on this deployment."""
+        d = self.descriptor
+        self.store.start(
+            spec.job_id, self.router_id, step, job, spec, deployment=d.name, image_space=d.image_space
+        )
 
     def _resolve(self, spec: JobSpec, stored: JobHash | None) -> ResolvedJob:
         """The spec with this deployment's defaults, checked against it; a resumed job keeps the values

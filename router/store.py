@@ -198,17 +198,23 @@ class JobStore:
         resumed_from: int,
         job: ResolvedJob,
         submitted: JobSpec | None = None,
+        *,
+        deployment: str = "",
+        image_space: SampleSpace | None = None,
     ) -> None:
-        """Mark the job running on `router_id` from step `resumed_from`, recording what it resolved to.
-        The submitted spec and its digest, as the client wrote them, are kept (written here from
-        `submitted` only when missing). The queued hash's expiry (queued_ttl_s, from the submit) is
-        lifted: a started job's keys expire only after its end."""
+        """Mark the job running on `router_id` from step `resumed_from`, recording what it resolved to. The
+        submitted spec and its digest, as the client wrote them, are kept (written here from
+        `submitted` only when missing). deployment and image_space: what the job means (its
+        deployment's name; its pictures' space, the sample space when None) are recorded too. The
+        queued hash's expiry (queued_ttl_s, from the submit) is lifted: a started job's keys
+        expire only after its end."""
         now = time.time()
         key = self.names.job(job_id)
         pipe = self.r.pipeline()
         for field, value in jobs.first_start_fields(submitted or job.spec, now).items():
             pipe.hsetnx(key, field, value)
-        pipe.hset(key, mapping=jobs.running_fields(job, router_id, resumed_from, now))
+        fields = jobs.running_fields(job, router_id, resumed_from, now, deployment, image_space or job.space)
+        pipe.hset(key, mapping=fields)
         pipe.hincrby(key, jobs.ATTEMPTS, 1)
         pipe.persist(key)
         pipe.zadd(self.names.jobs_index, {job_id: now}, nx=True)

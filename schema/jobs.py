@@ -97,6 +97,13 @@ class JobHash:
     solver: str | None = None  # what the router resolved (JobSpec.solver, schema/solver.py)
     grid: str | None = None  # what the router resolved (JobSpec.grid)
     nfe: int | None = None  # velocity evaluations the job costs: steps x its solver's per step
+    # What the job means, as its router recorded it at start (None: a job from before the fields, or not
+    # started): the deployment's name, its sample space (frames, latents, class names) and the space of
+    # its pictures (a latent deployment's decoded pixels; else the sample space). Readers render a job
+    # from these, whatever deployment serves now.
+    deployment: str | None = None
+    space: SampleSpace | None = None
+    image_space: SampleSpace | None = None
 
     @property
     def labels(self) -> tuple[int, ...]:
@@ -111,7 +118,14 @@ class JobHash:
         out = {k: getattr(self, k) for k in ("job_id", *FIELDS)}
         out["status"] = self.status.value
         out["spec"] = None if self.spec is None else self.spec.to_dict()
+        for key in SPACE_FIELDS:
+            out[key] = None if out[key] is None else out[key].to_dict()
         return out
+
+    def picture_space(self, *, latent: bool = False) -> SampleSpace | None:
+        """The space its stored images are in: the pictures' (or, with latent, the samples'); None for
+        a job that recorded neither (read the live deployment's then)."""
+        return self.space if latent or self.image_space is None else self.image_space
 
     @classmethod
     def decode(cls, job_id: str, raw: dict) -> JobHash:
@@ -141,6 +155,7 @@ class JobHash:
 # The hash's fields, by how they decode (from JobHash's annotations; an empty string means "not set yet").
 FIELDS = tuple(f.name for f in dataclasses.fields(JobHash) if f.name != "job_id")
 INT_FIELDS = tuple(f.name for f in dataclasses.fields(JobHash) if f.type in ("int", "int | None"))
+SPACE_FIELDS = ("space", "image_space")
 FLOAT_FIELDS = tuple(f.name for f in dataclasses.fields(JobHash) if f.type == "float | None")
 
 
@@ -169,6 +184,11 @@ def _decode_field(key: str, text: str) -> Any:
         return value
     if key == "strategy":
         return str(Strategy.parse(text))
+    if key in SPACE_FIELDS:
+        try:
+            return SampleSpace.from_dict(json.loads(text), key)
+        except json.JSONDecodeError:
+            raise SchemaError(expected("a sample space as JSON", text[:80])) from None
     if key == "degraded":
         return decode_degraded(text)
     return text  # the str | None fields
@@ -260,10 +280,16 @@ def first_start_fields(spec: JobSpec, now: float) -> dict[str, str]:
     return {"spec": spec.to_json(), "digest": spec_digest(spec), "created_at": t, "started_at": t}
 
 
-def running_fields(job: ResolvedJob, router_id: str, resumed_from: int, now: float) -> dict[str, str]:
-    """What the router writes when it (re)starts a job: the values it resolved are recorded."""
+def running_fields(
+    job: ResolvedJob, router_id: str, resumed_from: int, now: float, deployment: str, image_space: SampleSpace
+) -> dict[str, str]:
+    """What the router writes when it (re)starts a job: the values it resolved are recorded, and what
+    the job means (its deployment, sample space and picture space)."""
     spec = job.spec
     return {
+        "deployment": deployment,
+        "space": json.dumps(job.space.to_dict(), separators=(",", ":")),
+        "image_space": json.dumps(image_space.to_dict(), separators=(",", ":")),
         "status": JobStatus.RUNNING.value,
         "router": router_id,
         "resumed_from": str(int(resumed_from)),

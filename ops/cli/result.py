@@ -40,7 +40,8 @@ def main(args: argparse.Namespace) -> int:
     with Client() as client:
         x = client.result(args.job, timeout=args.timeout, latent=args.latent)
         st = client.status(args.job)
-        space = live_space(client, images=not args.latent)  # the legacy space where no router serves now
+        # the space the job recorded; a job from before the record: the live deployment's (or the legacy)
+        space = st.picture_space(latent=args.latent) or live_space(client, images=not args.latent)
     saved = {}
     if args.out:
         cols = grid_cols(st.labels or [0])
@@ -52,7 +53,10 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**st.to_dict(), "shape": list(x.shape), "saved": saved})
         return 0
-    names = space.class_names if x.shape[1:] == space.shape else DIGITS
+    if st.space is not None:  # the labels' names as the job's deployment named them
+        names = st.space.class_names
+    else:
+        names = space.class_names if x.shape[1:] == space.shape else DIGITS
     labels = labels_summary(st.labels, names)  # "unconditional" for the null label
     print(
         f"job {st.job_id} {st.status.value}: {st.n} images (labels {labels}), {st.steps} steps, "

@@ -26,7 +26,10 @@ def test_the_writers_fields_decode_to_the_job_hash():
     assert h.strategy is None and h.guidance is None and h.attempts == 0 and h.router is None
 
     resolved = ResolvedJob.of(JobSpec("j1", (3, 8), steps=20, strategy="topk:1", guidance=1.5, seed=4))
-    stored = jobs.queued_fields(spec, 100.0) | jobs.running_fields(resolved, "r-1", 5, 101.0)
+    pictures = SampleSpace((3, 32, 32), (-1.0, 1.0), 10, LEGACY.class_names)
+    stored = jobs.queued_fields(spec, 100.0) | jobs.running_fields(
+        resolved, "r-1", 5, 101.0, "mnist", pictures
+    )
     stored |= jobs.step_fields(7, 12.3456, 102.0) | {"attempts": "2", "started_at": jobs.stamp(101.0)}
     h = JobHash.decode("j1", as_redis(stored))
     assert h.spec == spec, "the submitted spec is kept; the resolved values have their own fields"
@@ -38,6 +41,10 @@ def test_the_writers_fields_decode_to_the_job_hash():
         5,
     )
     assert (h.step, h.mean_step_ms, h.attempts, h.updated_at) == (7, 12.346, 2, 102.0)
+    # what the job means, recorded: its deployment, its sample space, its pictures' space
+    assert (h.deployment, h.space, h.image_space) == ("mnist", LEGACY, pictures)
+    assert h.picture_space() == pictures and h.picture_space(latent=True) == LEGACY
+    assert h.to_dict()["space"] == LEGACY.to_dict()
 
     h = JobHash.decode("j1", as_redis(stored | jobs.failed_fields("x" * 3000, 103.0)))
     assert h.status is JobStatus.FAILED and h.error == "x" * 2000 and h.finished_at == 103.0
