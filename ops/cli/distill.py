@@ -100,6 +100,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "steps); reflow: sample (noise, image) pairs from the ensemble and fit the straight flow between "
         "them (a 1-4 step student) (default: %(default)s)",
     )
+    _add_reflow_flags(parser)
+    parser.add_argument("--out", required=True, type=Path, help="the student's checkpoint folder")
+    parser.add_argument("--resume", action="store_true", help="continue the distillation already in --out")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def _add_reflow_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of --method reflow (rectified flow: pairs from the ensemble, then the straight flow)."""
     reflow = parser.add_argument_group("--method reflow")
     reflow.add_argument("--pairs", type=int, default=2048, help="pairs to sample (default: %(default)s)")
     reflow.add_argument(
@@ -125,19 +133,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="start the student from this expert checkpoint's weights (same --arch and --preset; torch)",
     )
-    parser.add_argument("--out", required=True, type=Path, help="the student's checkpoint folder")
-    parser.add_argument("--resume", action="store_true", help="continue the distillation already in --out")
-    parser.add_argument("--no-progress", action="store_true")
 
 
 def main(args: argparse.Namespace) -> int:
     from ddm.ops import distill as d
     from ddm.ops.cli.train import train_config
+    from ddm.ops.reflow_run import Student, checked_student_meta
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.schema.deployment import Deployment
     from ddm.schema.errors import ConfigError, SchemaError
     from ddm.schema.strategy import Strategy
-    from ddm.workers.checkpoint import check_resume
     from ddm.workers.training import make_trainer, train_loop
 
     deployment = Deployment.load(args.deployment)
@@ -149,27 +154,21 @@ def main(args: argparse.Namespace) -> int:
     except SchemaError as exc:
         raise ConfigError(f"--strategy: {exc}") from None
     tcfg = train_config(args)
+    student = Student(
+        args.framework, args.preset, args.arch, args.device, args.out,
+        resume=args.resume, progress=not args.no_progress, teacher_device=args.teacher_device,
+    )  # fmt: skip
     if args.method == "reflow":
         # no labels dropped: the pairs' flow is the (guided) conditional one, served at guidance 1
-        return _reflow(args, deployment, policy, parsed, dataclasses.replace(tcfg, label_dropout=0.0))
+        return _reflow(
+            args, deployment, policy, parsed, student, dataclasses.replace(tcfg, label_dropout=0.0)
+        )
     # The data before the teachers (loading a JAX teacher compiles it): a wrong split fails at once.
     dataset = _student_data(deployment, args)
     record = d.distilled_from(deployment, str(parsed), tcfg.steps)
     data = {"dataset": dataset.name, "split": dataset.split, "data_sha256": dataset.sha256}
     space = deployment.sample_space  # the student's: its teachers'
-    meta = d.student_meta(
-        args.framework,
-        args.preset,
-        data,
-        dataset.labels,
-        record,
-        args.device,
-        architecture=args.arch,
-        sample_space=space,
-    )
-    check_resume(args.out, meta, args.resume)
-    if args.resume:
-        d.check_distill_resume(args.out, meta)
+    meta = checked_student_meta(student, data, dataset.labels, record, space)
 
     images, labels = dataset.as_model_input(), dataset.labels
     print(
@@ -189,28 +188,19 @@ def main(args: argparse.Namespace) -> int:
         f"done: {final['steps']} steps, batch {final['batch']}, {final['wall_time_s']} s, "
         f"final loss {'-' if loss is None else f'{loss:.4f}'}"
     )
-    _write_card(args.out)
+    d.write_model_card(args.out)
     served = d.write_student_deployment(args.out, deployment)
     if served is None:
         print(f"no deployment written: the student lacks some labels (classes {final['classes']})")
         return 0
-    classifier = deployment.path.parent / "classifier"
-    classifier_flag = str(classifier) if classifier.is_dir() else "<the evaluation classifier>"
-    print(f"serve it: ddm up --deployment {served}")
-    print(
-        f"score it: ddm eval --deployment {served} --classifier {classifier_flag} --out {args.out / 'eval'}"
-    )
+    _print_next_steps(served, deployment, [(None, args.out / "eval")])
     return 0
 
 
-def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int:
-    """--method reflow: pairs (cached, resumable), then the student on them (ddm.ops.reflow)."""
-    from ddm.ops import distill as d
+def _reflow(args: argparse.Namespace, deployment, policy, strategy, student, tcfg) -> int:
+    """--method reflow: the flags into pair settings, then the workflow (ddm.ops.reflow_run)."""
     from ddm.ops import reflow as r
-    from ddm.ops.eval.evaluate import CountingExpert
-    from ddm.router.deployment_loader import load_experts
-    from ddm.workers.checkpoint import check_resume
-    from ddm.workers.training import make_trainer, train_loop
+    from ddm.ops.reflow_run import distill_reflow
 
     guidance = deployment.guidance if args.pair_guidance is None else args.pair_guidance
     settings = r.PairSettings(
@@ -222,73 +212,25 @@ def _reflow(args: argparse.Namespace, deployment, policy, strategy, tcfg) -> int
         strategy=str(strategy),
         seed=args.seed,
     )
-    record = {**d.distilled_from(deployment, str(strategy), tcfg.steps), "method": r.REFLOW}
     pairs_dir = args.pairs_dir or args.out.with_name(args.out.name + ".pairs")
-    r.check_pairs_dir(pairs_dir, settings, record["teachers"])
-    # the student's "data": the pairs; label counts are known from the settings before sampling
-    space = deployment.sample_space
-    labels = r.pair_labels(0, settings.n, space)
-    data = {"dataset": "reflow-pairs", "split": f"{settings.n} pairs", "data_sha256": None}
-    meta = d.student_meta(
-        args.framework,
-        args.preset,
-        data,
-        labels,
-        record,
-        args.device,
-        architecture=args.arch,
-        sample_space=space,
-    )
-    check_resume(args.out, meta, args.resume)
-    if args.resume:
-        d.check_distill_resume(args.out, meta)
-    print(
-        f"reflow: {settings.n} pairs from {deployment.name} ({settings.solver} {settings.steps} steps, "
-        f"grid {settings.grid}, guidance {settings.guidance:g}, strategy {strategy}) in {pairs_dir}"
-    )
-    experts = {}
-    if r.missing_chunks(pairs_dir, settings.n):  # the teachers load only when pairs remain to sample
-        teachers = load_experts(deployment, device=args.teacher_device)
-        experts = {k: CountingExpert(e) for k, e in teachers.items()}
-        r.generate_pairs(experts, policy, settings, pairs_dir, progress=not args.no_progress, space=space)
-    x0, x1, y = r.load_pairs(pairs_dir, settings.n)
-    cost = r.pairs_cost(pairs_dir)
-    forwards = sum(e.forwards for e in experts.values())
-    if forwards:
-        cost["forward_passes_per_pair_this_run"] = round(forwards / max(1, settings.n), 1)
-    meta["distilled_from"] = {
-        **record,
-        **r.reflow_record(settings, cost, r.pairs_digest(x0, x1, y), args.init_from and str(args.init_from)),
-    }
-    print(f"pairs ready: {len(x0)} (wall {cost.get('wall_s')} s, cpu {cost.get('cpu_s')} s in all)")
-    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch, space=space)
-    if args.init_from is not None and not (args.out / "meta.json").is_file():
-        r.init_student(trainer, args.framework, args.init_from)
-    before = r.training_cpu_before(args.out)
-    c0 = r.cpu_seconds()
-    final = train_loop(
-        trainer,
-        x1,
-        y,
-        tcfg,
-        args.out,
-        meta,
-        progress=not args.no_progress,
-        batch=r.reflow_batch(x0, x1, y, tcfg),
-    )
-    final = r.stamp_training_cost(args.out, before + r.cpu_seconds() - c0)
-    print(f"done: {final['steps']} steps, batch {final['batch']}, {final['wall_time_s']} s")
-    _write_card(args.out)
-    served = d.write_student_deployment(args.out, deployment, guidance=1.0, sampling=r.student_offer())
+    served = distill_reflow(deployment, policy, settings, student, tcfg, pairs_dir, args.init_from)
+    evals = [
+        (steps, args.out.with_name(args.out.name + f".eval{steps}")) for steps in r.STUDENT_SAMPLING["steps"]
+    ]
+    _print_next_steps(served, deployment, evals)
+    return 0
+
+
+def _print_next_steps(served: Path, deployment, evals: list[tuple[int | None, Path]]) -> None:
+    """How to serve the student and score it (per step count for a few-step student: (steps, out))."""
     classifier = deployment.path.parent / "classifier"
     classifier_flag = str(classifier) if classifier.is_dir() else "<the evaluation classifier>"
     print(f"serve it: ddm up --deployment {served}")
-    for steps in r.STUDENT_SAMPLING["steps"]:
+    for steps, out in evals:
+        step_flag = "" if steps is None else f" --steps {steps}"
         print(
-            f"score it: ddm eval --deployment {served} --classifier {classifier_flag} --steps {steps} "
-            f"--out {args.out.with_name(args.out.name + f'.eval{steps}')}"
+            f"score it: ddm eval --deployment {served} --classifier {classifier_flag}{step_flag} --out {out}"
         )
-    return 0
 
 
 def _student_data(deployment, args: argparse.Namespace):
@@ -304,9 +246,3 @@ def _student_data(deployment, args: argparse.Namespace):
     if (dataset.name, dataset.split) == (part["dataset"], part["split"]):
         check_data(dataset, part["data_sha256"])
     return dataset
-
-
-def _write_card(folder: Path) -> None:
-    from ddm.ops.study.model_card import card
-
-    (folder / "MODEL_CARD.md").write_text(card(folder, []))

@@ -17,6 +17,13 @@ from ddm.workers.training import TrainConfig
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="what", metavar="WHAT", required=True)
+    _configure_expert(sub)
+    _configure_router(sub)
+    configure_autoencoder(sub)
+    _configure_classifier(sub)
+
+
+def _configure_expert(sub) -> None:
     p = sub.add_parser(
         "expert",
         help="train one expert on one cluster of a partition",
@@ -62,6 +69,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run already in --out")
     p.add_argument("--no-progress", action="store_true")
 
+
+def _configure_router(sub) -> None:
     r = sub.add_parser(
         "router",
         help="train the learned router p(cluster | x_t, t, y) on a partition",
@@ -89,8 +98,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--out", required=True, type=Path)
     r.add_argument("--no-progress", action="store_true")
 
-    configure_autoencoder(sub)
 
+def _configure_classifier(sub) -> None:
     c = sub.add_parser(
         "classifier",
         help="train the evaluation classifier (class accuracy and FD features for `ddm eval`)",
