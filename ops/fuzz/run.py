@@ -113,11 +113,8 @@ def run_fuzz(
     count what was dead-lettered, answered, lost or altered. Messages for the decoder stage go only to
     a deployment with a decoder."""
     from ddm.client.client import Client
-    from ddm.router.deployment_loader import load_experts, read_deployment
-    from ddm.router.sampler import sample_local
     from ddm.runtime.amqp import connect
     from ddm.runtime.heartbeat import read_live_workers
-    from ddm.schema.deployment import Deployment
 
     rng = random.Random(seed)
     report = FuzzReport(sent=dict.fromkeys(categories, 0), dead_lettered=dict.fromkeys(categories, 0))
@@ -149,13 +146,9 @@ def run_fuzz(
                 for hostile in hostile_messages(category, rng, marker, reply_to, tag, latent_shape):
                     if sent >= messages:
                         break
-                    queue = names.jobs
-                    if hostile.target == "expert":
-                        queue = names.expert_queue(rng.randrange(len(descriptor.experts)))
-                    elif hostile.target == "decoder":
-                        if descriptor.decoder is None:
-                            continue  # no decoder stage to attack
-                        queue = names.decoder_queue
+                    queue = _target_queue(hostile.target, names, descriptor, rng)
+                    if queue is None:
+                        continue  # no decoder stage to attack
                     if hostile.category != "properties":
                         hostile.properties.message_id = f"fuzz.{tag}.{hostile.category}.{sent}"
                     ch.basic_publish("", queue, hostile.body, hostile.properties)
@@ -172,23 +165,42 @@ def run_fuzz(
         _ledger(ch, names, report, tag, expected=sum(report.sent.values()))
         report.answered = ch.queue_declare(reply_to, passive=True).method.message_count
         conn.close()
-        deployment = Deployment.load(deployment_path)
-        loaded = read_deployment(deployment)
-        policy = loaded.policy()
-        experts = {k: e.velocity for k, e in load_experts(deployment).items()}
-        local = loaded.describe(policy, "local")
-        for spec in specs:
-            report.jobs += 1
-            want = sample_local(experts, policy, local.resolve(spec))
-            diff = float(np.abs(results[spec.job_id] - want).max())
-            report.max_abs_diff = max(report.max_abs_diff, diff)
-            degraded = bool(client.status(spec.job_id).degraded)
-            report.jobs_degraded += degraded
-            report.jobs_exact += diff <= TOLERANCE and not degraded
+        _compare_with_local(deployment_path, specs, results, client, report)
         report.workers_lost = sorted(before - set(read_live_workers(client.redis, names)))
         report.pickle_ran = marker.exists()
     report.seconds = round(time.monotonic() - started, 1)
     return report
+
+
+def _target_queue(target: str, names, descriptor, rng: random.Random) -> str | None:
+    """The queue a hostile message goes to: the jobs queue, one expert's (at random) or the decoder's
+    (None: the deployment has no decoder stage to attack)."""
+    if target == "expert":
+        return names.expert_queue(rng.randrange(len(descriptor.experts)))
+    if target == "decoder":
+        return None if descriptor.decoder is None else names.decoder_queue
+    return names.jobs
+
+
+def _compare_with_local(deployment_path: Path, specs, results: dict, client, report: FuzzReport) -> None:
+    """Every legitimate job's image against the same job sampled in process: exact unless degraded."""
+    from ddm.router.deployment_loader import load_experts, read_deployment
+    from ddm.router.sampler import sample_local
+    from ddm.schema.deployment import Deployment
+
+    deployment = Deployment.load(deployment_path)
+    loaded = read_deployment(deployment)
+    policy = loaded.policy()
+    experts = {k: e.velocity for k, e in load_experts(deployment).items()}
+    local = loaded.describe(policy, "local")
+    for spec in specs:
+        report.jobs += 1
+        want = sample_local(experts, policy, local.resolve(spec))
+        diff = float(np.abs(results[spec.job_id] - want).max())
+        report.max_abs_diff = max(report.max_abs_diff, diff)
+        degraded = bool(client.status(spec.job_id).degraded)
+        report.jobs_degraded += degraded
+        report.jobs_exact += diff <= TOLERANCE and not degraded
 
 
 def _ledger(ch, names, report: FuzzReport, tag: str, *, expected: int, settle_s: float = 30.0) -> None:
