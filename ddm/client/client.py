@@ -198,17 +198,7 @@ class Client(JobFollowing, JobListing, QueueReading):
         the queue, or at its next stored step (a job waiting for an expert is failed by the expert-loss
         grace instead). None: no deadline.
         """
-        if not isinstance(spec, JobSpec):
-            raise SchemaError(expected("a JobSpec", type(spec).__name__))
-        spec.validate()
-        if priority is not None:
-            check_job_priority(priority)
-        if deadline_s is not None and (
-            isinstance(deadline_s, bool)
-            or not isinstance(deadline_s, int | float)
-            or not 0 < deadline_s < math.inf
-        ):
-            raise SchemaError(expected("deadline_s, a number of seconds > 0", deadline_s))
+        _check_submission(spec, priority, deadline_s)
         if check:
             descriptor = self.deployment()
             descriptor.check(spec)
@@ -370,43 +360,41 @@ class Client(JobFollowing, JobListing, QueueReading):
         labels: int | Sequence[int],
         n: int = 1,
         *,
-        steps: int = 50,
-        strategy: str | None = None,
-        guidance: float | None = None,
-        seed: int = 0,
-        on_expert_loss: str | None = None,
-        solver: str | None = None,
-        grid: str | None = None,
         queue_anyway: bool = False,
         timeout: float | None = None,
         on_degraded: str = "warn",
+        **options,
     ) -> np.ndarray:
         """Submit, wait and return the images in one call: float32 [len(labels) * n, C, H, W].
 
         labels: one label or a list (the null class, the deployment's class count, 10 for MNIST: an
-        unconditional image); the list is repeated n
-        times (n images per label, as `ddm submit --labels 3,8 --n 2` gives 3,8,3,8). strategy, guidance,
-        on_expert_loss, solver and grid None take the serving deployment's defaults (a solver or grid it
-        does not serve is refused, naming the ones it does); on_degraded as in result(). Raises
+        unconditional image); the list is repeated n times (n images per label, as `ddm submit --labels
+        3,8 --n 2` gives 3,8,3,8). options: the job's options, JobSpec's fields (schema/messages.py
+        JOB_OPTIONS): steps (50), seed (0), and strategy, guidance, on_expert_loss, solver and grid,
+        which unset take the serving deployment's defaults (a solver or grid it does not serve is
+        refused, naming the ones it does). on_degraded as in result(). Raises
         what submit and result raise (JobFailedError, JobTimeoutError, ExpertUnavailableError and
         DecoderUnavailableError unless queue_anyway, JobDegradedError with on_degraded="raise", ...).
         """
         base = [labels] if isinstance(labels, int | np.integer) else list(labels)
         if not isinstance(n, int | np.integer) or n < 1:
             raise SchemaError(expected("n >= 1 images per label", n))
-        spec = JobSpec.new(
-            base * int(n),
-            steps=steps,
-            strategy=strategy,
-            guidance=guidance,
-            seed=seed,
-            on_expert_loss=on_expert_loss,
-            solver=solver,
-            grid=grid,
-        )
+        spec = JobSpec.new(base * int(n), **options)
         return self.result(
             self.submit(spec, queue_anyway=queue_anyway), timeout=timeout, on_degraded=on_degraded
         )
 
 
 __all__ = ["Client", "read_stream"]
+
+
+def _check_submission(spec: JobSpec, priority: int | None, deadline_s: float | None) -> None:
+    """What Client.submit checks before asking anyone: a valid JobSpec, a priority 0..9, a deadline > 0."""
+    if not isinstance(spec, JobSpec):
+        raise SchemaError(expected("a JobSpec", type(spec).__name__))
+    spec.validate()
+    if priority is not None:
+        check_job_priority(priority)
+    number = isinstance(deadline_s, int | float) and not isinstance(deadline_s, bool)
+    if deadline_s is not None and not (number and 0 < deadline_s < math.inf):
+        raise SchemaError(expected("deadline_s, a number of seconds > 0", deadline_s))
