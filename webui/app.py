@@ -1,12 +1,16 @@
-"""The web UI's app factory: Flask + Flask-SocketIO in threading mode (websockets through simple-websocket).
+"""The web UI's app factory: Flask + Flask-SocketIO (websockets through simple-websocket), in threading mode
+under Werkzeug and gevent mode under gunicorn's gevent worker (server_model.py).
 
     from ddm.webui.app import create_app
     app = create_app()                                 # settings from DDM_* variables
     app.extensions["socketio"].run(app, port=8000)     # what `ddm ui` does (Werkzeug, for development)
 
-Production (one process, many threads; each websocket holds a thread for its lifetime):
+Production (one process; each websocket a greenlet, so an idle browser costs no thread):
 
     gunicorn -c python:ddm.webui.gunicorn_conf 'ddm.webui.app:create_app()'
+
+In front of Socket.IO, outermost first: ProxyFix (the client's address, DDM_UI_TRUSTED_PROXIES), the
+connection cap per address (connection_cap.py), the polling packet guard (sio_guard.py).
 
 The UI reads Redis (the serving router's deployment descriptor, job hashes, trajectory streams,
 heartbeats) and RabbitMQ (queue depths), and submits jobs through ddm.client.client.Client; it never
@@ -29,11 +33,16 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from ddm.schema.settings import Settings
 from ddm.webui import backlog
+from ddm.webui.access import Access
 from ddm.webui.cluster import ClusterMonitor
 from ddm.webui.config import UIConfig
+from ddm.webui.connection_cap import ConnectionCap
+from ddm.webui.events import READERS
+from ddm.webui.idle import IdleSockets
 from ddm.webui.jobs import JobService, RateLimiter
 from ddm.webui.payloads import job_payload
 from ddm.webui.redis_pool import UIClient, ui_redis
+from ddm.webui.server_model import async_mode
 from ddm.webui.sio_guard import PollingGuard, install_websocket_guard, quiet_engineio_errors
 from ddm.webui.tail import TailHub
 from ddm.webui.watch_gate import WatchGate
@@ -55,15 +64,17 @@ class UIState:
         self.client = UIClient(self.settings, self.redis)  # reads only; JobService has its own for submits
         self.monitor = ClusterMonitor(self.client, gone_keep_s=config.gone_keep_s)
         self.limiter = RateLimiter(config.jobs_per_minute)
+        # DDM_UI_TOKEN: one door for every read and action; wrong tokens per address, as many as submits
+        self.access = Access(config.token, config.jobs_per_minute)
         self.jobs = JobService(
             self.settings,
             self.monitor,
             self.limiter,
-            token=config.token,
+            self.access,
             make_client=lambda: UIClient(self.settings, self.redis),
         )
         gate = WatchGate(
-            per_minute=config.watches_per_minute, per_address=config.viewers_per_address, token=config.token
+            per_minute=config.watches_per_minute, per_address=config.viewers_per_address, access=self.access
         )
         self.hub = TailHub(
             socketio,
@@ -74,6 +85,7 @@ class UIState:
             value_range=self.monitor.value_range,
             preview=self.monitor.preview,
         )
+        self.idle = IdleSockets(socketio, config.idle_s, is_watching=lambda sid: sid in self.hub.viewers)
         self.clients = 0  # connected Socket.IO clients
         self._lock = threading.Lock()
         self._overview_started = False
@@ -101,6 +113,7 @@ class UIState:
             self._overview_started = True
         if start:
             self.socketio.start_background_task(self._overview_loop)
+            self.socketio.start_background_task(self.idle.run, self._closed)
 
     def client_disconnected(self) -> None:
         with self._lock:
@@ -111,7 +124,7 @@ class UIState:
             if self.clients == 0:
                 continue
             try:
-                self.socketio.emit("overview", self.overview(), namespace="/")
+                self.socketio.emit("overview", self.overview(), to=READERS, namespace="/")
             except Exception:  # noqa: BLE001 - keep pushing; the next snapshot may work
                 log.exception("overview push failed")
 
@@ -147,7 +160,7 @@ def create_app(
     engineio_log, socketio_log = quiet_engineio_errors()  # a malformed packet: one line (sio_guard.py)
     socketio = SocketIO(
         app,
-        async_mode="threading",
+        async_mode=async_mode(),  # threading, or gevent under gunicorn's gevent worker
         message_queue=message_queue,
         max_http_buffer_size=MAX_REQUEST_BYTES,
         logger=socketio_log,
@@ -156,9 +169,12 @@ def create_app(
     backlog.install(socketio)  # each connection's queue counts its bytes (backlog.py)
     install_websocket_guard(socketio)
     app.wsgi_app = PollingGuard(app.wsgi_app, MAX_REQUEST_BYTES)  # in front of Socket.IO's middleware
+    cap = ConnectionCap(config.connections_per_address)
+    cap.install(socketio)
+    app.wsgi_app = cap.middleware(app.wsgi_app)  # a refused connection costs one short answer
     if config.trusted_proxies:
-        # Outside Socket.IO's middleware, so websocket connections see the client's address too. The
-        # rate limit is per request.remote_addr: behind a proxy that is the proxy's, shared by everyone.
+        # Outside Socket.IO's middleware and the cap, so websocket connections see the client's address
+        # too. The limits are per address: behind a proxy without it, the proxy's, shared by everyone.
         n = config.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=n, x_proto=n)
     state = UIState(socketio, config)

@@ -30,6 +30,8 @@ UI_ENV_VARS: dict[str, str] = {
     "watches_per_minute": "DDM_UI_WATCHES_PER_MINUTE",
     "viewers_per_address": "DDM_UI_VIEWERS_PER_ADDRESS",
     "viewer_backlog_kb": "DDM_UI_VIEWER_BACKLOG_KB",
+    "connections_per_address": "DDM_UI_CONNECTIONS_PER_ADDRESS",
+    "idle_s": "DDM_UI_IDLE_S",
 }
 
 
@@ -54,6 +56,8 @@ class UIConfig:
     watches_per_minute: int = 30
     viewers_per_address: int = 16
     viewer_backlog_kb: int = 2048
+    connections_per_address: int = 32
+    idle_s: int = 600
     viewer_stall_s: float = 30.0  # a viewer whose backlog does not drain for this long is disconnected
     redis_wait_s: float = 5.0  # how long a request waits for a free Redis connection before "unavailable"
     overview_interval_s: float = 2.0  # cluster + recent jobs pushed to every page this often
@@ -79,6 +83,10 @@ class UIConfig:
             raise ConfigError(expected("viewers_per_address in 1..10000", self.viewers_per_address))
         if not 64 <= self.viewer_backlog_kb <= 1_048_576:
             raise ConfigError(expected("viewer_backlog_kb in 64..1048576", self.viewer_backlog_kb))
+        if not 1 <= self.connections_per_address <= 100_000:
+            raise ConfigError(expected("connections_per_address in 1..100000", self.connections_per_address))
+        if not 1 <= self.idle_s <= 86_400:
+            raise ConfigError(expected("idle_s in 1..86400", self.idle_s))
 
     @property
     def redis_max_connections(self) -> int:
@@ -107,6 +115,10 @@ class UIConfig:
             watches_per_minute=_env_int(env, var["watches_per_minute"], cls.watches_per_minute, 1, 10_000),
             viewers_per_address=_env_int(env, var["viewers_per_address"], cls.viewers_per_address, 1, 10_000),
             viewer_backlog_kb=_env_int(env, var["viewer_backlog_kb"], cls.viewer_backlog_kb, 64, 1_048_576),
+            connections_per_address=_env_int(
+                env, var["connections_per_address"], cls.connections_per_address, 1, 100_000
+            ),
+            idle_s=_env_int(env, var["idle_s"], cls.idle_s, 1, 86_400),
         )
 
 
@@ -117,13 +129,18 @@ UI_HELP: dict[str, str] = {
     "X-Forwarded-Proto (werkzeug's ProxyFix), so the rate limit applies per client, not per proxy. 0: "
     "the headers are ignored (set it only behind a proxy that overwrites them, or clients could pick "
     "their own address).",
-    "token": "When set, submitting, cancelling and watching a job need this token (`Authorization: Bearer "
-    "TOKEN`, the page's token field, or the watch event's `token`). Empty: anyone who reaches the UI may "
-    "submit and watch.",
+    "token": "When set, everything but the page, its static files, `/healthz` and `/api/config` needs this "
+    "token: every job, result and cluster read, submitting, cancelling and watching (`Authorization: Bearer "
+    "TOKEN` over HTTP; Socket.IO: `auth: {token}` on connect, or an event's `token`; the page sends what "
+    "its token field holds). A wrong token counts against its client address, at most "
+    "DDM_UI_JOBS_PER_MINUTE a minute on all paths together; past that the address is refused "
+    "(`rate_limited`) until the minute frees a place. Empty: anyone who reaches the UI may read, submit "
+    "and watch.",
     "bind": "gunicorn: host:port to listen on (0.0.0.0:8000 in a container).",
-    "threads": "gunicorn: threads of its one process = browsers served at once + a few for plain requests. "
-    "The UI's Redis pool holds at most this many connections plus a few for its own tasks; a request "
-    f"that finds them all busy waits for one (up to {UIConfig.redis_wait_s:g} s) instead of failing.",
+    "threads": "Requests and Socket.IO events that may use Redis at once: the UI's Redis pool holds at most "
+    "this many connections plus a few for its own tasks; a request that finds them all busy waits for "
+    f"one (up to {UIConfig.redis_wait_s:g} s) instead of failing. (gunicorn serves with gevent: an idle "
+    "browser holds no thread, docs/WEBUI.md.)",
     "watches_per_minute": "Watch requests one browser connection (Socket.IO socket) may make per minute; "
     "each replays the job's steps so far. Over it: refused, kind `too_many_watches`.",
     "viewers_per_address": "Connections from one client address that may watch jobs at once. Over it: "
@@ -131,4 +148,10 @@ UI_HELP: dict[str, str] = {
     "viewer_backlog_kb": "Frames a connection has not yet taken, in KiB, beyond which it gets no more "
     "until it drains (a slow browser catches up through the replay); one that does not drain within "
     f"{UIConfig.viewer_stall_s:g} s is disconnected and its backlog freed.",
+    "connections_per_address": "Socket.IO connections (a browser tab holds one) from one client address "
+    "open at once, watching or not. Over it: the connection is refused with 429 before the server does "
+    "anything for it. Behind a proxy set DDM_UI_TRUSTED_PROXIES, or every browser shares the proxy's "
+    "address.",
+    "idle_s": "Seconds a Socket.IO connection that watches no job and sends nothing may stay open; then "
+    "it is disconnected (the page reconnects when its user comes back).",
 }

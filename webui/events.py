@@ -1,16 +1,24 @@
 """Socket.IO events (namespace "/").
 
+With DDM_UI_TOKEN set, a socket reads (gets "overview", may watch without a token of its own) once it
+gave the token: connect with auth {"token": TOKEN}, or the "auth" event later. One that has not gets
+nothing, and may watch only with the token in the request; a wrong token on connect refuses the
+connection (ConnectionRefusedError, its data the refusal below), and counts against the address
+(access.py). Submitting is an action: its request carries the token, as over HTTP.
+
 browser -> server (each answers through the acknowledgement callback):
+    "auth"   {"token"}                          -> {"ok": true}, then "overview" events
     "submit" {form fields, see jobs.parse_form} -> {"ok": true, "job_id", "spec"}
              (plus "token" when DDM_UI_TOKEN is set)
     "watch"  {"job_id"}                         -> {"ok": true, "job"}, then "job" and "frame" events
-             (plus "token" when DDM_UI_TOKEN is set; limits: watch_gate.py)
+             (plus "token" when DDM_UI_TOKEN is set and the socket connected without it; limits:
+             watch_gate.py)
     "unwatch"                                   -> {"ok": true}
     a refusal answers {"ok": false, "kind", "error"} (kinds: see jobs.KIND_STATUS, plus not_found;
     too_many_watches and rate_limited carry "retry_after_s" when waiting helps)
 
 server -> browser:
-    "overview" {"cluster", "jobs"}   on connect, then every few seconds
+    "overview" {"cluster", "jobs"}   on connect, then every few seconds (to sockets that may read)
     "job"      job status payload    when watching starts, on each status change, and at the end
     "frame"    one denoising step    replayed from the start, then live, in step order, once each
 """
@@ -20,7 +28,7 @@ from __future__ import annotations
 import logging
 
 from flask import request
-from flask_socketio import SocketIO, emit
+from flask_socketio import ConnectionRefusedError, SocketIO, emit, join_room
 
 from ddm.client.errors import JobNotFoundError
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
@@ -28,23 +36,52 @@ from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.webui.jobs import SubmitError, split_token
 
 log = logging.getLogger(__name__)
+READERS = "readers"  # the room of sockets that may read (connected with the token, or none is set)
 
 
 def _fail(kind: str, message: str) -> dict:
     return {"ok": False, "kind": kind, "error": message}
 
 
+def _auth_token(auth: object) -> str | None:
+    token = auth.get("token") if isinstance(auth, dict) else None
+    return token if isinstance(token, str) and token else None
+
+
 def register_events(socketio: SocketIO, state) -> None:
-    @socketio.on("connect")
-    def on_connect(auth=None):
-        state.client_connected()
+    readers: set[str] = set()  # sids that connected with the token (all of them when none is set)
+
+    def become_reader(token: str | None) -> None:
+        """SubmitError unless `token` may read; then this socket gets the overview, now and every few s."""
+        state.access.check(token, request.remote_addr or "?", "read jobs")
+        readers.add(request.sid)
+        join_room(READERS)
         try:
             emit("overview", state.overview())
         except Exception:  # noqa: BLE001 - the periodic push will retry
             log.exception("overview on connect failed")
 
+    @socketio.on("connect")
+    def on_connect(auth=None):
+        token = _auth_token(auth)
+        if token is not None or not state.access.required:
+            try:
+                become_reader(token)
+            except SubmitError as exc:
+                raise ConnectionRefusedError(exc.message, exc.to_dict()) from None
+        state.client_connected()
+
+    @socketio.on("auth")
+    def on_auth(data=None):
+        try:
+            become_reader(_auth_token(data))
+        except SubmitError as exc:
+            return exc.to_dict()
+        return {"ok": True}
+
     @socketio.on("disconnect")
     def on_disconnect(reason=None):
+        readers.discard(request.sid)
         state.hub.leave(request.sid)  # nothing of the socket is kept
         state.client_disconnected()
 
@@ -65,7 +102,8 @@ def register_events(socketio: SocketIO, state) -> None:
         data, token = split_token(data)
         job_id = data.get("job_id") if isinstance(data, dict) else data
         try:
-            job = state.hub.watch(request.sid, job_id, request.remote_addr or "?", token)
+            address, authed = request.remote_addr or "?", request.sid in readers
+            job = state.hub.watch(request.sid, job_id, address, token, authenticated=authed)
         except SubmitError as exc:
             return exc.to_dict()
         except SchemaError as exc:

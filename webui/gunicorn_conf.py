@@ -3,10 +3,12 @@
     gunicorn -c python:ddm.webui.gunicorn_conf 'ddm.webui.app:create_app()'
 
 One worker process (its tailers and rooms live in memory; more processes would need sticky sessions)
-with a pool of threads: Flask-SocketIO's threading mode serves each websocket on a thread of its own
-(simple-websocket takes over gunicorn's socket), so DDM_UI_THREADS bounds the browsers served at once.
-DDM_UI_BIND and DDM_UI_THREADS are read by ddm.webui.config (docs/CONFIG.md); the log level and
-format are every process's DDM_LOG_LEVEL and DDM_LOG_FORMAT.
+with gevent's worker: it monkey-patches the standard library before loading the app, the app sees it
+and runs Flask-SocketIO in gevent mode (server_model.py), and each websocket is a greenlet, not a thread.
+Measured with 500 idle websockets: gthread with 100 threads served 100 and /healthz timed out; gevent
+served all 500 and answered /healthz in 2 ms (docs/BENCHMARKS.md, "The web UI's server model").
+DDM_UI_BIND is read by ddm.webui.config (docs/CONFIG.md); the log level and format are every process's
+DDM_LOG_LEVEL and DDM_LOG_FORMAT.
 """
 
 from ddm.webui.config import UIConfig
@@ -15,9 +17,11 @@ _config = UIConfig.from_env()
 
 bind = _config.bind
 workers = 1
-worker_class = "gthread"
-threads = _config.threads
-timeout = 60  # the worker's heartbeat to the arbiter; long-lived websockets run on pool threads
+worker_class = "gevent"
+# Connections the worker holds at once (gunicorn's default is 1000); one address holds at most
+# DDM_UI_CONNECTIONS_PER_ADDRESS Socket.IO connections of them (connection_cap.py)
+worker_connections = 4000
+timeout = 60  # the worker's heartbeat to the arbiter; a greenlet that blocks the loop that long is a bug
 graceful_timeout = 10
 keepalive = 5
 accesslog = None

@@ -7,14 +7,13 @@ bad_input (400), unauthorized (401: DDM_UI_TOKEN is set and the token is missing
 rate_limited (429), too_many_watches (429, watching: watch_gate.py), no_deployment (503: no router
 publishes a descriptor), no_worker (503), unavailable (503).
 
-Only what is queued, or refused for its token, counts against an address's submit budget: a request
-refused as bad input or for want of a worker gives its place back.
+Only what is queued counts against an address's submit budget: a request refused as bad input or for
+want of a worker gives its place back. The token and the budget of wrong tokens are access.py's.
 """
 
 from __future__ import annotations
 
 import collections
-import hmac
 import math
 import random
 import threading
@@ -188,17 +187,6 @@ def num_classes(descriptor: DeploymentDescriptor | None) -> int:
 # ---------------------------------------------------------------- form -> JobSpec
 
 
-def check_token(expected_token: str, token: str | None, action: str) -> None:
-    """SubmitError(unauthorized) unless `token` is the server's (when it has one, DDM_UI_TOKEN)."""
-    if expected_token and not hmac.compare_digest((token or "").encode(), expected_token.encode()):
-        what = "a wrong token" if token else "no token"
-        raise SubmitError(
-            "unauthorized",
-            f"this server needs an access token to {action}, and the request carried {what}: "
-            "enter the token you were given in the form (API: `Authorization: Bearer TOKEN`)",
-        )
-
-
 def split_token(data: object) -> tuple[object, str | None]:
     """A Socket.IO submit payload -> (the form, its "token" field): the token is not a job field."""
     if isinstance(data, Mapping) and "token" in data:
@@ -317,6 +305,14 @@ class RateLimiter:
             q.append(now)
             return None
 
+    def wait(self, key: str) -> float:
+        """Seconds until `key` may have one more event (0.0: now). Records nothing."""
+        with self._lock:
+            q = self._events.get(key)
+            if not q or len(q) < self.limit:
+                return 0.0
+            return max(0.0, self.window_s - (self.clock() - q[-self.limit]))
+
     def refund(self, key: str) -> None:
         """Give back the newest event of `key` (a request refused after it was counted)."""
         with self._lock:
@@ -339,13 +335,13 @@ class RateLimiter:
 class JobService:
     """Validation and submission for the routes and the socket events (one per app)."""
 
-    def __init__(self, settings, monitor, limiter: RateLimiter, token: str = "", make_client=None):
-        """token: DDM_UI_TOKEN; when set, a submit must carry it (empty: anyone may submit).
+    def __init__(self, settings, monitor, limiter: RateLimiter, access, make_client=None):
+        """access: webui.access.Access (DDM_UI_TOKEN: who may submit and cancel).
         make_client: () -> a ddm.client.client.Client (default: one on `settings`)."""
         self.settings = settings
         self.monitor = monitor
         self.limiter = limiter
-        self._token = token
+        self.access = access
         self._make_client = make_client
         self._client = None
         self._lock = threading.Lock()  # Client.submit is not thread-safe (one pika connection)
@@ -360,9 +356,10 @@ class JobService:
 
     def submit(self, data: object, remote: str, token: str | None = None) -> JobSpec:
         """Validate and queue a job from form `data` sent by client address `remote` with `token`.
-        A queued job and a wrong token count against the address's rate limit (no fast guessing); a
-        request refused for any other reason gives its place back."""
+        A wrong token counts against the address's budget of wrong tokens (access.py); a queued job
+        against its rate limit, and a request refused for any other reason gives its place back."""
         key = remote or "?"
+        self.access.check(token, key, "submit jobs")
         wait = self.limiter.hit(key)  # counted first, so two requests at once cannot both take the last place
         if wait is not None:
             raise SubmitError(
@@ -371,7 +368,6 @@ class JobService:
                 f"try again in {math.ceil(wait)} s",
                 retry_after_s=wait,
             )
-        self._authorize(token)
         try:
             return self._submit(data)
         except SubmitError:
@@ -403,12 +399,9 @@ class JobService:
                 ) from None
         return spec
 
-    def _authorize(self, token: str | None) -> None:
-        check_token(self._token, token, "submit jobs")
-
-    def cancel(self, job_id: str, token: str | None = None):
+    def cancel(self, job_id: str, remote: str, token: str | None = None):
         """Ask the router to stop a job (Client.cancel); the token a submit needs, cancelling needs too."""
-        self._authorize(token)
+        self.access.check(token, remote or "?", "cancel jobs")
         with self._lock:
             return self.client.cancel(job_id)
 

@@ -14,9 +14,15 @@ GET  /api/jobs/<id>/result.png      the final images as one PNG grid (?download=
 GET  /api/jobs/<id>/result.pixels   the final images as a frame's pixels ({"n", "shape", "channels",
                                    "pixels"}): a latent deployment's decoded image replaces the previews
 GET  /healthz                       200 when Redis answers
+
+With DDM_UI_TOKEN set every route but `/`, `/healthz` and `/api/config` (and the static files) needs
+`Authorization: Bearer TOKEN` (access.py says why those stay open); a refusal is 401 (kind unauthorized)
+or, once an address has sent too many wrong tokens, 429 (rate_limited).
 """
 
 from __future__ import annotations
+
+import functools
 
 from flask import Flask, Response, jsonify, render_template, request
 
@@ -45,6 +51,30 @@ def _error(kind: str, message: str, status: int):
 def _bearer_token() -> str | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else None
+
+
+def _refusal(exc: SubmitError):
+    resp = jsonify(exc.to_dict())
+    if exc.retry_after_s is not None:
+        resp.headers["Retry-After"] = str(int(exc.retry_after_s) + 1)
+    return resp, exc.http_status
+
+
+def _reading(state, what: str):
+    """Decorator: the route answers only a request with the token (when DDM_UI_TOKEN is set)."""
+
+    def wrap(view):
+        @functools.wraps(view)
+        def guarded(*args, **kwargs):
+            try:
+                state.access.check(_bearer_token(), request.remote_addr or "?", what)
+            except SubmitError as exc:
+                return _refusal(exc)
+            return view(*args, **kwargs)
+
+        return guarded
+
+    return wrap
 
 
 def register_routes(app: Flask, state) -> None:
@@ -101,6 +131,7 @@ def _register_page(app: Flask, state) -> None:
         )
 
     @app.get("/api/cluster")
+    @_reading(state, "read the cluster")
     def cluster():
         return jsonify(state.monitor.snapshot())
 
@@ -115,6 +146,7 @@ def _register_page(app: Flask, state) -> None:
 
 def _register_jobs(app: Flask, state) -> None:
     @app.get("/api/jobs")
+    @_reading(state, "read jobs")
     def recent():
         try:
             return jsonify({"jobs": state.recent_jobs()})
@@ -130,10 +162,7 @@ def _register_jobs(app: Flask, state) -> None:
         try:
             spec = state.jobs.submit(data, request.remote_addr or "?", _bearer_token())
         except SubmitError as exc:
-            resp = jsonify(exc.to_dict())
-            if exc.retry_after_s is not None:
-                resp.headers["Retry-After"] = str(int(exc.retry_after_s) + 1)
-            return resp, exc.http_status
+            return _refusal(exc)
         return jsonify({"ok": True, "job_id": spec.job_id, "spec": spec.to_dict()}), 201
 
     def _job(job_id: str):
@@ -146,6 +175,7 @@ def _register_jobs(app: Flask, state) -> None:
             return None, _error("not_found", str(exc), 404)
 
     @app.get("/api/jobs/<job_id>")
+    @_reading(state, "read jobs")
     def job(job_id: str):
         status, err = _job(job_id)
         if err:
@@ -154,6 +184,7 @@ def _register_jobs(app: Flask, state) -> None:
         return jsonify(job_payload(status, state.hub.queue_positions().get(job_id) if queued else None))
 
     @app.get("/api/jobs/<job_id>/result.png")
+    @_reading(state, "read results")
     def result_png(job_id: str):
         from ddm.client.images import png_bytes
 
@@ -179,6 +210,7 @@ def _register_jobs(app: Flask, state) -> None:
         return resp
 
     @app.get("/api/jobs/<job_id>/result.pixels")
+    @_reading(state, "read results")
     def result_pixels(job_id: str):
         import base64
 
@@ -209,9 +241,9 @@ def _register_cancel(app: Flask, state) -> None:
         """The Cancel button: the router stops the job at its next step (Client.cancel)."""
         try:
             check_job_id(job_id)
-            status = state.jobs.cancel(job_id, _bearer_token())
+            status = state.jobs.cancel(job_id, request.remote_addr or "?", _bearer_token())
         except SubmitError as exc:
-            return jsonify(exc.to_dict()), exc.http_status
+            return _refusal(exc)
         except SchemaError as exc:
             return _error("bad_input", str(exc), 400)
         except JobNotFoundError as exc:

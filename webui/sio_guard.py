@@ -9,7 +9,9 @@ past Python's recursion limit, an unknown packet type, invalid UTF-8, an event t
 - PollingGuard checks a polling POST's packets with the libraries' own decoders before Engine.IO sees
   it and answers a bad one 400 with one WARNING line;
 - GuardedWebSocket checks each websocket message the same way; a bad one closes the connection, as a
-  protocol error does, with one WARNING line (Engine.IO reads it as the client closing: clean up as usual);
+  protocol error does, with one WARNING line (Engine.IO reads it as the client closing: clean up as usual).
+  It is a mixin over the async mode's own wrapper: threading mode's SimpleWebSocketWSGI, gevent mode's
+  subclass of it (simple-websocket on gevent's classes);
 - quiet_engineio_errors turns whatever else the libraries raise on a client's packet into one line (an
   error raised through the UI's own code keeps its traceback).
 """
@@ -132,8 +134,8 @@ class PollingGuard:
         return [text]
 
 
-class GuardedWebSocket(SimpleWebSocketWSGI):
-    """Engine.IO's websocket wrapper (threading mode) that closes the connection on a malformed message."""
+class GuardedWebSocket:
+    """Mixin over Engine.IO's websocket wrapper: closes the connection on a malformed message."""
 
     def __call__(self, environ, start_response):
         self.remote = environ.get("REMOTE_ADDR", "?")
@@ -149,10 +151,16 @@ class GuardedWebSocket(SimpleWebSocketWSGI):
 
 
 def install_websocket_guard(socketio) -> None:
-    """Serve `socketio`'s (a flask_socketio.SocketIO) websockets through GuardedWebSocket."""
+    """Serve `socketio`'s (a flask_socketio.SocketIO) websockets through GuardedWebSocket. Engine.IO has no
+    other hook than its async mode's table; a wrapper that is not simple-websocket's is an error here, so
+    a new async mode cannot drop the guard unnoticed."""
     eio = socketio.server.eio
-    if eio._async.get("websocket") is SimpleWebSocketWSGI:  # threading mode's; Engine.IO has no other hook
-        eio._async = {**eio._async, "websocket": GuardedWebSocket}
+    base = eio._async.get("websocket")
+    if not (isinstance(base, type) and issubclass(base, SimpleWebSocketWSGI)):
+        raise RuntimeError(f"the websocket guard needs simple-websocket's wrapper, got {base!r}")
+    if not issubclass(base, GuardedWebSocket):
+        guarded = type(f"Guarded{base.__name__}", (GuardedWebSocket, base), {})
+        eio._async = {**eio._async, "websocket": guarded}
 
 
 class _OneLine(logging.Filter):

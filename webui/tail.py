@@ -103,20 +103,23 @@ class TailHub:
 
     # ------------------------------------------------------------ viewers
 
-    def watch(self, sid: str, job_id: object, address: str, token: str | None = None) -> dict[str, Any]:
+    def watch(
+        self, sid: str, job_id: object, address: str, token: str | None = None, authenticated: bool = False
+    ) -> dict[str, Any]:
         """Make `sid` a viewer of `job_id` (it stops watching any other job). Returns the job payload.
+        authenticated: the socket connected with the right token (then the request needs none).
 
-        Raises SubmitError (too_many_watches, unauthorized), SchemaError for a malformed id,
+        Raises SubmitError (too_many_watches, unauthorized, rate_limited), SchemaError for a malformed id,
         JobNotFoundError for an unknown or expired job.
         """
         try:
-            return self._watch(sid, job_id, address, token)
+            self.gate.admit(sid, token, address, authenticated)
+            return self._watch(sid, job_id, address)
         finally:
             if not self.socketio.server.manager.is_connected(sid, NAMESPACE):
                 self.leave(sid)  # it disconnected while this ran: its leave() may have come first
 
-    def _watch(self, sid: str, job_id: object, address: str, token: str | None) -> dict[str, Any]:
-        self.gate.admit(sid, token)
+    def _watch(self, sid: str, job_id: object, address: str) -> dict[str, Any]:
         check_job_id(job_id)
         job = self.client.status(job_id)
         queued = job.status is JobStatus.QUEUED

@@ -1,28 +1,30 @@
-"""Who may watch: the token (when DDM_UI_TOKEN is set), watch requests per socket per minute, and sockets
-watching at once per client address. A refusal is a SubmitError with its own kind (too_many_watches,
-unauthorized), answered through the watch event's acknowledgement.
+"""Who may watch: the token (when DDM_UI_TOKEN is set, access.py), watch requests per socket per minute,
+and sockets watching at once per client address. A refusal is a SubmitError with its own kind
+(too_many_watches, unauthorized, rate_limited), answered through the watch event's acknowledgement.
 
-Every watch request counts against its socket's budget, refused ones too: each accepted one costs a
-replay of the job, and a wrong token must not be guessed quickly. A socket's budget is forgotten when
-it disconnects.
+Every watch request counts against its socket's watch budget, refused ones too: each accepted one costs
+a replay of the job. A socket's watch budget is forgotten when it disconnects; a wrong token counts
+against its address's budget of wrong tokens (access.py), which is not.
 """
 
 from __future__ import annotations
 
 import math
 
-from ddm.webui.jobs import RateLimiter, SubmitError, check_token
+from ddm.webui.jobs import RateLimiter, SubmitError
 
 
 class WatchGate:
-    def __init__(self, *, per_minute: int, per_address: int, token: str = ""):
+    def __init__(self, *, per_minute: int, per_address: int, access):
         self.per_minute = per_minute
         self.per_address = per_address
-        self._token = token
+        self.access = access  # webui.access.Access
         self._rate = RateLimiter(per_minute)
 
-    def admit(self, sid: str, token: str | None) -> None:
-        """Count one watch request of socket `sid`; SubmitError when over its budget or unauthorized."""
+    def admit(self, sid: str, token: str | None, address: str, authenticated: bool = False) -> None:
+        """Count one watch request of socket `sid` from `address`; SubmitError when over its budget or
+        unauthorized. `authenticated`: the socket connected with the right token (events.py), so a
+        request without a token of its own may watch."""
         wait = self._rate.hit(sid)
         if wait is not None:
             raise SubmitError(
@@ -31,7 +33,8 @@ class WatchGate:
                 f"(each replays the job); try again in {math.ceil(wait)} s",
                 retry_after_s=wait,
             )
-        check_token(self._token, token, "watch jobs")
+        if token is not None or not authenticated:
+            self.access.check(token, address, "watch jobs")
 
     def check_address(self, address: str, watching: int) -> None:
         """`watching`: sockets of `address` watching now, not counting the one asking."""

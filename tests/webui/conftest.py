@@ -93,7 +93,7 @@ class ProductionUI:
 
 @pytest.fixture
 def production_ui(fake, fake_deployment, tmp_path):
-    """production_ui(**DDM_UI_* settings) -> ProductionUI: the gunicorn command (one gthread worker) on
+    """production_ui(**DDM_UI_* settings) -> ProductionUI: the gunicorn command (one gevent worker) on
     the test prefix, the fake deployment published, once /healthz answers; stopped after the test."""
     from tests.support.services import free_port
 

@@ -1,5 +1,5 @@
 """Load: 50 Socket.IO clients (websocket transport) watching 20 concurrent jobs on the production
-server command (gunicorn, one gthread worker). Every client must receive every step of its job,
+server command (gunicorn, one gevent worker). Every client must receive every step of its job,
 once, in order - those that join mid-job through the replay - and the UI process's peak memory is
 reported (VmHWM) and bounded.
 
@@ -87,6 +87,7 @@ def test_fifty_clients_watch_twenty_jobs(fake, fake_deployment, tmp_path):
         DDM_UI_BIND=f"127.0.0.1:{port}",
         DDM_UI_THREADS=str(CLIENTS + 30),
         DDM_UI_VIEWERS_PER_ADDRESS=str(CLIENTS),  # every client comes from 127.0.0.1
+        DDM_UI_CONNECTIONS_PER_ADDRESS=str(CLIENTS),
         DDM_LOG_LEVEL="warning",
     )
     argv = [sys.executable, "-m", *shlex.split(PRODUCTION_COMMAND)]  # python -m gunicorn -c ... 'app()'

@@ -22,8 +22,9 @@ import redis
 from ddm.webui.config import UIConfig
 from tests.support.services import REDIS_URL
 from tests.support.wire import Drain, WireSocket
+from tests.webui.viewing import each_watches_its_job_to_the_end, stream, wait_all_done
 
-THREADS = 200  # DDM_UI_THREADS: each websocket holds one of gunicorn's threads
+THREADS = 200  # DDM_UI_THREADS: the Redis pool's bound (each websocket is a greenlet, not a thread)
 
 
 def ui_redis_connections(prefix: str) -> int:
@@ -68,40 +69,20 @@ class HealthProbe(threading.Thread):
         return self.codes
 
 
-def stream(fake, specs, steps: int, interval_s: float, first: int = 1, finish: bool = True) -> None:
-    """Write steps first..steps of every job, one every interval_s as routers would, then finish them."""
-    for step in range(first, steps + 1):
-        tick = time.monotonic()
-        for spec in specs:
-            fake.frame(spec, step)
-        time.sleep(max(0.0, interval_s - (time.monotonic() - tick)))
-    for spec in specs if finish else ():
-        fake.finish(spec)
-
-
-def wait_all_done(sockets: list[WireSocket], jobs: list[str], steps: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    for s, job_id in zip(sockets, jobs, strict=True):
-        while s.steps.get(job_id, []) != list(range(1, steps + 1)) or s.statuses[-1:] != ["done"]:
-            got = s.steps.get(job_id, [])
-            assert not s.closed, f"viewer of {job_id} was disconnected after {len(got)} frames"
-            assert time.monotonic() < deadline, f"viewer of {job_id}: steps {got}, statuses {s.statuses}"
-            time.sleep(0.05)
-
-
 @pytest.mark.load
 def test_150_viewers_of_150_jobs_keep_healthz_at_200(production_ui, fake):
     viewers, steps = 150, 10
-    ui = production_ui(DDM_UI_THREADS=str(THREADS), DDM_UI_VIEWERS_PER_ADDRESS=str(viewers))
+    ui = production_ui(
+        DDM_UI_THREADS=str(THREADS),
+        DDM_UI_VIEWERS_PER_ADDRESS=str(viewers),
+        DDM_UI_CONNECTIONS_PER_ADDRESS=str(viewers),  # every viewer comes from 127.0.0.1
+    )
     specs = [fake.start_job(labels=(1, 7), steps=steps) for _ in range(viewers)]
     probe = HealthProbe(ui.url)
     sockets = [WireSocket(ui.url) for _ in specs]
     drain = Drain(sockets)
     try:
-        for i, (s, spec) in enumerate(zip(sockets, specs, strict=True)):
-            s.emit("watch", {"job_id": spec.job_id}, ack=i)
-        stream(fake, specs, steps, interval_s=0.1)
-        wait_all_done(sockets, [s.job_id for s in specs], steps, timeout_s=60)
+        each_watches_its_job_to_the_end(fake, sockets, specs, steps)
         refused = [s.acks.get(i) for i, s in enumerate(sockets) if not (s.acks.get(i) or {}).get("ok")]
         assert not refused, refused[:3]
         connections, threads = ui_redis_connections(fake.prefix), threads_of(ui.pid)
@@ -124,7 +105,7 @@ def test_50_viewers_of_one_large_job_get_every_step(production_ui, fake):
     """Half watch from the start, half join mid-job (a replay of 20 frames of 64 images each, while
     the job runs on)."""
     viewers, steps = 50, 40
-    ui = production_ui(DDM_UI_VIEWERS_PER_ADDRESS=str(viewers))
+    ui = production_ui(DDM_UI_VIEWERS_PER_ADDRESS=str(viewers), DDM_UI_CONNECTIONS_PER_ADDRESS=str(viewers))
     spec = fake.start_job(labels=[i % 10 for i in range(64)], steps=steps)  # 87 KB per frame and viewer
     sockets = [WireSocket(ui.url) for _ in range(viewers)]
     drain = Drain(sockets)

@@ -56,7 +56,7 @@ def test_a_token_guards_submits_over_http(make_app, fake):
     ok = http.post("/api/jobs", json=JOB, headers={"Authorization": f"Bearer {TOKEN}"})
     assert ok.status_code == 201, ok.get_json()
     job_id = ok.get_json()["job_id"]
-    assert http.get(f"/api/jobs/{job_id}").status_code == 200  # reading needs no token
+    assert http.get(f"/api/jobs/{job_id}").status_code == 401  # reading needs it too (test_token_reads.py)
     assert http.get("/api/config").get_json()["token_required"] is True
     assert 'id="token"' in http.get("/").get_data(as_text=True)  # the page asks for it
 

@@ -223,6 +223,53 @@
     announce("ddm:deployment", { dep: dep });
   }
 
+  // DDM_UI_TOKEN: the field exists only when the server asks for a token; kept in this browser. With a
+  // token every read needs it: fetches send it as a Bearer header, the socket on connect (auth), and
+  // images come through fetch as blob URLs (an <img> or a link cannot send a header).
+  const TOKEN_KEY = "ddm-ui-token";
+  const tokenField = $("token");
+  if (tokenField) tokenField.value = localStorage.getItem(TOKEN_KEY) || "";
+
+  function currentToken() {
+    return tokenField ? tokenField.value.trim() : "";
+  }
+
+  function authHeaders() {
+    const token = currentToken();
+    return token ? { Authorization: "Bearer " + token } : {};
+  }
+
+  const blobUrls = new Map(); // result URL -> Promise of its blob: URL (a result never changes)
+  function authedUrl(url) {
+    if (!tokenField) return Promise.resolve(url);
+    if (!blobUrls.has(url)) {
+      const p = fetch(url, { headers: authHeaders() }).then((r) => {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.blob().then((b) => URL.createObjectURL(b));
+      });
+      p.catch(() => blobUrls.delete(url)); // try again next time (a token typed since)
+      blobUrls.set(url, p);
+    }
+    return blobUrls.get(url);
+  }
+
+  function setImageSrc(img, url) {
+    authedUrl(url).then((u) => (img.src = u)).catch(() => {});
+  }
+
+  function setDownload(a, url, filename) {
+    a.setAttribute("download", filename);
+    a.href = tokenField ? "#" : url;
+    if (tokenField) a.onclick = (ev) => {
+      if (a.href.startsWith("blob:")) return; // fetched already: the browser downloads it
+      ev.preventDefault();
+      authedUrl(url).then((u) => {
+        a.href = u;
+        a.click();
+      }).catch(() => {});
+    };
+  }
+
   fetch("/api/config")
     .then((r) => r.json())
     .then((cfg) => {
@@ -293,10 +340,6 @@
     return unconditionalBox && unconditionalBox.checked ? chosen.concat([nullLabel]) : chosen;
   }
 
-  // DDM_UI_TOKEN: the field exists only when the server asks for a token; kept in this browser.
-  const TOKEN_KEY = "ddm-ui-token";
-  const tokenField = $("token");
-  if (tokenField) tokenField.value = localStorage.getItem(TOKEN_KEY) || "";
 
   function numberOrNull(id) {
     const raw = $(id).value.trim();
@@ -432,7 +475,7 @@
   // A latent deployment's job is done: its decoded images replace the previews on the tiles (the last
   // step shows them; scrubbing back shows each step's preview).
   function showDecoded(j) {
-    fetch("/api/jobs/" + encodeURIComponent(j.id) + "/result.pixels")
+    fetch("/api/jobs/" + encodeURIComponent(j.id) + "/result.pixels", { headers: authHeaders() })
       .then((r) => (r.ok ? r.json() : null))
       .then((d) => {
         if (!d || job !== j || !j.lastStep) return;
@@ -467,7 +510,7 @@
     // (again after a reconnect or a reload: the server replays the steps; those already here are skipped)
     const id = job.id;
     const request = { job_id: id };
-    if (tokenField) request.token = tokenField.value.trim(); // DDM_UI_TOKEN: watching needs it too
+    if (tokenField) request.token = currentToken(); // DDM_UI_TOKEN: watching needs it too
     socket.timeout(20000).emit("watch", request, (err, res) => {
       if (!job || job.id !== id) return;
       if (err) return showAlert($("job-error"), "unavailable", "the server did not answer within 20 s");
@@ -484,9 +527,7 @@
   // Cancel: the router stops the job at its next step; the next "job" event says cancelled.
   $("cancel-job").addEventListener("click", () => {
     if (!job) return;
-    const token = tokenField ? tokenField.value.trim() : "";
-    const headers = token ? { Authorization: "Bearer " + token } : {};
-    fetch("/api/jobs/" + encodeURIComponent(job.id) + "/cancel", { method: "POST", headers: headers })
+    fetch("/api/jobs/" + encodeURIComponent(job.id) + "/cancel", { method: "POST", headers: authHeaders() })
       .then((r) => r.json())
       .then((res) => {
         if (res.ok === false) showAlert($("job-error"), res.kind, res.error);
@@ -715,7 +756,35 @@
 
   // ------------------------------------------------------------------ the socket
 
-  const socket = io({ transports: ["websocket", "polling"] });
+  // auth is read on every (re)connect: a socket that connects with the token gets the overview pushes.
+  // A token the server refused is not sent again until the field changes (the page still connects, and
+  // says so); a new one is sent on the open socket ("auth").
+  let tokenRefused = false;
+  const socket = io({
+    transports: ["websocket", "polling"],
+    auth: (cb) => cb(currentToken() && !tokenRefused ? { token: currentToken() } : {}),
+  });
+  if (tokenField) {
+    tokenField.addEventListener("change", () => {
+      tokenRefused = false;
+      localStorage.setItem(TOKEN_KEY, currentToken());
+      if (!socket.connected || !currentToken()) return;
+      socket.emit("auth", { token: currentToken() }, (res) => {
+        if (res && !res.ok) showAlert($("job-error"), res.kind, res.error);
+        else hideAlert($("job-error"));
+      });
+    });
+  }
+
+  // the server drops a connection that watches nothing and sends nothing for DDM_UI_IDLE_S; it comes
+  // back when the user does
+  function reconnectOnActivity() {
+    const again = () => {
+      for (const ev of ["pointerdown", "keydown", "focus"]) window.removeEventListener(ev, again);
+      if (!socket.connected) socket.connect();
+    };
+    for (const ev of ["pointerdown", "keydown", "focus"]) window.addEventListener(ev, again);
+  }
 
   // the pill: the page's connection, and whether a router serves (a descriptor and a live router
   // heartbeat in the cluster overview): connected to a cluster where no router serves is not "live"
@@ -741,19 +810,28 @@
     updatePill();
     if (job) sendWatch();
   });
-  socket.on("disconnect", () => {
+  socket.on("disconnect", (reason) => {
     connected = false;
     const pill = $("conn");
-    pill.textContent = "disconnected, retrying…";
+    const idle = reason === "io server disconnect"; // the server's idle timeout: no retry by itself
+    pill.textContent = idle ? "idle: disconnected, click to reconnect" : "disconnected, retrying…";
     pill.className = "pill pill-bad";
     pill.title = "";
+    if (idle) reconnectOnActivity();
   });
-  socket.on("connect_error", () => {
+  socket.on("connect_error", (err) => {
     connected = false;
     const pill = $("conn");
-    pill.textContent = "cannot reach the UI server, retrying…";
+    const refused = err && err.data && err.data.kind; // the server refused the token (no retry by itself)
+    pill.textContent = refused ? "token refused" : "cannot reach the UI server, retrying…";
     pill.className = "pill pill-bad";
-    pill.title = "";
+    pill.title = refused ? err.message : "";
+    if (refused) {
+      showAlert($("job-error"), err.data.kind, err.message);
+      if (tokenField) tokenField.focus();
+      tokenRefused = true;
+      socket.connect(); // without the token: the page works, reads wait for a right one
+    }
   });
 
   socket.on("job", (info) => {
@@ -767,8 +845,7 @@
     note.textContent = info.degraded ? "Degraded: " + info.degraded + ". These images are not the full model." : "";
     if (info.status === "done" && info.result_png) {
       const a = $("download");
-      a.href = info.result_png + "?download=1";
-      a.setAttribute("download", "ddm-" + job.id + ".png");
+      setDownload(a, info.result_png + "?download=1", "ddm-" + job.id + ".png");
       a.hidden = false;
       $("stage").dataset.done = "1";
       if (job.lastStep) drawFrame(job.follow ? job.lastStep : job.shown || job.lastStep);
@@ -1093,7 +1170,7 @@
       const img = el("img");
       img.alt = "result of job " + j.job_id.slice(0, 8);
       img.loading = "lazy";
-      img.src = j.result_png + "?scale=1";
+      setImageSrc(img, j.result_png + "?scale=1");
       thumb.append(img);
     }
     const idCell = el("td");
@@ -1125,8 +1202,7 @@
     const act = el("td");
     if (j.status === "done" && j.result_png) {
       const a = el("a", "btn-small", "PNG");
-      a.href = j.result_png + "?download=1";
-      a.setAttribute("download", "ddm-" + j.job_id + ".png");
+      setDownload(a, j.result_png + "?download=1", "ddm-" + j.job_id + ".png");
       act.append(a);
     }
     tr.append(act);
@@ -1138,9 +1214,9 @@
     if (recentTimer) return;
     recentTimer = setTimeout(() => {
       recentTimer = null;
-      fetch("/api/jobs")
+      fetch("/api/jobs", { headers: authHeaders() })
         .then((r) => r.json())
-        .then((d) => renderRecent(d.jobs))
+        .then((d) => d.jobs && renderRecent(d.jobs))
         .catch(() => {});
     }, 300);
   }
