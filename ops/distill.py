@@ -287,10 +287,3 @@ def student_summary(meta: dict) -> str:
         f"`{src.get('strategy')}`, guidance 1; teachers {teachers}): trained on the routed ensemble's "
         f"velocity at x_t of {part.get('dataset')} `{part.get('split')}`, classes {meta.get('classes')}."
     )
-
-
-def write_model_card(folder: Path) -> None:
-    """The student's MODEL_CARD.md (ops/study/model_card.py), beside its meta.json."""
-    from ddm.ops.study.model_card import card
-
-    (Path(folder) / "MODEL_CARD.md").write_text(card(folder, []))

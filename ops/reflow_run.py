@@ -12,9 +12,9 @@ from ddm.ops.distill import (
     check_distill_resume,
     distilled_from,
     student_meta,
-    write_model_card,
     write_student_deployment,
 )
+from ddm.ops.study.model_card import write_model_card
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.ops import distill as d
     from ddm.ops.cli.train import train_config
     from ddm.ops.reflow_run import Student, checked_student_meta
+    from ddm.ops.study.model_card import write_model_card
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.schema.deployment import Deployment
     from ddm.schema.errors import ConfigError, SchemaError
@@ -188,7 +189,7 @@ def main(args: argparse.Namespace) -> int:
         f"done: {final['steps']} steps, batch {final['batch']}, {final['wall_time_s']} s, "
         f"final loss {'-' if loss is None else f'{loss:.4f}'}"
     )
-    d.write_model_card(args.out)
+    write_model_card(args.out)
     served = d.write_student_deployment(args.out, deployment)
     if served is None:
         print(f"no deployment written: the student lacks some labels (classes {final['classes']})")

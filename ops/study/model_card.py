@@ -157,3 +157,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def write_model_card(folder: Path) -> None:
+    """A checkpoint's MODEL_CARD.md with no study results (a distilled student's), beside its meta.json."""
+    (Path(folder) / "MODEL_CARD.md").write_text(card(folder, []))
