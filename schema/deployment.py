@@ -50,10 +50,10 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddm.schema.documents import read_document
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY, EXPERT_LOSS_POLICIES, MAX_GUIDANCE
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
@@ -229,13 +229,7 @@ class Deployment:
     @classmethod
     def load(cls, path: str | Path) -> Deployment:
         path = Path(path)
-        if not path.is_file():
-            raise ConfigError(expected("a deployment TOML file", f"{path} (not found)"))
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML ({exc})") from None
-        return cls.from_dict(data, path)
+        return cls.from_dict(read_document(path, "a deployment TOML file", "toml"), path)
 
     @classmethod
     def from_dict(cls, data: dict, path: Path) -> Deployment:

@@ -117,12 +117,7 @@ def main(args: argparse.Namespace) -> int:
         n=total,
         strategy=strategy,
         steps=args.steps,
-        guidance=args.guidance,
-        seed=args.seed,
-        classifier=args.classifier,
-        real_split=args.real_split,
-        device=args.device,
-        data_dir=args.data_dir,
+        **_scoring(args),
     )
     x, labels, metrics = evaluate(request)
     write_report(args.out, x, labels, metrics)
@@ -151,6 +146,12 @@ def total_images(args: argparse.Namespace, classes: int = 10) -> int:
     return total
 
 
+def _scoring(args: argparse.Namespace) -> dict:
+    """The flags a plain evaluation and a sweep share: how images are sampled and scored."""
+    names = ("guidance", "seed", "classifier", "real_split", "device", "data_dir")
+    return {name: getattr(args, name) for name in names}
+
+
 def sweep_main(args: argparse.Namespace) -> int:
     from ddm.ops.eval.sweep import evaluate_sweep, parse_list, read_sweep
     from ddm.ops.eval.sweep_report import plot_sweep, sweep_table
@@ -168,12 +169,7 @@ def sweep_main(args: argparse.Namespace) -> int:
             grids=parse_list(args.grids, "--grids") if args.grids else None,
             n=total_images(args, Deployment.load(deployment).sample_space.num_classes),
             strategy=args.strategy,
-            guidance=args.guidance,
-            seed=args.seed,
-            classifier=args.classifier,
-            real_split=args.real_split,
-            device=args.device,
-            data_dir=args.data_dir,
+            **_scoring(args),
         )
     table = sweep_table(record)
     if args.table is not None:

@@ -15,6 +15,7 @@ import json
 import math
 from pathlib import Path
 
+from ddm.schema.documents import read_document
 from ddm.schema.errors import ConfigError, expected
 
 REQUIRED = ("strategy", "accuracy", "fd", "fd_real_vs_real", "forward_passes_per_image", "seconds_per_image")
@@ -30,12 +31,7 @@ HEADER = (
 def read_metrics(path: str | Path) -> dict:
     """A metrics.json that `ddm eval` wrote, with the fields the table needs (ConfigError otherwise)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(expected("a metrics.json written by `ddm eval`", f"{path} (not found)"))
-    try:
-        metrics = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    metrics = read_document(path, "a metrics.json written by `ddm eval`")
     missing = [k for k in REQUIRED if not isinstance(metrics, dict) or k not in metrics]
     if missing:
         raise ConfigError(

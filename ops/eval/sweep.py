@@ -22,7 +22,6 @@ seed, real split, classifier) are in the file, and a run with other settings is 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ddm.schema.atomic import write_json_atomic
+from ddm.schema.documents import read_document
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.solver import Grid, Solver
 
@@ -97,12 +97,7 @@ def parse_list(text: str, what: str, parse: Callable = str) -> list:
 
 def read_sweep(path: Path) -> dict:
     """A sweep file written by `ddm eval --sweep` (ConfigError otherwise)."""
-    if not path.is_file():
-        raise ConfigError(expected("a sweep file written by `ddm eval --sweep`", f"{path} (not found)"))
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    record = read_document(path, "a sweep file written by `ddm eval --sweep`")
     if not isinstance(record, dict) or record.get("kind") != KIND:
         raise ConfigError(expected(f"a sweep file written by `ddm eval --sweep` (kind {KIND})", path))
     for point in record["points"]:
