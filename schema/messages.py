@@ -173,23 +173,10 @@ class JobSpec(_Message):
             object.__setattr__(self, "grid", str(Grid.parse(self.grid)))
 
     @classmethod
-    def new(
-        cls,
-        labels,
-        *,
-        steps: int = 50,
-        strategy: str | None = None,
-        guidance: float | None = None,
-        seed: int = 0,
-        on_expert_loss: str | None = None,
-        solver: str | None = None,
-        grid: str | None = None,
-    ) -> JobSpec:
-        """A JobSpec with a fresh uuid4-hex job_id; strategy, guidance, on_expert_loss, solver, grid
-        None = the deployment's."""
-        return cls(
-            uuid.uuid4().hex, tuple(labels), steps, strategy, guidance, seed, on_expert_loss, solver, grid
-        )
+    def new(cls, labels, **options: Any) -> JobSpec:
+        """A JobSpec with a fresh uuid4-hex job_id. options: any of JOB_OPTIONS (steps, strategy, guidance,
+        seed, on_expert_loss, solver, grid); unset: steps 50, seed 0, the others None = the deployment's."""
+        return cls(uuid.uuid4().hex, tuple(labels), **options)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict (labels as a list)."""
@@ -219,6 +206,16 @@ class JobSpec(_Message):
         except (TypeError, ValueError) as e:
             raise SchemaError(expected("job spec JSON", text)) from e
         return cls.from_dict(d)
+
+
+# A job's options beside its labels: JobSpec's own fields, declared once there. The client
+# (Client.generate), the CLI's job flags, the UI's form, the bench and the eval build jobs from them.
+JOB_OPTIONS = tuple(f.name for f in dataclasses.fields(JobSpec) if f.name not in ("job_id", "labels"))
+
+
+def job_options(source: object, **override: Any) -> dict[str, Any]:
+    """The JOB_OPTIONS that `source` (parsed flags, a config) has as attributes, then `override`."""
+    return {name: getattr(source, name) for name in JOB_OPTIONS if hasattr(source, name)} | override
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

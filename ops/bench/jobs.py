@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddm.schema.errors import expected
-from ddm.schema.messages import JobSpec
+from ddm.schema.messages import JobSpec, job_options
 from ddm.schema.solver import Solver
 
 
@@ -38,30 +38,14 @@ class BenchConfig:
 def job_specs(count: int, cfg: BenchConfig, steps: int | None = None) -> list[JobSpec]:
     """`count` jobs of one image each, labels first_label.. cycling through 0..9, seeds 0.."""
     return [
-        JobSpec.new(
-            [(cfg.first_label + i) % 10],
-            steps=steps or cfg.steps,
-            strategy=cfg.strategy,
-            guidance=cfg.guidance,
-            seed=i,
-            solver=cfg.solver,
-            grid=cfg.grid,
-        )  # fmt: skip
+        JobSpec.new([(cfg.first_label + i) % 10], **job_options(cfg, steps=steps or cfg.steps, seed=i))
         for i in range(count)
     ]
 
 
 def batch_spec(batch: int, cfg: BenchConfig, steps: int | None = None) -> JobSpec:
     labels = [(cfg.first_label + i) % 10 for i in range(batch)]
-    return JobSpec.new(
-        labels,
-        steps=steps or cfg.steps,
-        strategy=cfg.strategy,
-        guidance=cfg.guidance,
-        seed=0,
-        solver=cfg.solver,
-        grid=cfg.grid,
-    )
+    return JobSpec.new(labels, **job_options(cfg, steps=steps or cfg.steps, seed=0))
 
 
 def parse_levels(text: str) -> tuple[int, ...]:

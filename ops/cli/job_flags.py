@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ddm.schema.errors import ConfigError
-from ddm.schema.messages import MAX_SAMPLES, JobSpec
+from ddm.schema.messages import MAX_SAMPLES, JobSpec, job_options
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import SOLVERS
 
@@ -155,13 +155,4 @@ def live_space(client, images: bool = False) -> SampleSpace:
 def job_spec(args: argparse.Namespace, labels: list[int], **more) -> JobSpec:
     """The JobSpec the shared job flags describe, with a fresh id; `more`: fields a command adds
     (`ddm submit`'s on_expert_loss)."""
-    return JobSpec.new(
-        labels,
-        steps=args.steps,
-        strategy=args.strategy,
-        guidance=args.guidance,
-        seed=args.seed,
-        solver=args.solver,
-        grid=args.grid,
-        **more,
-    )
+    return JobSpec.new(labels, **job_options(args, **more))

@@ -311,3 +311,17 @@ def test_the_receiver_checks_the_sample_space():
     with pytest.raises(SchemaError, match=r"labels 0 only \(the null label"):
         JobSpec("j", (0, 1)).check_space(SampleSpace((3, 16, 16)))
     assert JobSpec("j", (0, 9, 9)).nulls(rgb) == 2
+
+
+def test_a_jobs_options_are_declared_once_by_jobspec_and_picked_from_flags_or_configs():
+    from types import SimpleNamespace
+
+    from ddm.schema.messages import JOB_OPTIONS, job_options
+
+    assert JOB_OPTIONS == ("steps", "strategy", "guidance", "seed", "on_expert_loss", "solver", "grid")
+    flags = SimpleNamespace(steps=8, strategy="top1", seed=3, labels="1,2", out="x.png")  # and other flags
+    assert job_options(flags, seed=4) == {"steps": 8, "strategy": "top1", "seed": 4}
+    spec = JobSpec.new([1, 2], **job_options(flags))
+    assert (spec.steps, spec.strategy, spec.seed, spec.solver) == (8, "top1", 3, None)
+    with pytest.raises(TypeError, match="bogus"):
+        JobSpec.new([1], bogus=1)
