@@ -41,7 +41,16 @@ def test_the_page_names_the_classes_and_submits_with_a_token(ui_server, fake, fa
         job_id = page.url.split("#job=", 1)[1]
         assert fake.r.exists(fake.names.job(job_id))  # queued on the test prefix
 
+        done = fake.start_job(labels=(1, 2), steps=1)
+        fake.frame(done, 1)
+        fake.finish(done)
         page.reload()
         assert page.input_value("#token") == TOKEN  # kept in this browser
+        # every read needs the token: the page sends it (the socket's auth: the overview's recent jobs;
+        # the result thumbnail fetched with the header, shown as a blob URL)
+        page.wait_for_selector(f'tr[data-job-id="{job_id}"]', timeout=10_000)
+        thumb = f'tr[data-job-id="{done.job_id}"] td.thumb img[src^="blob:"]'
+        page.wait_for_selector(thumb, timeout=10_000)
+        assert page.evaluate(f"document.querySelector('{thumb}').naturalWidth") > 0
         browser.close()
     assert errors == []
