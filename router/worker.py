@@ -44,7 +44,7 @@ from ddm.router.stats import RouterStats
 from ddm.router.store import JobStore
 from ddm.router.worker_decoding import DecoderGlue
 from ddm.router.worker_outage import OutageAndLeases
-from ddm.runtime.consumer import ConsumerRuntime, Session
+from ddm.runtime.consumer import ConsumerRuntime, OnRuntime, Session
 from ddm.runtime.redis_conn import connect_redis
 from ddm.runtime.signals import serve_until_signalled
 from ddm.schema.decode_messages import DecodeReply
@@ -62,7 +62,7 @@ RETRY_S = 1.0  # how often held deliveries (another router's job, or Redis away)
 OBSERVE_S = 0.5  # how often each expert's queue and heartbeats are looked at (a lost one is known in 2 s)
 
 
-class RouterWorker(OutageAndLeases, DecoderGlue):
+class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
     def __init__(
         self,
         settings: Settings,
@@ -120,23 +120,11 @@ class RouterWorker(OutageAndLeases, DecoderGlue):
         # heartbeats prove nothing until Redis has been back long enough for every worker to beat again
         self._beats_trusted_at = -1.0
 
-    # ------------------------------------------------------------ lifecycle (the runtime's)
-
-    @property
-    def ready(self):
-        return self.runtime.ready
-
-    @property
-    def stopping(self) -> bool:
-        return self.runtime.stopping
+    # ------------------------------------------------------------ lifecycle (and OnRuntime's)
 
     def run(self) -> None:
         """Serve until stop(); reconnect with bounded backoff when the broker goes away."""
         self.runtime.run()
-
-    def stop(self) -> None:
-        """Ask run() to return (safe from a signal handler or another thread)."""
-        self.runtime.stop()
 
     # ------------------------------------------------------------ the runtime's handler
 

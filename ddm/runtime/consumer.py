@@ -243,6 +243,26 @@ class Session:
             self._settled(delivery_tag)
 
 
+class OnRuntime:
+    """The lifecycle a worker that owns a ConsumerRuntime (as self.runtime) shows: a stage, the router."""
+
+    runtime: ConsumerRuntime
+
+    @property
+    def ready(self) -> threading.Event:
+        """Set while consuming."""
+        return self.runtime.ready
+
+    @property
+    def stopping(self) -> bool:
+        return self.runtime.stopping
+
+    def stop(self) -> None:
+        """Ask run() to stop (safe from a signal handler or another thread): no new deliveries, finish
+        the work in hand, close cleanly."""
+        self.runtime.stop()
+
+
 class ConsumerRuntime:
     """Run `handler` on the broker until stop(). `ready` is set while consuming."""
 

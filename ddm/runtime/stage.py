@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ddm.runtime.consumer import MAX_WAIT_S, ConsumerRuntime, Session
+from ddm.runtime.consumer import MAX_WAIT_S, ConsumerRuntime, OnRuntime, Session
 from ddm.runtime.stage_request import check_request_properties
 from ddm.schema.settings import Settings
 
@@ -51,7 +51,7 @@ class Delivery:
     redelivered: bool = False  # a worker held it before and never settled it: served alone
 
 
-class Stage:
+class Stage(OnRuntime):
     """Consume `queue`, answer each request with one reply. run() blocks until stop() (callable from
     any thread or a signal handler); `ready` is set while consuming."""
 
@@ -81,16 +81,7 @@ class Stage:
             settings, worker_id, self, metrics, metrics_port=metrics_port, hooks=hooks
         )
 
-    # ------------------------------------------------------------ lifecycle
-
-    @property
-    def ready(self):
-        """Set while consuming."""
-        return self.runtime.ready
-
-    @property
-    def stopping(self) -> bool:
-        return self.runtime.stopping
+    # ------------------------------------------------------------ lifecycle (and OnRuntime's)
 
     def run(self) -> None:
         """Load, then serve until stop(); reconnects on broker loss. With a metrics port, /metrics and
@@ -99,10 +90,6 @@ class Stage:
             self.runtime.run()
         finally:
             log.info("%s worker %s stopped; %s", self.role, self.worker_id, self.stats.summary())
-
-    def stop(self) -> None:
-        """Ask run() to stop: no new requests, finish the work in hand, close cleanly."""
-        self.runtime.stop()
 
     # ------------------------------------------------------------ what a stage implements
 

@@ -28,7 +28,7 @@ from ddm.schema.errors import DDMError, ServiceUnavailableError
 from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.sample_space import SampleSpace
 from tests.support.descriptors import demo_descriptor
-from tests.support.services import amqp_channel, free_port, rabbitmqctl
+from tests.support.services import amqp_channel, drain, free_port, rabbitmqctl
 
 # demo_descriptor's samples are 1x32x32: a decoder that reads their one channel and makes RGB pixels
 DECODER = DecoderInfo(
@@ -66,13 +66,7 @@ def serve(client: Client, **changes) -> None:
 
 def queued_ids(client: Client) -> list[str]:
     """The job ids of every message now in the client's jobs queue (taken off it)."""
-    out = []
-    with amqp_channel() as ch:
-        while True:
-            method, props, _ = ch.basic_get(client.names.jobs, auto_ack=True)
-            if method is None:
-                return out
-            out.append(props.message_id)
+    return [props.message_id for props, _ in drain(client.names.jobs)]
 
 
 def broker_pids(client: Client) -> dict[str, str]:

@@ -27,7 +27,7 @@ from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.topology import CONTENT_TYPE
 from tests.support.fakes import write_fake_deployment
-from tests.support.services import amqp_channel
+from tests.support.services import amqp_channel, drain
 
 # ---------------------------------------------------------------- fixtures
 
@@ -61,15 +61,9 @@ def publish(client: Client, path: Path, **changes) -> DeploymentDescriptor:
 
 def queued(client: Client) -> list[tuple[pika.BasicProperties, bytes]]:
     """Every message now in the client's jobs queue (taken off it)."""
-    out = []
     with amqp_channel() as ch:
-        declare_topology(ch, client.names)
-        while True:
-            method, props, body = ch.basic_get(client.names.jobs, auto_ack=True)
-            if method is None:
-                break
-            out.append((props, body))
-    return out
+        declare_topology(ch, client.names)  # a queue to read, though nothing was submitted yet
+    return drain(client.names.jobs)
 
 
 def put_job(client: Client, job_id: str, status: str, steps: int, n: int = 2, **extra) -> JobSpec:

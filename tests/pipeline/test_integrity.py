@@ -15,7 +15,7 @@ from ddm.schema.jobs import decode_traj_entry
 from ddm.schema.messages import JobSpec
 from ddm.schema.topology import REASON_HEADER
 from tests.support.harness import Pipeline, local_reference, wait_for_step
-from tests.support.services import amqp_channel, free_port
+from tests.support.services import amqp_channel, drain, free_port
 
 
 def publish_raw(pipe: Pipeline, spec: JobSpec) -> None:
@@ -25,13 +25,10 @@ def publish_raw(pipe: Pipeline, spec: JobSpec) -> None:
 
 
 def dead_letters(pipe: Pipeline) -> list[tuple[bytes, str]]:
-    out = []
-    with amqp_channel() as ch:
-        while True:
-            method, props, body = ch.basic_get(pipe.names.dead_letter_queue, auto_ack=True)
-            if method is None:
-                return out
-            out.append((body, (props.headers or {}).get(REASON_HEADER, "")))
+    return [
+        (body, (props.headers or {}).get(REASON_HEADER, ""))
+        for props, body in drain(pipe.names.dead_letter_queue)
+    ]
 
 
 def stream_steps(pipe: Pipeline, spec: JobSpec) -> list[int]:

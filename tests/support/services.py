@@ -41,6 +41,15 @@ def amqp_channel(url: str = AMQP_URL) -> Iterator[pika.adapters.blocking_connect
         conn.close()
 
 
+def drain(queue: str) -> list[tuple[pika.BasicProperties, bytes]]:
+    """Every message now in `queue` as (properties, body), taken off it."""
+    out = []
+    with amqp_channel() as ch:
+        while (got := ch.basic_get(queue, auto_ack=True))[0] is not None:
+            out.append(got[1:])
+    return out
+
+
 def free_port() -> int:
     """A TCP port nothing listens on now (for a server a test starts)."""
     with socket.socket() as s:
