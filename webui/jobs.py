@@ -406,7 +406,8 @@ class JobService:
             return self.client.cancel(job_id)
 
     def check(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> None:
-        """The descriptor's check the CLI makes, then: a live router and a live worker per needed expert."""
+        """The descriptor's check the CLI makes, then: a live worker per needed expert, a live decoder for a
+        latent deployment, and a live router."""
         try:
             descriptor.check(spec)
         except SchemaError as exc:
@@ -423,6 +424,13 @@ class JobService:
                 "no_worker",
                 f"no live worker for {who}, which this job needs: its heartbeat is missing or expired. "
                 f"Start one with `ddm worker expert --expert {missing[0]}` (or `ddm up`).",
+            )
+        if descriptor.decoder is not None and not any(w.role == "decoder" for w in live.values()):
+            raise SubmitError(
+                "no_worker",
+                "no live decoder worker, which this latent deployment needs to turn the job's latents into "
+                "pictures: its heartbeat is missing or expired. Start one with `ddm worker decoder` (or "
+                "`ddm up`).",
             )
         if not any(w.role == "router" for w in live.values()):
             raise SubmitError(

@@ -162,3 +162,26 @@ def test_submissions_are_rate_limited_per_address(make_app, fake):
     assert ack["kind"] == "rate_limited" and "at most 2 per minute" in ack["error"]
     assert 0 < ack["retry_after_s"] <= 60
     client.disconnect()
+
+
+def test_a_latent_job_needs_a_live_decoder_worker_at_submit(make_app, fake):
+    """As the client does (issue 36): a latent deployment's job is refused while no decoder beats,
+    instead of running every step and failing at the end."""
+    from ddm.schema.autoencoder_card import DecoderInfo, LatentPreview
+    from ddm.schema.sample_space import SampleSpace
+    from tests.support.descriptors import demo_descriptor
+
+    app = make_app(deployment=None)
+    preview = LatentPreview(((1.0,), (1.0,), (1.0,)), (0.0, 0.0, 0.0))
+    decoder = DecoderInfo("ae-0123456789ab", SampleSpace((3, 32, 32), (-1.0, 1.0)), preview)
+    fake.store.publish_descriptor(demo_descriptor(decoder=decoder), 60)
+    for worker, fields in (("w-e0", {"expert_id": 0}), ("w-router", {"role": "router"})):
+        fake.beat(worker, **fields)
+    client = connect(app)
+    ack = client.emit("submit", _form(labels=[0, 1]), callback=True)
+    assert ack["kind"] == "no_worker" and "no live decoder worker" in ack["error"], ack
+    assert "`ddm worker decoder`" in ack["error"]
+    fake.beat("w-decoder", role="decoder")
+    ack = client.emit("submit", _form(labels=[0, 1]), callback=True)
+    assert ack["ok"], ack
+    client.disconnect()
