@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ddm.schema.autoencoder_card import DecoderInfo
+from ddm.schema.descriptor import label_name
 from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import Frame, JobStatus
 from ddm.schema.queue import QueuePosition
@@ -96,6 +97,10 @@ def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, A
         "steps": job.steps,
         "n": job.n,
         "labels": labels,
+        # the labels' names as the job's deployment named them (None: a job from before the record; the
+        # page names them by the serving deployment then), and that deployment's name
+        "label_names": [label_name(y, job.space.class_names) for y in labels] if job.space else None,
+        "deployment": job.deployment,
         "cols": grid_cols(labels) if labels else 1,
         "strategy": job.strategy if job.strategy is not None else (spec.strategy if spec else None),
         "guidance": job.guidance if job.guidance is not None else (spec.guidance if spec else None),

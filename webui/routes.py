@@ -81,6 +81,7 @@ def register_routes(app: Flask, state) -> None:
     """The page, the config and health routes, and the job API, on `app`."""
     _register_page(app, state)
     _register_jobs(app, state)
+    _register_results(app, state)
     _register_cancel(app, state)
 
 
@@ -165,30 +166,43 @@ def _register_jobs(app: Flask, state) -> None:
             return _refusal(exc)
         return jsonify({"ok": True, "job_id": spec.job_id, "spec": spec.to_dict()}), 201
 
-    def _job(job_id: str):
-        try:
-            check_job_id(job_id)
-            return state.client.status(job_id), None
-        except SchemaError as exc:
-            return None, _error("bad_input", str(exc), 400)
-        except JobNotFoundError as exc:
-            return None, _error("not_found", str(exc), 404)
-
     @app.get("/api/jobs/<job_id>")
     @_reading(state, "read jobs")
     def job(job_id: str):
-        status, err = _job(job_id)
+        status, err = _job_status(state, job_id)
         if err:
             return err
         queued = status.status is JobStatus.QUEUED  # the place: the hub's reading (at most once a second)
         return jsonify(job_payload(status, state.hub.queue_positions().get(job_id) if queued else None))
 
+
+def _job_status(state, job_id: str):
+    """(the job's JobHash, None), or (None, the error response)."""
+    try:
+        check_job_id(job_id)
+        return state.client.status(job_id), None
+    except SchemaError as exc:
+        return None, _error("bad_input", str(exc), 400)
+    except JobNotFoundError as exc:
+        return None, _error("not_found", str(exc), 404)
+
+
+def _value_range(state, status, x) -> tuple[float, float]:
+    """The value range the job's pictures are drawn in: the one it recorded (schema/jobs.py), else, for
+    a job from before the record, the serving deployment's for that shape."""
+    space = status.picture_space()
+    if space is not None and space.shape == tuple(x.shape[1:]):
+        return space.value_range
+    return state.monitor.value_range(tuple(x.shape[1:]))
+
+
+def _register_results(app: Flask, state) -> None:
     @app.get("/api/jobs/<job_id>/result.png")
     @_reading(state, "read results")
     def result_png(job_id: str):
         from ddm.client.images import png_bytes
 
-        status, err = _job(job_id)
+        status, err = _job_status(state, job_id)
         if err:
             return err
         x = state.client.stored_result(status)
@@ -201,8 +215,7 @@ def _register_jobs(app: Flask, state) -> None:
         scale_arg = request.args.get("scale", "3")
         scale = min(4, max(1, int(scale_arg))) if scale_arg.isdigit() and len(scale_arg) < 4 else 3
         # drawn from the sample space's value range (greyscale or RGB as the latent has it)
-        value_range = state.monitor.value_range(tuple(x.shape[1:]))
-        png = png_bytes(x, cols=grid_cols(labels), scale=scale, value_range=value_range)
+        png = png_bytes(x, cols=grid_cols(labels), scale=scale, value_range=_value_range(state, status, x))
         resp = Response(png, mimetype="image/png")
         disposition = "attachment" if request.args.get("download") == "1" else "inline"
         resp.headers["Content-Disposition"] = f'{disposition}; filename="ddm-{job_id}.png"'
@@ -216,13 +229,13 @@ def _register_jobs(app: Flask, state) -> None:
 
         from ddm.webui.pixels import to_pixels
 
-        status, err = _job(job_id)
+        status, err = _job_status(state, job_id)
         if err:
             return err
         x = state.client.stored_result(status)
         if x is None:
             return _error("not_ready", f"job {job_id} has no result yet (status {status.status.value})", 404)
-        pixels, channels = to_pixels(x, state.monitor.value_range(tuple(x.shape[1:])))
+        pixels, channels = to_pixels(x, _value_range(state, status, x))
         resp = jsonify(
             {
                 "n": int(x.shape[0]),

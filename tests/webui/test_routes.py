@@ -169,3 +169,23 @@ def test_class_names_come_from_the_descriptor(make_app, fake, fake_deployment):
     assert 'class="classes classes-named" id="classes"' in html  # chips as wide as the names
     fake.publish(fake_deployment)  # digits: the five-column grid
     assert 'class="classes" id="classes"' in app.test_client().get("/").get_data(as_text=True)
+
+
+def test_a_result_is_drawn_in_the_range_its_job_recorded(make_app, fake):
+    """A job is rendered from what it recorded (schema/jobs.py), not from whichever deployment serves now
+    (issue 41, typed jobs): zeros of a job in [0, 1] are black, though the serving space is [-1, 1]."""
+    from ddm.schema.messages import JobSpec
+    from ddm.schema.resolved import ResolvedJob
+    from ddm.schema.sample_space import LEGACY, SampleSpace
+
+    http = make_app().test_client()
+    spec = JobSpec.new([3], steps=1, strategy="oracle", guidance=1.0)
+    unit = SampleSpace(LEGACY.shape, (0.0, 1.0), LEGACY.num_classes, LEGACY.class_names)
+    fake.store.start(spec.job_id, "w-router", 0, ResolvedJob.of(spec, unit), spec, deployment="unit")
+    fake.finish(spec)  # zeros
+    png = Image.open(io.BytesIO(http.get(f"/api/jobs/{spec.job_id}/result.png?scale=1").data))
+    assert png.getpixel((5, 5)) == 0, "drawn in [0, 1]: 0 is black (in [-1, 1] it would be mid-grey)"
+    old = fake.start_job(labels=(3,), steps=1)  # the serving space, recorded as such: mid-grey
+    fake.finish(old)
+    png = Image.open(io.BytesIO(http.get(f"/api/jobs/{old.job_id}/result.png?scale=1").data))
+    assert png.getpixel((5, 5)) in (127, 128)
