@@ -59,6 +59,12 @@ class Supervisor:
         self._stop.set()
         self._thread.join()
 
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()  # before the pipeline stops its processes: no restart after that
+
 
 def test_a_request_that_kills_its_workers_is_dead_lettered_after_the_limit(
     shared_labels_deployment, tmp_path
@@ -67,23 +73,9 @@ def test_a_request_that_kills_its_workers_is_dead_lettered_after_the_limit(
     with Pipeline(shared_labels_deployment, tmp_path, timeout_s=30.0, env=env) as pipe:
         pipe.start_expert(1, "b0")
         pipe.start_router()
-        supervisor = Supervisor(pipe, expert=0)
-        pipe.wait_ready("b0", "router", "poisoned0")
-        x = np.full((1, 1, 32, 32), POISON, np.float32)
-        poison = VelocityRequest(
-            "poison.1", x, np.full(1, 0.5, np.float32), np.full(1, 4), np.ones(1, np.float32)
-        )
-        with amqp_channel() as ch:
-            reply_to = ch.queue_declare("", exclusive=True).method.queue
-            props = pika.BasicProperties(reply_to=reply_to, content_type=CONTENT_TYPE, message_id="poison.1")
-            ch.basic_publish("", pipe.names.expert_queue(0), poison.encode(), props)
-            deadline = time.monotonic() + 180
-            while (got := ch.basic_get(pipe.names.dead_letter_queue, auto_ack=True))[0] is None:
-                assert time.monotonic() < deadline, f"never dead-lettered; worker exits: {supervisor.exits}"
-                time.sleep(0.2)
-            assert ch.basic_get(reply_to, auto_ack=True)[0] is None, "a poison request has no reply"
-            assert ch.basic_get(pipe.names.dead_letter_queue, auto_ack=True)[0] is None, "dead-lettered once"
-        supervisor.stop()
+        with Supervisor(pipe, expert=0) as supervisor:
+            pipe.wait_ready("b0", "router", "poisoned0")
+            got = publish_and_wait_for_its_dead_letter(pipe, supervisor)
         assert got[1].message_id == "poison.1"
         reason = got[1].headers[REASON_HEADER]
         assert f"crashed {CRASH_LIMIT} workers" in reason, reason
@@ -91,11 +83,28 @@ def test_a_request_that_kills_its_workers_is_dead_lettered_after_the_limit(
         assert len(supervisor.exits) == CRASH_LIMIT and all(code != 0 for code in supervisor.exits)
 
         # the expert is served again, exactly: a job that needs it at every step equals ddm sample
-        name = f"poisoned{len(supervisor.exits)}"
-        pipe.wait_ready(name)
+        pipe.wait_ready(f"poisoned{len(supervisor.exits)}")
         client = pipe.client()
         spec = JobSpec.new([1, 2], steps=4, strategy="top1", seed=5)  # labels only expert 0 was trained on
         client.submit(spec)
         got_x = client.result(spec.job_id, timeout=120)
         assert np.abs(got_x - local_reference(shared_labels_deployment, spec)).max() <= 1e-4
         assert not client.status(spec.job_id).degraded
+
+
+def publish_and_wait_for_its_dead_letter(pipe: Pipeline, supervisor: Supervisor):
+    """Publish the poison request to expert 0; its one dead letter (basic_get's triple), no reply."""
+    x = np.full((1, 1, 32, 32), POISON, np.float32)
+    ones = np.ones(1, np.float32)
+    poison = VelocityRequest("poison.1", x, np.full(1, 0.5, np.float32), np.full(1, 4), ones)
+    with amqp_channel() as ch:
+        reply_to = ch.queue_declare("", exclusive=True).method.queue
+        props = pika.BasicProperties(reply_to=reply_to, content_type=CONTENT_TYPE, message_id="poison.1")
+        ch.basic_publish("", pipe.names.expert_queue(0), poison.encode(), props)
+        deadline = time.monotonic() + 180
+        while (got := ch.basic_get(pipe.names.dead_letter_queue, auto_ack=True))[0] is None:
+            assert time.monotonic() < deadline, f"never dead-lettered; worker exits: {supervisor.exits}"
+            time.sleep(0.2)
+        assert ch.basic_get(reply_to, auto_ack=True)[0] is None, "a poison request has no reply"
+        assert ch.basic_get(pipe.names.dead_letter_queue, auto_ack=True)[0] is None, "dead-lettered once"
+    return got
