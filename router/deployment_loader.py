@@ -240,6 +240,7 @@ def _descriptor(loaded: LoadedDeployment, policy: RoutingPolicy, router_id: str)
         sampling=deployment.sampling,
         sample_space=deployment.sample_space,
         decoder=DecoderInfo.of(loaded.decoder) if loaded.decoder is not None else None,
+        conditioning=deployment.conditioning,
     )
 
 

@@ -53,6 +53,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddm.schema.conditioning import Conditioning
 from ddm.schema.documents import read_document
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY, EXPERT_LOSS_POLICIES, MAX_GUIDANCE
@@ -81,7 +82,7 @@ def resolve_deployment(path: str | Path | None = None, environ=None) -> Path:
         return DEFAULT_DEPLOYMENT
     raise ConfigError(
         f"no --deployment given, DDM_DEPLOYMENT unset and no {DEFAULT_DEPLOYMENT} here; train experts and "
-        "write a deployment file (see README), or run from the repository root"
+        "write a deployment file (docs/TRAINING.md), or run from the repository root"
     )
 
 
@@ -124,8 +125,17 @@ class Deployment:
     sample_space: SampleSpace = LEGACY
     declared_space: bool = False
     decoder: DecoderEntry | None = None  # a latent deployment's: final latents -> pixels
+    # what a job conditions on (schema/conditioning.py): the file's [conditioning], else the sample
+    # space's default (class labels; none in an unconditional space): files before it mean exactly that
+    conditioning: Conditioning | None = None
 
     def __post_init__(self) -> None:
+        if self.conditioning is None:
+            object.__setattr__(self, "conditioning", Conditioning.of(self.sample_space))
+        try:
+            self.conditioning.check_space(self.sample_space)
+        except SchemaError as exc:
+            raise ConfigError(f"{self.path}: [conditioning]: {exc}") from None
         if self.class_names != self.sample_space.class_names:
             raise ConfigError(
                 f"{self.path}: "
@@ -157,8 +167,8 @@ class Deployment:
         folder), or (folder, device) or (folder, device, precision) tuples, experts 0..K-1 in order;
         `fields`: name, guidance, strategy, class_names, on_expert_loss, sampling (a [sampling] table as a
         dict), sample_space (a SampleSpace, or a [sample_space] table as a dict), decoder (a [decoder]
-        table as a dict). Checked as from_dict
-        checks a file."""
+        table as a dict), conditioning (a Conditioning, or a [conditioning] table as a dict). Checked as
+        from_dict checks a file."""
         path = Path(path)
         experts = []
         for i, entry in enumerate(checkpoints):
@@ -174,6 +184,8 @@ class Deployment:
             data["class_names"] = list(data["class_names"])
         if isinstance(data.get("sample_space"), SampleSpace):
             data["sample_space"] = space_table(data["sample_space"])
+        if isinstance(data.get("conditioning"), Conditioning):
+            data["conditioning"] = data["conditioning"].to_dict()
         return cls.from_dict(data, path)
 
     def to_toml(self, comment: str = "") -> str:
@@ -207,6 +219,8 @@ class Deployment:
                 f"{k} = {json.dumps(v, ensure_ascii=False)}"
                 for k, v in space_table(self.sample_space).items()
             ]
+        if self.conditioning != Conditioning.of(self.sample_space):
+            lines += conditioning_table(self.conditioning)
         if self.sampling != SamplingOffer():
             lines += ["", "[sampling]"]
             offer = self.sampling
@@ -245,11 +259,12 @@ class Deployment:
             "sampling",
             "sample_space",
             "decoder",
+            "conditioning",
         }
         if unknown:
             keys = (
                 "keys name, guidance, strategy, class_names, on_expert_loss, experts, router, sampling, "
-                "sample_space, decoder"
+                "sample_space, decoder, conditioning"
             )
             raise ConfigError(f"{path}: {expected(keys, sorted(unknown))}")
         strategy = data.get("strategy")
@@ -296,7 +311,26 @@ class Deployment:
             sample_space=space,
             declared_space="sample_space" in data,
             decoder=_decoder_entry(data.get("decoder"), base, path),
+            conditioning=_conditioning(data.get("conditioning"), path),
         )
+
+
+def conditioning_table(conditioning: Conditioning) -> list[str]:
+    """The [conditioning] table's lines (and [conditioning.text]'s, for a text deployment)."""
+    lines = ["", "[conditioning]", f"kind = {json.dumps(conditioning.kind)}"]
+    if conditioning.text is not None:
+        lines += ["", "[conditioning.text]"]
+        lines += [f"{k} = {json.dumps(v)}" for k, v in conditioning.text.to_dict().items()]
+    return lines
+
+
+def _conditioning(table: object, path: Path) -> Conditioning | None:
+    if table is None:
+        return None
+    try:
+        return Conditioning.from_dict(table, "[conditioning]")
+    except SchemaError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def _decoder_entry(table: object, base: Path, path: Path) -> DecoderEntry | None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .autoencoder_card import DecoderInfo
+from .conditioning import Conditioning
 from .errors import SchemaError, expected
 from .flow import NULL_CLASS
 from .messages import (
@@ -192,6 +193,10 @@ class DeploymentDescriptor:
     # space named by class_names, filled in here, so it is never None once built.
     sample_space: SampleSpace | None = None
     decoder: DecoderInfo | None = None  # a latent deployment's decoder; None: the samples are pixels
+    # What a job conditions on (schema/conditioning.py). None: the sample space's default (class labels,
+    # or none in an unconditional space), filled in here; written only when it is text, so a reader
+    # from before the field reads every class deployment's descriptor as before.
+    conditioning: Conditioning | None = None
 
     def __post_init__(self) -> None:
         if self.sample_space is None:
@@ -205,6 +210,9 @@ class DeploymentDescriptor:
             object.__setattr__(self, "sample_space", space)
         if not isinstance(self.sample_space, SampleSpace):
             raise SchemaError(expected("descriptor sample_space a SampleSpace", self.sample_space))
+        if self.conditioning is None:
+            object.__setattr__(self, "conditioning", Conditioning.of(self.sample_space))
+        self.conditioning.check_space(self.sample_space)
         if self.protocol_version != PROTOCOL_VERSION:
             raise SchemaError(
                 expected(f"descriptor protocol_version {PROTOCOL_VERSION}", self.protocol_version)
@@ -275,6 +283,7 @@ class DeploymentDescriptor:
         does not route, a label no expert was trained on, or an unconditional image (the null label)
         under 'oracle', the strategy a job left unset included. Unset defaults are otherwise servable."""
         where = f"deployment {self.name!r} (served by {self.router_id})"
+        self._check_conditioning(spec, where)
         if spec.strategy is not None and str(Strategy.parse(spec.strategy)) not in self.strategies:
             raise SchemaError(f"{where}: " + expected(f"strategy in {list(self.strategies)}", spec.strategy))
         try:
@@ -287,6 +296,19 @@ class DeploymentDescriptor:
                 f"{where}: " + expected(f"labels some expert was trained on {list(self.labels)}", unknown)
             )
         self._check_oracle(spec, where)
+
+    def _check_conditioning(self, spec: JobSpec, where: str) -> None:
+        """A prompt only where the deployment reads prompts; labels only where it has classes."""
+        if spec.prompt is not None and self.conditioning.kind != "text":
+            raise SchemaError(
+                f"{where} is conditioned on {self.conditioning.describe()}, not prompts: "
+                + expected("no prompt (name classes with labels instead)", spec.prompt[:60])
+            )
+        if self.conditioning.kind == "text" and set(spec.labels) - {self.null_class}:
+            raise SchemaError(
+                f"{where} is conditioned on {self.conditioning.describe()}, not class labels: "
+                + expected("a prompt, and no labels", sorted(set(spec.labels)))
+            )
 
     def _check_oracle(self, spec: JobSpec, where: str) -> None:
         strategy = self.resolve(spec).strategy
@@ -356,6 +378,10 @@ class DeploymentDescriptor:
             del d["decoder"]  # what a router before decoders wrote
         else:
             d["decoder"] = self.decoder.to_dict()
+        if self.conditioning == Conditioning.of(self.sample_space):
+            del d["conditioning"]  # the default: what a router before the record wrote
+        else:
+            d["conditioning"] = self.conditioning.to_dict()
         return d
 
     def encode(self) -> bytes:
@@ -368,7 +394,8 @@ class DeploymentDescriptor:
             d = json.loads(data)
         except (TypeError, ValueError, RecursionError) as exc:
             raise SchemaError(expected("a deployment descriptor as JSON", data)) from exc
-        d = _exact_keys("deployment descriptor", d, cls, optional=("sampling", "sample_space", "decoder"))
+        optional = ("sampling", "sample_space", "decoder", "conditioning")
+        d = _exact_keys("deployment descriptor", d, cls, optional=optional)
         for key in ("strategies", "class_names", "experts"):
             if not isinstance(d[key], list):
                 raise SchemaError(expected(f"descriptor {key} as a list", d[key]))
@@ -379,6 +406,8 @@ class DeploymentDescriptor:
             d["sample_space"] = SampleSpace.from_dict(d["sample_space"], "descriptor sample_space")
         if "decoder" in d:
             d["decoder"] = DecoderInfo.from_dict(d["decoder"], "descriptor decoder")
+        if "conditioning" in d:
+            d["conditioning"] = Conditioning.from_dict(d["conditioning"], "descriptor conditioning")
         d["strategies"], d["class_names"] = tuple(d["strategies"]), tuple(d["class_names"])
         return cls(**d)
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .conditioning import check_prompt
 from .errors import SchemaError, expected
 from .flow import NULL_CLASS
 from .message_base import (
@@ -110,13 +111,15 @@ class JobSpec(_Message):
     step as degraded; oracle and top1 wait) or 'wait' (every strategy waits; the router bounds the wait
     by its grace period, then fails the job naming the expert).
     solver and grid (schema/solver.py) may be None too: the deployment's defaults (Euler on the uniform
-    grid unless it says otherwise). Left unset they are not encoded, so a spec from before them keeps
-    its bytes and its digest.
+    grid unless it says otherwise). prompt and negative_prompt: a text deployment's (schema/
+    conditioning.py; at most MAX_PROMPT_CHARS characters, no control characters but line breaks and
+    tabs). Left unset, these five are not encoded, so a spec from before them keeps its bytes and its
+    digest.
     """
 
     TYPE: ClassVar[str] = "job_spec"
     _TUPLES: ClassVar[tuple[str, ...]] = ("labels",)
-    _OPTIONAL: ClassVar[tuple[str, ...]] = ("on_expert_loss", "solver", "grid")
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("on_expert_loss", "solver", "grid", "prompt", "negative_prompt")
 
     job_id: str
     labels: tuple[int, ...]
@@ -127,6 +130,10 @@ class JobSpec(_Message):
     on_expert_loss: str | None = None
     solver: str | None = None  # schema/solver.py; None: the deployment's default
     grid: str | None = None  # canonical spelling ('shift:3', not 'shift:3.0'); None: the default
+    # a text deployment's (schema/conditioning.py): the prompt of every image, and what guidance steers
+    # away from (None: the empty prompt). A class deployment refuses both (DeploymentDescriptor.check).
+    prompt: str | None = None
+    negative_prompt: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -171,6 +178,11 @@ class JobSpec(_Message):
             Solver.parse(self.solver)
         if self.grid is not None:
             object.__setattr__(self, "grid", str(Grid.parse(self.grid)))
+        for name in ("prompt", "negative_prompt"):
+            if getattr(self, name) is not None:
+                check_prompt(name, getattr(self, name))
+        if self.negative_prompt is not None and self.prompt is None:
+            raise SchemaError(expected("a prompt with the negative prompt", "a negative prompt alone"))
 
     @classmethod
     def new(cls, labels, **options: Any) -> JobSpec:

@@ -78,6 +78,17 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help="classifier-free guidance scale (1 = none; default: the serving deployment's)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial noise")
+    parser.add_argument(
+        "--prompt",
+        default=None,
+        help="a text deployment's prompt for every image (at most 2000 characters; cut to its encoder's "
+        "token limit); a class deployment refuses it: name classes with --labels there",
+    )
+    parser.add_argument(
+        "--negative-prompt",
+        default=None,
+        help="with --prompt: what guidance steers away from (default: the empty prompt)",
+    )
 
 
 def job_labels(args: argparse.Namespace, space: SampleSpace = LEGACY) -> tuple[list[int], int]:
