@@ -3,7 +3,7 @@
 Binds 127.0.0.1 by default: the UI has no login, and anyone who reaches it can submit jobs (rate
 limited per address). `--host 0.0.0.0` exposes it on every interface. This uses Werkzeug's server,
 which is fine for one person; for a shared deployment use the production command (see
-webui/gunicorn_conf.py and README "Web UI"):
+webui/gunicorn_conf.py and docs/WEBUI.md):
 
     gunicorn -c python:ddm.webui.gunicorn_conf 'ddm.webui.app:create_app()'
 """

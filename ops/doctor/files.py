@@ -9,7 +9,7 @@ from ddm.ops.doctor.checks import FAIL, OK, SKIP, Check
 from ddm.schema.errors import ConfigError
 
 DEPLOYMENT_FIX = (
-    "pass --deployment PATH or set DDM_DEPLOYMENT to a valid deployment TOML (README: 'Train your own'), "
+    "pass --deployment PATH or set DDM_DEPLOYMENT to a valid deployment TOML (docs/TRAINING.md), "
     "or run from the repository root for the shipped one"
 )
 CHECKPOINT_FIX = (

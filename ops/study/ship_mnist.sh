@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the shipped demo, checkpoints/mnist/, from a finished run folder (default runs/mnist) made with
-# the commands in README.md ("Train your own"). Copies inference weights only (no train state),
+# the commands in docs/TRAINING.md. Copies inference weights only (no train state),
 # trains the learned router and the evaluation classifier if missing, evaluates the deployment and
 # writes a model card per checkpoint. Every number in the cards comes from these commands.
 #

@@ -6,7 +6,7 @@ The cluster panel shows the sample space and each expert's card (architecture, f
 the router published it; a job submitted from the form (top-2) streams every step's frame; its result
 equals the local sampler's for the same spec within 1e-4 (the pipeline == local check on this shipped
 deployment); its tiles are drawn in RGB, and a pixel of each tile is the colour of the stored result
-there (mapped by the one pixel rule, webui/pixels.py). Saves the screenshot README shows:
+there (mapped by the one pixel rule, webui/pixels.py). Saves the screenshot docs/WEBUI.md shows:
 
     DDM_SCREENSHOT_DIR=docs/img python -m pytest tests/webui/test_browser_emoji.py
 """

@@ -5,7 +5,7 @@ Redis, driven by headless Chromium through Playwright.
 Every step's frame streams as the decoder's linear latent -> RGB preview at the pixels' size (a tile
 pixel is the preview of the stored frame there); when the job is done the decoded image replaces the
 previews (a tile pixel is the stored result's); the pipeline's result (latents and pixels) equals
-`ddm sample`'s in-process decoding within 1e-4. Saves the screenshot README shows:
+`ddm sample`'s in-process decoding within 1e-4. Saves the screenshot docs/SERVING.md shows:
 
     DDM_SCREENSHOT_DIR=docs/img python -m pytest tests/webui/test_browser_latent.py
 """

@@ -6,7 +6,7 @@ the page watches. Checks: the frames stream, the tiles are sized by the space an
 canvas pixel equals the frame's colour; the result PNG is RGB), the class names label the form and the
 tiles, the cluster panel shows the sample space and each expert's card; and a job whose frames are
 3x16x24 gets tiles of that shape. The real emoji deployment in a browser is
-tests/webui/test_browser_emoji.py (README's screenshot).
+tests/webui/test_browser_emoji.py (docs/WEBUI.md's screenshot).
 """
 
 from __future__ import annotations
