@@ -8,6 +8,7 @@ pool), cluster.py (heartbeats + queue depths), jobs.py (form validation, rate li
 payloads.py (what the browser receives), access.py (DDM_UI_TOKEN: the one check, and wrong tokens per
 address), connection_cap.py (Socket.IO connections per address), idle.py (dropping idle ones),
 eio_hooks.py (our code on Engine.IO's session events), server_model.py (threading or gevent),
-gunicorn_conf.py (the production server), templates/ and static/ (plain JS and CSS, no build step).
+gunicorn_conf.py (the production server), templates/ and static/ (CSS and native ES modules: app.js and
+weights.js import static/js/, one job a module; no build step).
 Imports nothing from the workers' model code; the router never imports this package.
 """

@@ -180,3 +180,17 @@ def test_every_package_folder_is_installed():
         for init in (REPO / folder).rglob("__init__.py"):
             parts = init.parent.relative_to(REPO / folder).parts
             assert ".".join((package, *parts)) in listed, f"{init.parent} is not in pyproject's packages"
+
+
+def test_every_file_of_the_web_page_is_package_data():
+    """The page's templates, scripts (its ES modules in static/js/ too) and styles match a package-data
+    pattern of ddm.webui, or an installed `ddm ui` serves a page whose imports 404."""
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["ddm.webui"]
+    webui = REPO / "webui"
+    for folder in ("templates", "static"):
+        for path in (webui / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                relative = path.relative_to(webui)
+                depth = len(relative.parts)
+                shipped = any(relative.match(p) and depth == len(Path(p).parts) for p in patterns)
+                assert shipped, f"webui/{relative} matches no package-data pattern of ddm.webui"

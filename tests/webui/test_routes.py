@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import posixpath
 import re
 
 import pytest
@@ -27,6 +28,28 @@ def test_the_page_is_self_contained_and_escaped(make_app, tmp_path):
         assert app.test_client().get(path).status_code == 200, path
     js = app.test_client().get("/static/app.js").get_data(as_text=True)
     assert ".innerHTML" not in js and ".outerHTML" not in js and "insertAdjacentHTML" not in js  # text only
+
+
+def test_every_module_the_page_imports_is_served_as_javascript_and_text_only(make_app):
+    """The page is native ES modules (no build step): each <script type="module"> and every module it
+    imports, followed from the page, is served from /static/ with a JavaScript type and puts text only."""
+    http = make_app().test_client()
+    html = http.get("/").get_data(as_text=True)
+    todo = re.findall(r'<script type="module" src="(/static/[^"]+)"', html)
+    assert todo == ["/static/app.js", "/static/weights.js"]
+    seen = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        resp = http.get(path)
+        assert resp.status_code == 200 and "javascript" in resp.mimetype, (path, resp.status, resp.mimetype)
+        js = resp.get_data(as_text=True)
+        assert ".innerHTML" not in js and ".outerHTML" not in js and "insertAdjacentHTML" not in js, path
+        for spec in re.findall(r'^import (?:[^"]* from )?"(\.{1,2}/[^"]+)";', js, re.M):
+            todo.append(posixpath.normpath(posixpath.join(posixpath.dirname(path), spec)))
+    assert len(seen) > 10 and "/static/js/job.js" in seen, sorted(seen)
 
 
 def test_config_cluster_and_health(make_app, fake):

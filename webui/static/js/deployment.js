@@ -1,0 +1,60 @@
+// ddm web UI: the serving router's descriptor (strategies, defaults, class names, experts, sample
+// space): on load from /api/config, then with every cluster push, so a router that starts (or changes)
+// later shows up.
+
+import { $, announce, hideAlert, showAlert } from "./dom.js";
+import { state } from "./state.js";
+import { renderLegend } from "./facts.js";
+import { updatePill } from "./connection.js";
+import { formForDeployment, updateSummary } from "./form.js";
+import { tilesForDeployment } from "./tiles.js";
+
+let deploymentKey = null;
+
+export function applyDeployment(dep, error) {
+  const banner = $("dep-error");
+  if (!dep) {
+    showAlert(banner, "no_deployment", error || "no router has published its deployment");
+    $("dep-name").textContent = "no router serving";
+    return;
+  }
+  hideAlert(banner);
+  const key = JSON.stringify([
+    dep.name, dep.strategies, dep.default_strategy, dep.default_guidance, dep.class_names, dep.experts, dep.sampling,
+    dep.sample_space,
+  ]);
+  if (key === deploymentKey) return;
+  deploymentKey = key;
+  state.deployment = dep;
+  $("dep-name").textContent = dep.name;
+  // what one sample is (the server's words: SampleSpace.describe), above the experts' cards
+  $("sample-space").hidden = !dep.sample_text;
+  $("sample-space").textContent = dep.latent_text
+    ? "samples " + dep.latent_text + "; each step shows a linear preview of the latent"
+    : dep.sample_text
+      ? "samples " + dep.sample_text
+      : "";
+  state.classNames = dep.class_names.slice();
+  if (dep.null_label !== undefined) state.nullLabel = dep.null_label;
+  if (dep.null_name) state.nullName = dep.null_name;
+  formForDeployment(dep);
+  state.experts = {};
+  for (const e of dep.experts || []) state.experts[e.id] = e;
+  tilesForDeployment();
+  renderLegend();
+  updateSummary();
+  announce("ddm:deployment", { dep: dep });
+}
+
+export function loadConfig() {
+  fetch("/api/config")
+    .then((r) => r.json())
+    .then((cfg) => {
+      applyDeployment(cfg.deployment, cfg.deployment_error);
+      if (!cfg.deployment) {
+        state.noRouter = cfg.deployment_error || "no router has published its deployment";
+        updatePill();
+      }
+    })
+    .catch(() => {});
+}
