@@ -16,6 +16,7 @@ import pytest
 
 from ddm.schema.messages import Frame, JobSpec
 from ddm.schema.resolved import ResolvedJob
+from ddm.schema.sample_space import LEGACY
 from ddm.webui.cards import card_text
 from ddm.webui.pixels import to_pixels
 from tests.support.browser import chromium_page, keep_screenshot
@@ -106,3 +107,41 @@ def test_an_rgb_sample_space_streams_in_colour_with_the_experts_cards(ui_server,
             assert sizes[0][2] == [0, 0, 0] and sizes[1][2] == [0, 255, 0], sizes
     finally:
         keep_screenshot(shot)
+
+
+FASHION = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat")
+FASHION += ("Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+
+
+@pytest.mark.browser
+def test_history_keeps_its_names_after_the_deployment_changes(ui_server, fake, fake_deployment):
+    fake.publish(fake_deployment)
+    fake.all_workers()
+    old = JobSpec.new([3, 8], steps=2, strategy="oracle", guidance=1.0)  # an MNIST job of 3 and 8
+    fake.store.start(old.job_id, "w-router", 0, ResolvedJob.of(old, LEGACY), old, deployment="mnist")
+    unrecorded = JobSpec.new([3, 8], steps=2, strategy="oracle", guidance=1.0)
+    fake.store.start(unrecorded.job_id, "w-router", 0, ResolvedJob.of(unrecorded, LEGACY), unrecorded)
+    for spec in (old, unrecorded):
+        for step in (1, 2):
+            fake.frame(spec, step)
+        fake.finish(spec)
+    fake.r.hdel(fake.names.job(unrecorded.job_id), "space", "image_space", "deployment")  # an older router's
+    # the prefix now serves Fashion-MNIST, where 3 is "Dress" and 8 is "Bag"
+    fake.publish(fake_deployment, name="fashion", class_names=FASHION, sample_space=None)
+    url = ui_server()
+    with chromium_page(viewport={"width": 1440, "height": 1000}) as page:
+        page.goto(url)
+        page.wait_for_selector(f"#recent-body tr[data-job-id='{unrecorded.job_id}']", timeout=15_000)
+        assert page.locator("#classes .chip span").all_text_contents() == list(FASHION)  # the serving names
+        labels = page.locator(f"#recent-body tr[data-job-id='{old.job_id}'] td:nth-child(4)")
+        assert labels.text_content() == "3 8"  # was "Dress, Bag"
+        before = page.locator(f"#recent-body tr[data-job-id='{unrecorded.job_id}'] td:nth-child(4)")
+        assert before.text_content() == "Dress, Bag"  # no record: the serving deployment's names
+
+        # the job view: its caption, its tiles and the weights chart name the job's own classes
+        page.goto(f"{url}/?view=1#job={old.job_id}")
+        page.wait_for_selector("#stage[data-done='1']", timeout=15_000)
+        page.locator("#job-sub", has_text="2 images of 3 8").wait_for(timeout=10_000)
+        assert page.locator(".tile-cap").all_text_contents() == ["3", "8"]
+        assert page.text_content("#weights-image") == "image 1 · 3"
+        assert page.locator(".wmini-label").all_text_contents() == ["3", "8"]

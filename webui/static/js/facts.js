@@ -15,14 +15,32 @@ export function className(y) {
   return state.classNames[y] !== undefined ? state.classNames[y] : String(y);
 }
 
-export function labelsText(labels) {
+// Image i of a job by its own deployment's names: the job payload's label_names (parallel to its labels;
+// null for a job from before the record), else the serving deployment's class names.
+export function labelName(job, i) {
+  const names = job.labelNames;
+  if (names && names[i] !== undefined && names[i] !== null) return names[i];
+  return className(job.labels[i]);
+}
+
+// A job's labels in a few words: "3 7" (digits), "Dress, Bag", "all 10", "3, unconditional". names: the
+// job's label_names (its own deployment's; null: the serving deployment's class names).
+export function labelsText(labels, names) {
   const { classNames, nullLabel, nullName } = state;
+  const named = new Map();
+  (labels || []).forEach((y, i) => names && names[i] !== undefined && names[i] !== null && named.set(y, names[i]));
+  const nameOf = (y) => (named.has(y) ? named.get(y) : className(y));
+  // the job's own null label is the one it names "unconditional" (its deployment's class count)
+  const isNull = (y) => (named.has(y) ? named.get(y) === nullName : y === nullLabel);
   const uniq = Array.from(new Set(labels || [])).sort((a, b) => a - b);
-  const classes = uniq.filter((y) => y !== nullLabel);
-  const digits = classNames.every((c, i) => c === String(i));
-  const parts = classes.length === classNames.length ? ["all " + classes.length] : classes.map(className);
+  const classes = uniq.filter((y) => !isNull(y));
+  // "all N" only where the names are the serving deployment's (another deployment's N is not known)
+  const own = classes.every((y) => nameOf(y) === className(y));
+  const all = own && classes.length === classNames.length;
+  const digits = classes.every((y) => nameOf(y) === String(y));
+  const parts = all ? ["all " + classes.length] : classes.map(nameOf);
   if (classes.length < uniq.length) parts.push(nullName);
-  return parts.join(digits && classes.length < classNames.length ? " " : ", ");
+  return parts.join(digits && !all ? " " : ", ");
 }
 
 export function strategyHint(s) {

@@ -6,7 +6,7 @@ import { state } from "./state.js";
 import { evaluationsText, labelsText, sampleShape } from "./facts.js";
 import { authHeaders, currentToken, tokenField } from "./auth.js";
 import { socket } from "./connection.js";
-import { buildTiles, drawFrame } from "./tiles.js";
+import { buildTiles, drawFrame, relabelTiles } from "./tiles.js";
 import { buildStrip } from "./strip.js";
 import { stopPlaying } from "./playback.js";
 
@@ -15,6 +15,7 @@ export function newJob(id, spec) {
     id: id,
     steps: spec ? spec.steps : 0,
     labels: spec ? spec.labels : [],
+    labelNames: null, // the names of its labels as its own deployment named them (the job payload's)
     n: spec ? spec.labels.length : 0,
     cols: 1,
     status: "queued",
@@ -117,15 +118,17 @@ export function setupJob(info) {
     job.labels = info.labels;
     job.n = info.labels.length;
   }
+  if (info.label_names && info.label_names.length === job.labels.length) job.labelNames = info.label_names;
   if (!job.n && info.n) job.n = info.n;
   const distinct = new Set(job.labels).size || 1;
   job.cols = Math.max(1, Math.min(job.n || 1, distinct)); // 11 at most: the classes and unconditional
   if (job.canvases.length !== job.n && job.n) buildTiles();
+  else relabelTiles();
   buildStrip();
   const title = "Job " + job.id.slice(0, 8);
   $("job-title").textContent = title;
   const bits = [];
-  if (job.n) bits.push(job.n + " image" + (job.n === 1 ? "" : "s") + " of " + labelsText(job.labels));
+  if (job.n) bits.push(job.n + " image" + (job.n === 1 ? "" : "s") + " of " + labelsText(job.labels, job.labelNames));
   if (info.strategy) bits.push(info.strategy);
   // the solver, grid and evaluations the router resolved (before it starts: what the job asked for)
   if (info.solver || info.grid) {

@@ -68,7 +68,7 @@ function recentRow(j) {
     thumb,
     idCell,
     st,
-    el("td", null, labelsText(j.labels)),
+    el("td", null, labelsText(j.labels, j.label_names)),
     el("td", null, j.n ?? ""),
     el("td", null, j.steps ?? ""),
     el("td", "mono", j.strategy ?? ""),

@@ -3,7 +3,7 @@
 
 import { $, el, expertColor } from "./dom.js";
 import { state } from "./state.js";
-import { className, expertLabel } from "./facts.js";
+import { expertLabel, labelName } from "./facts.js";
 
 export function buildStrip() {
   const job = state.job;
@@ -82,7 +82,7 @@ function tooltipFor(job, step) {
   const groups = new Map();
   f.weights.forEach((w, i) => {
     const key = w.map((x, k) => (x > 0 ? "e" + k + " " + x.toFixed(2) : null)).filter(Boolean).join(", ");
-    const label = job.labels.length ? className(job.labels[i]) : "#" + (i + 1);
+    const label = job.labels.length ? labelName(job, i) : "#" + (i + 1);
     if (!groups.has(key)) groups.set(key, []);
     if (!groups.get(key).includes(label)) groups.get(key).push(label);
   });

@@ -3,7 +3,7 @@
 
 import { $, announce, el, expertColor } from "./dom.js";
 import { state } from "./state.js";
-import { MAX_TILE_PX, className, expertLabel, sampleShape } from "./facts.js";
+import { MAX_TILE_PX, expertLabel, labelName, sampleShape } from "./facts.js";
 
 export function tileLayout() {
   // the largest whole-pixel upscale that fits the stage: its width, and a height that grows with the
@@ -62,7 +62,7 @@ export function buildTiles() {
     ctx.fillStyle = "#0b0e13";
     ctx.fillRect(0, 0, canvas.width, canvas.height);
     const bar = el("div", "tile-bar");
-    const cap = el("figcaption", "tile-cap", job.labels.length ? className(job.labels[i]) : "#" + (i + 1));
+    const cap = el("figcaption", "tile-cap", tileCaption(job, i));
     tile.append(canvas, bar, cap);
     tiles.append(tile);
     job.canvases.push(canvas);
@@ -74,6 +74,18 @@ export function buildTiles() {
   job.shown = 0;
 }
 
+function tileCaption(job, i) {
+  return job.labels.length ? labelName(job, i) : "#" + (i + 1);
+}
+
+// the captions again (the job's label names arrived, or the serving deployment's names changed)
+export function relabelTiles() {
+  const job = state.job;
+  if (!job) return;
+  const caps = $("tiles").querySelectorAll(".tile-cap");
+  caps.forEach((cap, i) => (cap.textContent = tileCaption(job, i)));
+}
+
 // a job watched before the deployment was known (a #job= link) has tiles of the legacy size: until
 // its first frame says what it is, size them by this deployment's samples
 export function tilesForDeployment() {
@@ -82,6 +94,7 @@ export function tilesForDeployment() {
     job.shape = sampleShape();
     if (job.n) buildTiles();
   }
+  relabelTiles();
 }
 
 export function drawFrame(step) {

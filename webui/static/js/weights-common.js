@@ -3,7 +3,7 @@
 // the experts that served an image).
 
 import { state } from "./state.js";
-import { className } from "./facts.js";
+import { labelName } from "./facts.js";
 
 export const SVG = "http://www.w3.org/2000/svg";
 // the main chart's drawing box (viewBox units)
@@ -63,7 +63,7 @@ export function servedBy(f, i) {
 }
 
 export function imageName(job, i) {
-  const label = job.labels && job.labels.length ? className(job.labels[i]) : null;
+  const label = job.labels && job.labels.length ? labelName(job, i) : null;
   return "image " + (i + 1) + (label !== null ? " · " + label : "");
 }
 

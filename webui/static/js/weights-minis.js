@@ -2,7 +2,7 @@
 // job (at most MINI.cols columns over t); a click on one follows that image.
 
 import { $, el, expertColor } from "./dom.js";
-import { className } from "./facts.js";
+import { labelName } from "./facts.js";
 import { imageName, numExperts, pct, svg, tAfter, tRead, topExpert, view } from "./weights-common.js";
 
 const MINI = { w: 120, h: 34, cols: 60 }; // a small multiple: at most 60 columns, steps averaged
@@ -77,7 +77,7 @@ export function drawMinis(job, select) {
     b.setAttribute("aria-label", "follow " + summary);
     const caps = b.querySelectorAll(".wmini-cap");
     caps[0].textContent = "image " + (i + 1);
-    caps[1].textContent = job.labels && job.labels.length ? className(job.labels[i]) : "";
+    caps[1].textContent = job.labels && job.labels.length ? labelName(job, i) : "";
     const s = b.querySelector("svg");
     s.replaceChildren();
     miniPaths(job, i, K).forEach((d, k) => d && s.append(svg("path", { d: d, fill: expertColor(k) })));
