@@ -11,6 +11,8 @@ tests/webui/test_browser_emoji.py (docs/WEBUI.md's screenshot).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -31,7 +33,9 @@ def test_an_rgb_sample_space_streams_in_colour_with_the_experts_cards(ui_server,
         beat(fake, f"w-e{k}", "expert", framework, k)
     beat(fake, "w-router", "router")
     spec = JobSpec.new(list(range(len(GROUPS))), steps=STEPS, strategy="topk:2", guidance=1.5)
-    fake.store.start(spec.job_id, "w-router", 0, ResolvedJob.of(spec))
+    fake.store.start(
+        spec.job_id, "w-router", 0, ResolvedJob.of(spec, descriptor.sample_space)
+    )  # as its router
     url = ui_server()
     shot = tmp_path / "webui-emoji-fake.png"
     try:
@@ -87,7 +91,8 @@ def test_an_rgb_sample_space_streams_in_colour_with_the_experts_cards(ui_server,
 
             # any H x W: a job whose frames are 3x16x24 gets tiles of that shape, whole-pixel upscaled
             small = JobSpec.new([0, 8], steps=1, strategy="topk:2", guidance=1.5)
-            fake.store.start(small.job_id, "w-router", 0, ResolvedJob.of(small))
+            small_space = dataclasses.replace(descriptor.sample_space, shape=(3, 16, 24))
+            fake.store.start(small.job_id, "w-router", 0, ResolvedJob.of(small, small_space))
             x = np.full((2, 3, 16, 24), -1.0, np.float32)
             x[1, 1, 3, 5] = 1.0  # one green pixel in image 1, row 3, column 5
             weights = np.array([[1, 0, 0, 0], [0, 0, 0, 1]], np.float32)
