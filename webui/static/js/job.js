@@ -26,6 +26,7 @@ export function newJob(id, spec) {
     follow: true, // the tiles follow the newest step (false while the user scrubs)
     canvases: [],
     bars: [],
+    layout: null, // {cols, scale} the tiles were built with (js/tiles.js)
     shape: sampleShape(), // [C, H, W] of one latent: the deployment's, then the frames'
   };
 }

@@ -9,26 +9,40 @@ export function tileLayout() {
   // the largest whole-pixel upscale that fits the stage: its width, and a height that grows with the
   // window (a few tiles in a tall window are large, many are smaller). Images come row by row, one
   // column per label, so several images per label take a multiple of the labels as columns (column c:
-  // label c mod labels); one label alone (or unconditional) may take any column count
+  // label c mod labels); one label alone (or unconditional) may take any column count. Only a row that
+  // fits the stage's width is a candidate (tiles wrap into rows, never past the box: issue 40); where no
+  // multiple of the labels fits, any column count may; where not even one tile fits at 1x, one column
+  // (the CSS shrinks it to the box).
   const job = state.job;
   const W = $("tiles").clientWidth || 600;
+  const distinct = new Set(job.labels).size;
+  const perLabel = distinct > 1 && job.labels.length > distinct;
+  const last = Math.max(job.cols, job.n);
+  return (
+    bestLayout(W, perLabel ? job.cols : 1, perLabel ? job.cols : 1, last) ||
+    (perLabel && bestLayout(W, 1, 1, last)) || { cols: 1, scale: 1, empty: job.n - 1 }
+  );
+}
+
+// the best of cols = first, first + step, ... up to last that fits width W at a whole scale (null: none)
+function bestLayout(W, first, step, last) {
+  const job = state.job;
   const H = Math.max(360, Math.min(1000, Math.round(window.innerHeight * 0.75)));
   const ih = job.shape[1];
   const iw = job.shape[2];
   const maxScale = Math.max(1, Math.floor(MAX_TILE_PX / Math.max(ih, iw)));
   const caption = 24;
-  const distinct = new Set(job.labels).size;
-  const perLabel = distinct > 1 && job.labels.length > distinct;
-  const step = perLabel ? job.cols : 1;
-  let best = { cols: job.cols, scale: 0, empty: Infinity };
-  for (let cols = perLabel ? job.cols : 1; cols <= Math.max(job.cols, job.n); cols += step) {
+  let best = null;
+  for (let cols = first; cols <= last; cols += step) {
     const rows = Math.ceil(job.n / cols);
     const gap = tileGap(cols);
     const byW = Math.floor((W - gap * (cols - 1)) / cols / iw);
+    if (byW < 1) continue; // this row is wider than the stage
     const byH = Math.floor((H - rows * (gap + caption)) / rows / ih);
     const scale = Math.max(1, Math.min(maxScale, byW, byH));
     const empty = rows * cols - job.n; // prefer full rows (10 images: 5 x 2, not 6 + 4)
     const better =
+      !best ||
       scale > best.scale ||
       (scale === best.scale && (empty < best.empty || (empty === best.empty && cols > best.cols)));
     if (better) best = { cols, scale, empty };
@@ -47,10 +61,12 @@ export function buildTiles() {
   job.canvases = [];
   job.bars = [];
   const layout = tileLayout();
+  job.layout = layout;
   const scale = layout.scale;
   const ih = job.shape[1];
   const iw = job.shape[2];
-  tiles.style.gridTemplateColumns = "repeat(" + layout.cols + ", " + iw * scale + "px)";
+  // at most the tile's pixels wide, and never wider than the box allows (app.css shrinks the canvas)
+  tiles.style.gridTemplateColumns = "repeat(" + layout.cols + ", minmax(0, " + iw * scale + "px))";
   tiles.dataset.shape = job.shape.join("x"); // what the tiles are sized for (tests read it)
   tiles.style.gap = tileGap(layout.cols) + "px";
   for (let i = 0; i < job.n; i++) {
@@ -63,6 +79,7 @@ export function buildTiles() {
     ctx.fillRect(0, 0, canvas.width, canvas.height);
     const bar = el("div", "tile-bar");
     const cap = el("figcaption", "tile-cap", tileCaption(job, i));
+    cap.title = cap.textContent; // a long class name under a small tile is cut short (app.css)
     tile.append(canvas, bar, cap);
     tiles.append(tile);
     job.canvases.push(canvas);
@@ -83,7 +100,7 @@ export function relabelTiles() {
   const job = state.job;
   if (!job) return;
   const caps = $("tiles").querySelectorAll(".tile-cap");
-  caps.forEach((cap, i) => (cap.textContent = tileCaption(job, i)));
+  caps.forEach((cap, i) => (cap.title = cap.textContent = tileCaption(job, i)));
 }
 
 // a job watched before the deployment was known (a #job= link) has tiles of the legacy size: until
@@ -155,11 +172,12 @@ export function scheduleDraw() {
   });
 }
 
+// a new width may take another scale or another column count (narrower: fewer columns, more rows)
 window.addEventListener("resize", () => {
   const job = state.job;
   if (!job || !job.n) return;
-  const old = job.canvases.length ? job.canvases[0].width : 0;
-  if (old !== job.shape[2] * tileLayout().scale) {
+  const now = tileLayout();
+  if (!job.layout || !job.canvases.length || job.layout.scale !== now.scale || job.layout.cols !== now.cols) {
     buildTiles();
     if (job.lastStep) drawFrame(job.follow ? job.lastStep : job.shown || job.lastStep);
   }
