@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import functools
 
+from ddm.client.errors import JobNotFoundError
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, unavailable
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.jobs import JobHash
 from ddm.schema.messages import JobStatus
+from ddm.schema.names import check_job_id
 
 PAGE = 200  # job ids read from the index per round trip
+MIN_PREFIX = 4  # the shortest id prefix taken for a job (as git takes abbreviated commits)
+SHOWN_MATCHES = 5  # an ambiguous prefix: this many of its matches named
 
 
 def redis_errors(fn):
@@ -35,7 +39,31 @@ def _job_status(value: JobStatus | str) -> JobStatus:
 
 
 class JobListing:
-    """recent() and find() for a class with `redis` and `names` (Client)."""
+    """recent(), find() and job_id() for a class with `redis` and `names` (Client)."""
+
+    @redis_errors
+    def job_id(self, given: str) -> str:
+        """The job id `given` names: itself when a job has that id, else the one indexed job whose id
+        starts with it (at least MIN_PREFIX characters: the 8 the progress bar and the web UI show will
+        do). JobNotFoundError when none does; SchemaError listing the matches when several do."""
+        check_job_id(given)
+        if self.redis.exists(self.names.job(given)):
+            return given
+        if len(given) < MIN_PREFIX:
+            raise JobNotFoundError(f"no job {given} (an id prefix needs {MIN_PREFIX} characters or more)")
+        matches = sorted(
+            {(i.decode() if isinstance(i, bytes) else i) for i, _ in self.redis.zscan_iter(
+                self.names.jobs_index, match=f"{given}*", count=1000
+            )}
+        )  # fmt: skip
+        if not matches:
+            raise JobNotFoundError(f"no job whose id is or starts with {given} (expired, or never here)")
+        if len(matches) > 1:
+            shown = ", ".join(matches[:SHOWN_MATCHES]) + (" ..." if len(matches) > SHOWN_MATCHES else "")
+            raise SchemaError(
+                expected(f"a prefix of one job's id; {given} starts {len(matches)} of them", shown)
+            )
+        return matches[0]
 
     def _newest(self, start: int, stop: int) -> list[tuple[str, JobHash | None]]:
         """(job id, job hash or None when expired) of index positions start..stop, newest first."""

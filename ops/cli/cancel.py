@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ddm.ops.cli.job_flags import JOB_ID_HELP
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
@@ -11,7 +13,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "cancelled); a queued job that no router has taken is cancelled at once. Its frames are kept "
         "(`ddm status`, the web UI). A job that has already ended is left as it is."
     )
-    parser.add_argument("job", help="job id (as printed by `ddm submit`)")
+    parser.add_argument(
+        "job",
+        help=JOB_ID_HELP,
+    )
     parser.add_argument("--wait", action="store_true", help="wait until the router has stopped the job")
     parser.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (with --wait)")
     parser.add_argument("--json", action="store_true", help="print the job's status as JSON")
@@ -23,9 +28,10 @@ def main(args: argparse.Namespace) -> int:
     from ddm.schema.messages import JobStatus
 
     with Client() as client:
-        st = client.cancel(args.job)
+        job = client.job_id(args.job)  # a unique prefix will do
+        st = client.cancel(job)
         if args.wait and not st.status.terminal:
-            st = client.wait(args.job, timeout=args.timeout)
+            st = client.wait(job, timeout=args.timeout)
     if args.json:
         print_json(st.to_dict())
     elif st.status is JobStatus.CANCELLED:

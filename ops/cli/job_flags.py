@@ -10,6 +10,10 @@ from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import SOLVERS
 
 NULL_WORD = "null"  # how an unconditional image (the null label) is spelled in --labels
+JOB_ID_HELP = (
+    "job id (as printed by `ddm submit`), or a unique prefix of it: 4 characters or more, so the 8 the "
+    "progress bar and the web UI show will do"
+)
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:

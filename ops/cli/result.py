@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ddm.ops.cli.job_flags import JOB_ID_HELP
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
@@ -13,7 +15,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "failed or was cancelled has no images (exit 1, with the reason); so has one still running, "
         "unless --timeout waits for it."
     )
-    parser.add_argument("job", help="job id (as printed by `ddm submit`)")
+    parser.add_argument(
+        "job",
+        help=JOB_ID_HELP,
+    )
     parser.add_argument("--out", type=Path, default=None, help="save a PNG grid of the images")
     parser.add_argument("--npy", type=Path, default=None, help="save the images float32 [n, C, H, W]")
     parser.add_argument(
@@ -38,8 +43,9 @@ def main(args: argparse.Namespace) -> int:
     from ddm.webui.payloads import grid_cols  # the web UI's download has the same layout
 
     with Client() as client:
-        x = client.result(args.job, timeout=args.timeout, latent=args.latent)
-        st = client.status(args.job)
+        job = client.job_id(args.job)  # a unique prefix will do
+        x = client.result(job, timeout=args.timeout, latent=args.latent)
+        st = client.status(job)
         # the space the job recorded; a job from before the record: the live deployment's (or the legacy)
         space = st.picture_space(latent=args.latent) or live_space(client, images=not args.latent)
     saved = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from ddm.ops.cli.job_flags import JOB_ID_HELP
 from ddm.schema.descriptor import labels_summary
 from ddm.schema.jobs import JobHash, degraded_text
 from ddm.schema.messages import JobStatus
@@ -23,7 +24,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "jobs. "
         "Without a JOB, --recent lists the newest jobs."
     )
-    parser.add_argument("job", nargs="?", help="job id (as printed by `ddm submit`)")
+    parser.add_argument(
+        "job",
+        nargs="?",
+        help=JOB_ID_HELP,
+    )
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
     parser.add_argument("--recent", type=int, metavar="N", default=None, help="list the N newest jobs")
 
@@ -144,8 +149,9 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("expected a JOB id or --recent N (see `ddm status --help`)")
     with Client() as client:
         if args.job is not None:
-            st = client.status(args.job)
-            queue = client.queue_position(args.job) if st.status is JobStatus.QUEUED else None
+            job = client.job_id(args.job)  # a unique prefix will do
+            st = client.status(job)
+            queue = client.queue_position(job) if st.status is JobStatus.QUEUED else None
             if args.json:
                 print_json(st.to_dict() | {"queue": queue.to_dict() if queue is not None else None})
             else:
