@@ -21,9 +21,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     who = parser.add_mutually_exclusive_group()
     who.add_argument(
         "--label",
-        type=int,
-        help="one label, repeated --n times (with no label flag at all: label 3, so a bare command asks "
-        "for 8 images of label 3)",
+        help="one label (0..K-1 or a class name), repeated --n times (with no label flag at all: label 3, "
+        "so a bare command asks for 8 images of label 3)",
     )
     who.add_argument(
         "--labels",
@@ -100,13 +99,7 @@ def job_labels(args: argparse.Namespace, space: SampleSpace = LEGACY) -> tuple[l
     row by row with one column per label: the label list is repeated --n times (--labels 3,8 --n 2 ->
     [3, 8, 3, 8], 2 columns). A label outside 0..K-1 is refused naming the range and the classes."""
     if args.labels:
-        try:
-            base = [_label(s.strip(), space) for s in args.labels.split(",") if s.strip()]
-        except ValueError:
-            raise ConfigError(
-                f"expected --labels like 0,3,7 or 3,{NULL_WORD} (or class names: {_names(space)}), "
-                f"got {args.labels!r}"
-            ) from None
+        base = [_flag_label("--labels", s.strip(), space) for s in args.labels.split(",") if s.strip()]
     elif args.all_labels:
         base = list(range(space.num_classes)) or [space.null_class]
     elif args.unconditional or not space.conditional:
@@ -114,7 +107,11 @@ def job_labels(args: argparse.Namespace, space: SampleSpace = LEGACY) -> tuple[l
             raise ConfigError(f"expected no --label: the sample space is unconditional ({space.describe()})")
         base = [space.null_class]
     else:
-        base = [(3 if space.num_classes > 3 else 0) if args.label is None else args.label]
+        base = [
+            (3 if space.num_classes > 3 else 0)
+            if args.label is None
+            else _flag_label("--label", args.label, space)
+        ]
     for y in base:
         if not (0 <= y < space.num_classes or y == space.null_class):
             raise ConfigError(
@@ -138,6 +135,16 @@ def job_labels(args: argparse.Namespace, space: SampleSpace = LEGACY) -> tuple[l
 def _names(space: SampleSpace) -> str:
     names = ", ".join(space.class_names[:10]) + (", ..." if space.num_classes > 10 else "")
     return names or "none: unconditional"
+
+
+def _flag_label(flag: str, text: str, space: SampleSpace) -> int:
+    """One label as typed after `flag`; ConfigError naming the item that is neither a label nor a class."""
+    try:
+        return _label(text, space)
+    except ValueError:
+        raise ConfigError(
+            f"expected {flag} items like 0, 3 or {NULL_WORD}, or class names ({_names(space)}), got {text!r}"
+        ) from None
 
 
 def _label(text: str, space: SampleSpace = LEGACY) -> int:

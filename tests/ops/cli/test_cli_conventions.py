@@ -88,7 +88,7 @@ def test_a_service_down_exits_1_and_json_says_so(monkeypatch, capsys):
 def test_sample_needs_no_local_flag_and_still_accepts_it():
     for argv in (["sample", "--label", "3"], ["sample", "--local", "--label", "3"]):
         args = build_parser(argv).parse_args(argv)
-        assert args.label == 3
+        assert args.label == "3"  # a label or a class name: read in the deployment's space (job_labels)
 
 
 def test_eval_counts_images_per_label_like_sample_or_in_total():

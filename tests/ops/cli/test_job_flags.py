@@ -70,3 +70,16 @@ def test_the_help_says_what_a_bare_command_asks_for():
     helps = {a.dest: a.help for a in parser._actions}
     assert "a bare command asks for 8 images of label 3" in helps["label"]
     assert job_labels(parse()) == ([3] * 8, 8)
+
+
+def test_label_takes_a_class_name_and_a_bad_item_is_named():
+    """`--label boot` failed with argparse's int error while --labels took names; and in `--labels
+    flags,smileys` the bad item was not named (issue 40 part 4)."""
+    from ddm.schema.sample_space import SampleSpace
+
+    groups = SampleSpace((3, 32, 32), (-1.0, 1.0), 3, ("Smileys", "Flags", "Animals"))
+    assert job_labels(parse("--label", "flags", "--n", "2"), groups) == ([1, 1], 2)
+    with pytest.raises(ConfigError, match=r"--labels items .* got 'smilies'"):
+        job_labels(parse("--labels", "flags,smilies"), groups)
+    with pytest.raises(ConfigError, match=r"--label items .*\(Smileys, Flags, Animals\), got 'boot'"):
+        job_labels(parse("--label", "boot"), groups)
