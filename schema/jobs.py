@@ -17,6 +17,7 @@ while queued.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import math
@@ -265,7 +266,8 @@ def queued_fields(spec: JobSpec, now: float) -> dict[str, str]:
 def deadline_error(deadline_at: float, now: float) -> str:
     """The error text of a job cancelled for its deadline: when it was and how late it was seen."""
     late = now - deadline_at
-    return f"deadline passed: not done by its deadline_at {stamp(deadline_at)} (seen {late:.1f} s after)"
+    when = datetime.datetime.fromtimestamp(deadline_at, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"deadline passed: not done by its deadline, {when} (seen {late:.1f} s after)"
 
 
 def past_deadline(job: JobHash, now: float) -> bool:
