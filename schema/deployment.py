@@ -70,20 +70,26 @@ DEFAULT_DEPLOYMENT = Path("checkpoints/mnist/deployment.toml")
 def resolve_deployment(path: str | Path | None = None, environ=None) -> Path:
     """The one rule for which deployment file a process serves or samples from: `path` (a
     --deployment flag) if given, else $DDM_DEPLOYMENT if set (containers), else the shipped one.
-    Clients that only submit jobs never call this: the serving router's descriptor is their truth."""
+    Clients that only submit jobs never call this: the serving router's descriptor is their truth.
+    A folder means its deployment.toml (`--deployment checkpoints/emoji`)."""
     if path is not None:
-        return Path(path)
+        return _file_of(Path(path))
     from ddm.schema.settings import Settings
 
     from_env = Settings.from_env(environ).deployment
     if from_env:
-        return Path(from_env)
+        return _file_of(Path(from_env))
     if DEFAULT_DEPLOYMENT.is_file():
         return DEFAULT_DEPLOYMENT
     raise ConfigError(
         f"no --deployment given, DDM_DEPLOYMENT unset and no {DEFAULT_DEPLOYMENT} here; train experts and "
         "write a deployment file (docs/TRAINING.md), or run from the repository root"
     )
+
+
+def _file_of(path: Path) -> Path:
+    """`path`, or a folder's deployment.toml (the shipped deployments are folders)."""
+    return path / "deployment.toml" if path.is_dir() and (path / "deployment.toml").is_file() else path
 
 
 @dataclass(frozen=True)

@@ -41,3 +41,13 @@ def test_worker_flags(monkeypatch):
     argv = ["worker", "router"]
     args = build_parser(argv).parse_args(argv)
     assert args.metrics_port is None and args.deployment is None  # None: from the environment
+
+
+def test_a_folder_means_its_deployment_toml(monkeypatch, tmp_path):
+    """`ddm up --deployment checkpoints/emoji` (a folder) said "not found" (issue 40 part 7)."""
+    (tmp_path / "emoji").mkdir()
+    (tmp_path / "emoji" / "deployment.toml").write_text('name = "x"\n')
+    assert resolve_deployment(tmp_path / "emoji") == tmp_path / "emoji" / "deployment.toml"
+    monkeypatch.setenv("DDM_DEPLOYMENT", str(tmp_path / "emoji"))
+    assert resolve_deployment(None) == tmp_path / "emoji" / "deployment.toml"
+    assert resolve_deployment(tmp_path) == tmp_path, "a folder without one is left to say not found"
