@@ -145,7 +145,8 @@ class Client(JobFollowing, JobListing, QueueReading):
             queues = ", ".join(self.names.expert_queue(k) for k in unserved)
             needs.append(
                 f"expert(s) {unserved} and no worker serves {queues}: start one "
-                "(`ddm worker expert --deployment D --expert K`)"
+                f"(`ddm worker expert --deployment D --expert {unserved[0]}`, D the deployment file of "
+                f"{descriptor.name!r})"
             )
         if decoder_down:
             needs.append(

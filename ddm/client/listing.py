@@ -57,7 +57,7 @@ class JobListing:
             )}
         )  # fmt: skip
         if not matches:
-            raise JobNotFoundError(f"no job whose id is or starts with {given} (expired, or never here)")
+            raise JobNotFoundError(f"no job {given}: no job id is or starts with it (expired, or never here)")
         if len(matches) > 1:
             shown = ", ".join(matches[:SHOWN_MATCHES]) + (" ..." if len(matches) > SHOWN_MATCHES else "")
             raise SchemaError(

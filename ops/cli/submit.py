@@ -65,7 +65,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=None, help="save a PNG grid of the result (implies --wait)"
     )
     parser.add_argument(
-        "--npy", type=Path, default=None, help="save the final latents float32 [n,1,32,32] (implies --wait)"
+        "--npy",
+        type=Path,
+        default=None,
+        help="save the final images float32 [n, C, H, W] of the deployment's sample space (implies --wait)",
     )
     parser.add_argument(
         "--json",

@@ -27,7 +27,7 @@ def test_a_unique_prefix_names_its_job_and_an_ambiguous_one_lists_the_matches(en
     err = capsys.readouterr().err
     assert "abcd starts 2 of them" in err and ids[0] in err and ids[1] in err, err
     assert main(["result", "0123"]) == 1
-    assert "no job whose id is or starts with 0123" in capsys.readouterr().err
+    assert "no job 0123: no job id is or starts with it" in capsys.readouterr().err
     assert main(["status", "ffff0"[:3]]) == 1
     assert "4 characters or more" in capsys.readouterr().err
     redis.Redis.from_url(env.redis_url).close()
