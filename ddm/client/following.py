@@ -10,7 +10,7 @@ from ddm.client.errors import JobTimeoutError
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, unavailable
 from ddm.schema.errors import ServiceUnavailableError
 from ddm.schema.jobs import JobHash, decode_traj_entry
-from ddm.schema.messages import Frame
+from ddm.schema.messages import Frame, JobStatus
 from ddm.schema.names import check_job_id
 
 POLL_S = 0.5  # longest XREAD BLOCK before the job hash is looked at again (failure, expiry)
@@ -129,8 +129,7 @@ class JobFollowing:
         left = _poll_s(
             deadline,
             lambda: (
-                f"job {job_id}: no frame after step {last_step}/{steps} "
-                f"within {timeout} s (status {st.status.value}; is a router worker running?)"
+                f"job {job_id}: no frame after step {last_step}/{steps} within {timeout} s: " + _where(st)
             ),
         )
         return self._xread(stream, last_id, block_s=left)
@@ -168,10 +167,7 @@ class JobFollowing:
                     return st
                 left = _poll_s(
                     deadline,
-                    lambda st=st: (
-                        f"job {job_id} not finished after {timeout} s: status {st.status.value}, "
-                        f"step {st.step}/{st.steps} (is a router worker running? `ddm up`)"
-                    ),
+                    lambda st=st: f"job {job_id} not finished after {timeout} s: " + _where(st),
                 )
                 if st.steps and st.step >= st.steps:  # every frame is in: only the status is to come
                     time.sleep(min(left, ending_poll))
@@ -184,3 +180,10 @@ class JobFollowing:
             outage.clear()
             if entries:
                 last_id = entries[-1][0]
+
+
+def _where(st: JobHash) -> str:
+    """Where a job stands, for a wait that ran out: only a queued one asks whether a router runs."""
+    if st.status is JobStatus.QUEUED:
+        return "still queued, no router has taken it (is a router worker running? `ddm up`)"
+    return f"{st.status.value} at step {st.step}/{st.steps}; it goes on (wait longer: a larger timeout)"

@@ -2,7 +2,7 @@
 
 0  success
 1  a runtime failure: a job failed, was cancelled, was not found or timed out; RabbitMQ or Redis
-   did not answer; a check of `ddm doctor` failed
+   did not answer or refused our login; a check of `ddm doctor` failed
 2  a usage error: flags argparse refuses, or input that does not fit (SchemaError, ConfigError: a
    job the serving deployment refuses, a malformed deployment file, setting or path)
 3  a degraded result: `ddm submit --wait` of a job some of whose steps ran without an expert that had
@@ -20,4 +20,8 @@ DEGRADED = 3
 
 
 def exit_code(exc: DDMError) -> int:
+    from ddm.runtime.amqp import LoginRefusedError  # a ConfigError, but the service's answer, not usage
+
+    if isinstance(exc, LoginRefusedError):
+        return FAILURE
     return USAGE if isinstance(exc, SchemaError | ConfigError) else FAILURE
