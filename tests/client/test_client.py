@@ -382,7 +382,7 @@ def test_result_with_a_wrong_shape_is_refused(client):
 def test_timeouts(client):
     put_job(client, "q", "queued", 4)
     t0 = time.monotonic()
-    with pytest.raises(JobTimeoutError, match="not finished after 0.3 s: status queued"):
+    with pytest.raises(JobTimeoutError, match="not finished after 0.3 s: still queued"):
         client.result("q", timeout=0.3)
     with pytest.raises(JobTimeoutError, match="no frame after step 0/4"):
         list(client.frames("q", timeout=0.3))
