@@ -6,11 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ddm.router.policies import build_policy
+from ddm.router.sampler import sample_local
 from ddm.router.solvers import adams_bashforth_weights, finish, integrate, stage_point
 from ddm.schema.codec import packb, unpackb
 from ddm.schema.errors import SchemaError
 from ddm.schema.flow import euler_step, time_grid
+from ddm.schema.messages import JobSpec
 from ddm.schema.solver import SOLVERS, Grid, Solver, SolverHistory
+from tests.support.descriptors import demo_descriptor
 
 MU = np.array([0.7, -1.2], np.float64)  # data ~ N(MU, S^2) per coordinate
 S = np.array([0.3, 0.05], np.float64)
@@ -192,3 +196,21 @@ def test_grids_stay_strictly_increasing_at_their_parameter_extremes(text):
     for steps in (2, 10, 1000):
         t = Grid.parse(text).times(steps)
         assert t[0] == 0.0 and t[-1] == 1.0 and np.all(np.diff(t) > 0), (text, steps)
+
+
+def test_a_job_parses_its_solver_and_grid_once_not_per_step(monkeypatch):
+    """ResolvedJob carries the parsed solver and grid (issue 41: Solver.parse ran about 5 times per step
+    of the local sampler, the router's code). A 4-step and an 8-step job parse equally often."""
+    calls = []
+    real = Solver.parse.__func__
+    monkeypatch.setattr(Solver, "parse", classmethod(lambda cls, text: calls.append(text) or real(cls, text)))
+    label_counts = np.array([[1] * 5 + [0] * 5, [0] * 5 + [1] * 5], np.int64)  # experts 0-4 and 5-9
+    policy = build_policy("oracle", label_counts)
+    still = lambda x, t, y, g: np.zeros_like(x)  # noqa: E731 - a velocity under which nothing moves
+    counts = []
+    for steps in (4, 8):
+        calls.clear()
+        job = demo_descriptor().resolve(JobSpec.new([1], steps=steps, seed=0, solver="heun"))
+        sample_local({0: still, 1: still}, policy, job)
+        counts.append(len(calls))
+    assert counts[0] == counts[1], f"Solver.parse calls for 4 and 8 steps: {counts}"
