@@ -10,26 +10,36 @@ guidance are left to the serving deployment's defaults, as `ddm submit` leaves t
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ddm.client import Client, JobSpec, png_bytes
+from ddm.schema.errors import DDMError
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--labels", default="3,8", help="comma-separated labels (default: 3,8)")
+    parser.add_argument(
+        "--labels",
+        default="3,8",
+        help="comma-separated labels: numbers, class names, or null (unconditional) (default: 3,8)",
+    )
     parser.add_argument("--n", type=int, default=1, help="images per label (default: 1)")
     parser.add_argument("--steps", type=int, default=50, help="Euler steps (default: 50)")
     parser.add_argument("--out", type=Path, default=Path("job.png"), help="PNG to write (default: job.png)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default: 300)")
     args = parser.parse_args(argv)
-    labels = [int(y) for y in args.labels.split(",")]
 
     with Client() as client:
+        labels = parse_labels(parser, args.labels, client.deployment().sample_space)
         spec = JobSpec.new(labels * args.n, steps=args.steps)  # the list repeated n times: 3,8,3,8
-        job_id = client.submit(spec)
+        try:
+            job_id = client.submit(spec)  # checked against the serving deployment first
+        except DDMError as exc:
+            print(f"refused: {exc}", file=sys.stderr)
+            return 1
         print(f"job {job_id}: {spec.n} images of {args.labels}, {spec.steps} steps", flush=True)
         for frame in client.frames(job_id, timeout=args.timeout):  # stored steps, then live ones
             experts = ",".join(map(str, frame.experts))
@@ -39,6 +49,24 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_bytes(png_bytes(x, cols=len(labels)))
     print(f"job {job_id} {st.status.value}: strategy {st.strategy}, guidance {st.guidance} -> {args.out}")
     return 0
+
+
+def parse_labels(parser, text: str, space) -> list[int]:
+    """'3,null' or 'Dress,Bag' -> labels in the serving deployment's sample space (its class names, its
+    null label for `null`); a bad item ends the script naming it, as `ddm submit` does."""
+    names = [n.lower() for n in space.class_names]
+    labels = []
+    for item in (s.strip() for s in text.split(",") if s.strip()):
+        if item.lower() == "null":
+            labels.append(space.null_class)
+        elif item.isdigit():
+            labels.append(int(item))
+        elif item.lower() in names:
+            labels.append(names.index(item.lower()))
+        else:
+            known = ", ".join(space.class_names)
+            parser.error(f"--labels: expected numbers, class names ({known}) or null, got {item!r}")
+    return labels
 
 
 if __name__ == "__main__":

@@ -45,6 +45,22 @@ def test_the_example_submits_follows_and_saves_a_png(pipe, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_example_reads_null_and_names_a_bad_label(pipe, tmp_path):
+    """`--labels 3,null` tracebacked (issue 40 part 7): null is an unconditional image (which this
+    oracle-routed deployment refuses, saying why), and a bad item is named, as `ddm submit` does."""
+    out = tmp_path / "mixed.png"
+    argv = [sys.executable, str(EXAMPLE), "--steps", "2", "--out", str(out)]
+    done = subprocess.run(
+        [*argv, "--labels", "3,null"], env=pipe.env, cwd=tmp_path, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "unconditional images need a router that reads x_t" in done.stderr
+    bad = subprocess.run(
+        [*argv, "--labels", "3,x"], env=pipe.env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "got 'x'" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_generate_returns_the_images_in_one_call(pipe):
     with pipe.client() as client:
         x = client.generate([2, 7], n=2, steps=3, timeout=120)
