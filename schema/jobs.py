@@ -92,6 +92,7 @@ class JobHash:
     digest: str | None = None  # spec_digest of the spec this id was created with: it names that spec forever
     cancel_requested_at: float | None = None  # when a client asked to cancel (Client.cancel)
     deadline_at: float | None = None  # cancelled once seen unfinished past it (Redis's clock; DEADLINE_FIELD)
+    priority: int | None = None  # the AMQP priority it was submitted with, 0..9 (None: 0, the lowest)
     # expert -> the steps run without it (it had no live worker; a mixing strategy routed around it)
     degraded: dict[int, tuple[int, ...]] | None = None
     on_expert_loss: str | None = None  # what the router resolved (JobSpec.on_expert_loss)

@@ -213,6 +213,8 @@ class Client(JobFollowing, JobListing, QueueReading):
             if pipe.exists(key):
                 raise SchemaError(f"job {spec.job_id} already exists in Redis ({key}); submit a new job id")
             fields = queued_fields(spec, now)
+            if priority is not None:
+                fields["priority"] = str(priority)
             # its place in the queue: Redis's counter, so clients on other hosts agree on first-in order
             score = queue_score(priority, pipe.incr(self.names.queue_seq))
             if deadline_s is not None:

@@ -78,7 +78,8 @@ def format_status(job: JobHash, now: float | None = None, queue: QueuePosition |
         ("status", job.status.value),
         *_queue_row(job, queue),
         ("progress", progress),
-        ("images", f"{job.n} (labels {labels_summary(job.labels)})"),
+        ("images", f"{job.n} (labels {_labels(job)})"),
+        ("priority", str(job.priority or 0)),
         ("strategy", _routing(job)),
         ("solver", _sampling(job)),
         ("expert loss", job.on_expert_loss or "-"),
@@ -102,6 +103,11 @@ def format_status(job: JobHash, now: float | None = None, queue: QueuePosition |
         rows.append(("cancel", f"requested {_when(job.cancel_requested_at, now)}; stops at its next step"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _labels(job: JobHash) -> str:
+    """Its labels by its own deployment's class names (recorded at start), else as digits."""
+    return labels_summary(job.labels, job.space.class_names) if job.space else labels_summary(job.labels)
 
 
 def _queue_row(job: JobHash, queue: QueuePosition | None) -> list[tuple[str, str]]:
