@@ -217,12 +217,12 @@ def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> 
     read in the serving `descriptor`'s sample space (None: the legacy one, 10 classes).
 
     {"labels": [0..10, ...] or "all" (0..9; 10 = the null class: an unconditional image), "n_per_label":
-    1.., "steps": 1..1000, "strategy": "oracle" | "top1" | "topk:K" | "full" or null, "guidance": 0..20
-    or null, "seed": 0..2^32-1 or null (a random one), "solver": "euler" | "heun" | "midpoint" | "ab2" |
-    "ab3" or null, "grid": "uniform" | "shift:S" | "edm[:R]" or null}. A strategy, guidance, solver or
-    grid left out or null gets the serving deployment's default (the router resolves it); whether the
-    deployment serves the solver and grid asked for is JobService.check's (the descriptor's) to say.
-    Images are laid out row by row: row r holds sample r of each chosen label, in order.
+    1.., "steps": 1..1000, "strategy": "oracle" | "top1" | "topk:K" | "full" or null, "guidance": 0..20 or
+    null, "seed": 0..2^32-1 (left out: 0) or null (a random one), "solver": "euler" | "heun" | "midpoint"
+    | "ab2" | "ab3" or null, "grid": "uniform" | "shift:S" | "edm[:R]" or null}. A strategy, guidance,
+    solver or grid left out or null gets the serving deployment's default (the router resolves it);
+    whether the deployment serves the solver and grid asked for is JobService.check's (the descriptor's)
+    to say. Images are laid out row by row: row r holds sample r of each chosen label, in order.
     """
     if not isinstance(data, Mapping):
         raise SubmitError("bad_input", expected("a JSON object with the job's fields", type(data).__name__))
@@ -241,8 +241,8 @@ def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> 
         )
     steps = _number(data, "steps", 50, integer=True)
     guidance = None if data.get("guidance") is None else _number(data, "guidance", None, integer=False)
-    seed = data.get("seed")
-    seed = random.randint(0, MAX_SEED) if seed is None else _number(data, "seed", None, integer=True)
+    seed = data.get("seed", 0)  # left out: 0, as the form and the CLI; null: a random one
+    seed = random.randint(0, MAX_SEED) if seed is None else _number(data, "seed", 0, integer=True)
     strategy = data.get("strategy")
     if strategy is not None and not isinstance(strategy, str):
         raise SubmitError("bad_input", f"strategy: {expected('a string', strategy)}")

@@ -110,9 +110,9 @@ def test_post_job_and_read_it_back(make_app, fake):
     assert job["status"] == "queued" and job["labels"] == [2, 9] and job["seed"] == 5 and job["cols"] == 2
     assert [j["job_id"] for j in http.get("/api/jobs").get_json()["jobs"]] == [job_id]
     for _ in range(2):  # the refused requests above spent nothing: two more fit in the budget of 3
-        assert (
-            http.post("/api/jobs", json={"labels": [1], "steps": 2, "strategy": "oracle"}).status_code == 201
-        )
+        unseeded = http.post("/api/jobs", json={"labels": [1], "steps": 2, "strategy": "oracle"})
+        assert unseeded.status_code == 201
+        assert unseeded.get_json()["spec"]["seed"] == 0, "no seed: 0, as the form and the CLI (issue 40)"
     limited = http.post("/api/jobs", json={"labels": [1]})
     assert limited.status_code == 429 and "Retry-After" in limited.headers
     assert "at most 3 per minute" in limited.get_json()["error"]
