@@ -31,6 +31,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("worker", "ddm.ops.cli.worker", "run an expert worker or a router worker against RabbitMQ and Redis"),
     ("up", "ddm.ops.cli.up", "bring up a deployment here: expert workers and router, supervised"),
     ("down", "ddm.ops.cli.down", "stop the `ddm up --detach` of this prefix"),
+    ("logs", "ddm.ops.cli.logs", "print the log of this prefix's `ddm up --detach` (-f: follow it)"),
     ("ui", "ddm.ops.cli.ui", "serve the web UI: submit jobs and watch them denoise live"),
     (
         "submit",
@@ -41,6 +42,11 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("jobs", "ddm.ops.cli.jobs", "list the newest jobs with one status (running, queued, failed, ...)"),
     ("result", "ddm.ops.cli.result", "fetch an earlier job's images (PNG grid, .npy)"),
     ("cancel", "ddm.ops.cli.cancel", "stop a queued or running job at its next step (its frames are kept)"),
+    (
+        "resubmit",
+        "ddm.ops.cli.resubmit",
+        "queue an earlier job's spec again under a new id (--seed: another)",
+    ),
     ("workers", "ddm.ops.cli.workers", "list the live workers from their heartbeats, with queue depths"),
     ("cleanup", "ddm.ops.cli.cleanup", "delete a prefix's queues and Redis keys (asks first, or --yes)"),
     ("doctor", "ddm.ops.cli.doctor", "check broker, Redis, permissions, deployment, packages, data"),

@@ -315,7 +315,10 @@ class _Running:
             print(format_table(self.table()), flush=True)
             if o.ui:
                 _say(f"web UI at {ui_url(o.ui_host, o.ui_port)}")
-            _say("ready. Submit with `ddm submit --label 7 --wait`; Ctrl-C stops everything.")
+            _say(
+                "ready. Submit with `ddm submit --label 7 --wait`. Stop everything with Ctrl-C here, or "
+                "`ddm down` when it runs detached (`ddm logs -f` follows it then)."
+            )
             while True:
                 for name, rc in self.sup.poll():
                     _say(f"{name} {describe_exit(rc)}; it will be restarted", error=True)

@@ -132,3 +132,24 @@ def stop_detached(prefix: str, timeout: float = 60.0) -> dict:
         time.sleep(0.2)
     (folder / "up.pid").unlink(missing_ok=True)
     return {**out, "pid": pid, "stopped": True, "killed": killed, "seconds": round(time.monotonic() - t0, 1)}
+
+
+def follow_log(prefix: str, *, lines: int, follow: bool, poll_s: float = 0.5) -> int:
+    """`ddm logs`: the last `lines` lines of the detached bring-up's log (all with 0), then, with
+    `follow`, each new one as it is written. DDMError when this prefix never ran detached here."""
+    log = state_dir(prefix) / "up.log"
+    if not log.is_file():
+        raise DDMError(
+            f"no log of a detached `ddm up` under prefix {prefix!r} on this machine ({log}): start one with "
+            "`ddm up --detach`"
+        )
+    with open(log, errors="replace") as f:
+        text = f.read().splitlines()
+        print("\n".join(text[-lines:] if lines else text), flush=True)
+        while follow:
+            line = f.readline()
+            if line:
+                print(line, end="", flush=True)
+            else:
+                time.sleep(poll_s)
+    return 0

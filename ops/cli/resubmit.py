@@ -1,0 +1,47 @@
+"""`ddm resubmit JOB [--seed N]`: the same job again under a new id (its spec as submitted; a new seed if
+asked), as Celery's and Ray's users expect."""
+
+from __future__ import annotations
+
+import argparse
+
+from ddm.ops.cli.job_flags import JOB_ID_HELP
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Queue an earlier job's spec again under a new job id: the same labels, steps, strategy, guidance, "
+        "solver, grid and prompt as submitted (what the job left to the deployment is left to it again), "
+        "with --seed another seed. Prints the new job id."
+    )
+    parser.add_argument("job", help=JOB_ID_HELP)
+    parser.add_argument("--seed", type=int, default=None, help="another seed (default: the job's)")
+    parser.add_argument(
+        "--queue-anyway",
+        action="store_true",
+        help="queue it even when no worker serves an expert it needs (it runs once one is up)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the new job's id and spec as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddm.client.client import Client
+    from ddm.ops.command_kit import print_json
+    from ddm.schema.errors import SchemaError
+    from ddm.schema.messages import JobSpec, job_options
+
+    with Client() as client:
+        job = client.job_id(args.job)
+        submitted = client.status(job).spec
+        if submitted is None:
+            raise SchemaError(
+                f"job {job} has no spec recorded (it came straight from the queue): nothing to repeat"
+            )
+        seed = {} if args.seed is None else {"seed": args.seed}
+        spec = JobSpec.new(submitted.labels, **job_options(submitted, **seed))
+        client.submit(spec, queue_anyway=args.queue_anyway)
+    if args.json:
+        print_json({"job_id": spec.job_id, "resubmits": job, "spec": spec.to_dict()})
+    else:
+        print(spec.job_id)
+    return 0
