@@ -45,7 +45,11 @@ def report_looks(scheduler, looks: list[ExpertLook], metrics, names: Names, *, b
         metrics.expert_live.labels(str(k)).set(int(health.live))
         metrics.queue_messages.labels(names.expert_queue(k)).set(look.depth)  # the experts do not probe
         metrics.expert_window.labels(str(k)).set(health.window())
-        if was_live and not health.live:
+        if was_live and not health.live and not health.seen:  # at start: its worker may still be loading
+            log.info(
+                "expert %d has no worker yet (queue %s); jobs that need it wait", k, names.expert_queue(k)
+            )
+        elif was_live and not health.live:
             log.warning(
                 "expert %d has had no live worker for %.1f s (queue %s)",
                 k,

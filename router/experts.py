@@ -76,6 +76,7 @@ class ExpertHealth:
     live_since: float = float("-inf")  # when it last came back (a request sent before waited it out)
     last_progress: float = 0.0
     served: int | None = None  # forward passes of its live workers, from their heartbeats
+    seen: bool = False  # an observation has found a live consumer since this router started
     answered_through: float = float("-inf")  # the latest send time of a request answered
     row_ms: float | None = None  # forward pass per row (moving average): the cohorts' cost model
     _links: deque = field(default_factory=lambda: deque(maxlen=LINK_SAMPLES))
@@ -119,6 +120,7 @@ class ExpertHealth:
             and not self.progressed_within(now, SILENT_S)
         )
         if consumers > 0 and not silent:
+            self.seen = True
             self.absent_since = None
             if not was_live:
                 self.gone_since = None

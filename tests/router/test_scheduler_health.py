@@ -11,7 +11,7 @@ import pytest
 from ddm.router.experts import MAX_COHORTS, ExpertHealth
 from ddm.router.outbox import Outbox
 from ddm.schema.messages import VelocityReply, VelocityRequest
-from tests.support.scheduling import EXPERTS, OVERLAP, answer, begin, job, scheduler
+from tests.support.scheduling import EXPERTS, OVERLAP, FakeClock, answer, begin, job, scheduler
 
 
 def reply_after(s, send, ms: float, compute_ms: float, worker: str = "w1") -> Outbox:
@@ -351,3 +351,31 @@ def test_an_expert_gone_silent_stays_gone_when_nothing_waits_any_more():
     assert h.observe(10.5, consumers=1, depth=0, heartbeats=None, served=None, waiting=False) is False
     assert not h.live, "still no heartbeat, no progress: still gone"
     assert h.observe(11.0, consumers=1, depth=0, heartbeats=1, served=6) is True and h.live
+
+
+def test_an_expert_whose_worker_has_not_started_yet_is_not_warned_about(caplog):
+    """`ddm up` started the router before the JAX worker had loaded, and every start logged a WARNING
+    "expert 3 has had no live worker for 10.2 s" (issue 40 part 7). An expert never seen served since the
+    router started is said at INFO; one that was served and then lost is still a WARNING."""
+    import logging
+
+    from ddm.router.expert_probe import ExpertLook, report_looks
+    from ddm.router.metrics import RouterMetrics
+    from ddm.schema.names import Names
+
+    clock = FakeClock()
+    s = scheduler(clock, loss_grace_s=1.0)
+    metrics, names = RouterMetrics("r"), Names("q.")
+    served, nobody = ExpertLook(0, 1, 0, 1, 5), ExpertLook(1, 0, 0, None, None)
+    with caplog.at_level(logging.INFO, logger="ddm.router"):
+        for _ in range(3):
+            report_looks(s, [served, nobody], metrics, names, beats_trusted=True)
+            clock.now += 1.0
+        report_looks(s, [ExpertLook(0, 0, 0, None, None), nobody], metrics, names, beats_trusted=True)
+        clock.now += 1.5
+        report_looks(s, [ExpertLook(0, 0, 0, None, None), nobody], metrics, names, beats_trusted=True)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("INFO", "expert 1 has no worker yet (queue q.ddm.expert.1); jobs that need it wait") in said
+    assert [m for level, m in said if level == "WARNING"] == [
+        "expert 0 has had no live worker for 1.5 s (queue q.ddm.expert.0)"
+    ]
