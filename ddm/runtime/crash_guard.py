@@ -24,14 +24,18 @@ off the serving path, so a copy of a known poison published again costs one cras
 redelivery finds the record.
 
 Redis out of reach: the guard fails open (the message is served, as before the guard), using only a
-quorum queue's x-delivery-count header where there is one; a Redis outage must not stop serving.
+quorum queue's x-delivery-count header where there is one, and does not ask Redis again for RETRY_S; a
+Redis outage must not stop serving.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
+
+import redis
 
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, redis_client
 from ddm.schema.names import Names
@@ -39,6 +43,9 @@ from ddm.schema.names import Names
 log = logging.getLogger(__name__)
 
 RECORD_TTL_S = 3600  # a record outlives any redelivery chain; a poison copy within the hour dies at once
+# After Redis failed to answer, it is not asked again for this long: each try can cost its timeouts on
+# the serving thread, and a broker blip during a Redis outage redelivers a whole prefetch window at once.
+RETRY_S = 10.0
 DELIVERY_COUNT_HEADER = "x-delivery-count"  # quorum queues: earlier deliveries of this message
 MAX_ERROR_CHARS = 500
 
@@ -65,6 +72,7 @@ class CrashGuard:
         self._names = names
         self._redis = redis_client(redis_url, socket_timeout=2.0, connect_timeout=2.0)
         self._failing = False
+        self._retry_at = 0.0  # monotonic time before which Redis is not asked (it just failed)
 
     def attempt(self, queue: str, body: bytes, headers: dict | None) -> tuple[Suspect | None, str | None]:
         """Count one attempt at a redelivered message. Returns (the suspect to settle or blame, None), or
@@ -72,6 +80,8 @@ class CrashGuard:
         key = self._names.crash_record(message_digest(queue, body))
         earlier = _delivery_count(headers)
         try:
+            if self._resting():
+                raise redis.exceptions.ConnectionError("Redis failed just now; not asked again yet")
             pipe = self._redis.pipeline()
             pipe.hincrby(key, "attempts", 1).hget(key, "last_error").expire(key, RECORD_TTL_S)
             attempts, last_error, _ = pipe.execute()
@@ -106,15 +116,21 @@ class CrashGuard:
         self._redis.close()
 
     def _quietly(self, write) -> None:
+        if self._resting():
+            return  # a record left behind expires by itself (RECORD_TTL_S)
         try:
             write()
         except REDIS_CONNECTION_ERRORS as exc:
             self._failed(exc)
 
+    def _resting(self) -> bool:
+        return self._failing and time.monotonic() < self._retry_at
+
     def _failed(self, exc: Exception) -> None:
         if not self._failing:  # once per outage
             log.warning("crash guard: Redis unreachable (%s); redelivered messages are served unchecked", exc)
         self._failing = True
+        self._retry_at = time.monotonic() + RETRY_S
 
 
 NO_ERROR_RECORDED = (
