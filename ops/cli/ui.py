@@ -11,6 +11,7 @@ webui/gunicorn_conf.py and docs/WEBUI.md):
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 
@@ -42,11 +43,17 @@ def main(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ConfigError(expected("--port in 1..65535", args.port))
     configure_logging("ddm ui")  # DDM_LOG_LEVEL, DDM_LOG_FORMAT; werkzeug: no line per request
+    # Werkzeug's "do not use it in a production deployment" banner, on every `ddm up`: said once, our way
+    logging.getLogger("werkzeug").addFilter(lambda r: not any(b in r.getMessage() for b in DEV_BANNERS))
     config = UIConfig.from_env()  # what a job means comes from the serving router's descriptor
     app = create_app(config=config)
     socketio = app.extensions["socketio"]
     shown = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"ddm ui: serving http://{shown}:{args.port}/ (prefix {config.settings.prefix!r})", flush=True)
+    print(
+        f"ddm ui: serving http://{shown}:{args.port}/ (prefix {config.settings.prefix!r}) on Werkzeug, for "
+        f"one machine; for a shared server run {PRODUCTION_COMMAND} (docs/WEBUI.md)",
+        flush=True,
+    )
     if args.host not in LOOPBACK and not config.token:  # DDM_UI_TOKEN: submitting needs it
         print(
             f"ddm ui: listening on {args.host}: anyone who can reach this port can submit jobs (no login; "
@@ -67,6 +74,10 @@ def main(args: argparse.Namespace) -> int:
     finally:
         app.extensions["ddm"].close()
     return 0
+
+
+# Werkzeug's production warnings (its own, and the one it logs when Flask-SocketIO allows it anyway)
+DEV_BANNERS = ("This is a development server", "appears to be used in a production deployment")
 
 
 def _exit_on_sigterm(signum, frame):
