@@ -356,8 +356,15 @@ def compute_table(study: list[SeedRecord]) -> str:
 
 def header(study: list[SeedRecord], steps: int | None, preset: str | None, batch: int | None) -> str:
     seeds = ", ".join(str(r.seed) for r in study)
-    lines = [f"Fashion-MNIST study: preset {preset}, {steps} steps, monolith batch {batch}; seeds {seeds}."]
     trained = {x.get("steps") for r in study for xs in r.experts.values() for x in xs}
+    recorded = sorted(trained - {None})
+    if steps is None and recorded:  # what the records say, where no flag said it ("None steps" before)
+        steps_text = f"{', '.join(map(str, recorded))} steps (as recorded)"
+    else:
+        steps_text = f"{steps} steps" if steps is not None else None
+    said = [f"preset {preset}" if preset else None, steps_text, f"monolith batch {batch}" if batch else None]
+    settings = ", ".join(p for p in said if p) or "settings not given"
+    lines = [f"Fashion-MNIST study: {settings}; seeds {seeds}."]
     if steps is not None and trained != {steps}:
         lines.append(f"Note: the records' experts trained {sorted(trained, key=str)} steps, not {steps}.")
     return "\n".join(lines)

@@ -141,3 +141,12 @@ def test_main_prints_the_tables_and_writes_the_figures(tmp_path, capsys):
     for name in ("study_fd_by_strategy.png", "study_paired.png", "study_samples.png"):
         assert Image.open(tmp_path / "img" / name).size[0] > 500
     assert "Note: the records' experts trained [2000] steps, not 1500." in out
+
+
+def test_without_flags_the_header_says_what_the_records_say_not_none(tmp_path):
+    """The study tables printed "preset None, None steps, monolith batch None" (issue 40 part 7)."""
+    from ddm.ops.study.tables import header
+
+    study = study_of(tmp_path, seeds=(1,))
+    text = header(study, None, None, None)
+    assert text == "Fashion-MNIST study: 2000 steps (as recorded); seeds 1." and "None" not in text
