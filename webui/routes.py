@@ -105,7 +105,7 @@ def _register_page(app: Flask, state) -> None:
     def index():
         view = state.monitor.deployment_view()
         dep = view["deployment"]
-        class_names = dep["class_names"] if dep else list(DIGITS)
+        class_names = dep["class_names"] if dep else []  # no router: no classes to offer (not digits)
         return render_template(
             "index.html",
             deployment=dep,

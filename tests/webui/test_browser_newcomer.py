@@ -101,6 +101,23 @@ def test_the_pill_says_when_no_router_serves(ui_server, fake, fake_deployment):
 
 
 @pytest.mark.browser
+def test_with_no_deployment_published_generate_is_off_and_no_digits_are_offered(
+    ui_server, fake, fake_deployment
+):
+    """`ddm ui` alone showed digit chips with Generate enabled (issue 40 part 7); once a router publishes
+    its descriptor, its classes and Generate appear without a reload."""
+    url = ui_server()
+    with chromium_page() as page:
+        page.goto(url)
+        assert page.locator("#classes input").count() == 0
+        assert page.is_disabled("#submit") and "no router" in page.get_attribute("#submit", "title")
+        fake.publish(fake_deployment)
+        fake.all_workers()
+        page.wait_for_selector("#submit:not([disabled])", timeout=20_000)
+        assert page.locator("#classes input").count() == 10
+
+
+@pytest.mark.browser
 def test_many_tiles_use_the_stage_and_flat_weights_point_to_full(ui_server, fake, fake_deployment):
     fake.publish(fake_deployment)
     fake.all_workers()

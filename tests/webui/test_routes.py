@@ -175,6 +175,8 @@ def test_no_router_serving_is_said_plainly_and_refuses_submits(make_app, fake):
     http = app.test_client()
     html = http.get("/").get_data(as_text=True)
     assert "no router serving" in html and "ddm worker router" in html
+    # no digits offered for a deployment nobody serves, and Generate says why it is off (issue 40)
+    assert 'name="label"' not in html and 'id="submit" disabled title="no router serves' in html
     cfg = http.get("/api/config").get_json()
     assert cfg["deployment"] is None and "no router is serving under prefix" in cfg["deployment_error"]
     resp = http.post("/api/jobs", json={"labels": [1], "steps": 4})

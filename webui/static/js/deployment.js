@@ -13,12 +13,21 @@ let deploymentKey = null;
 
 export function applyDeployment(dep, error) {
   const banner = $("dep-error");
+  const submit = $("submit");
   if (!dep) {
     showAlert(banner, "no_deployment", error || "no router has published its deployment");
     $("dep-name").textContent = "no router serving";
+    submit.disabled = true; // nothing could run it: say so instead of offering a job
+    submit.title = "no router serves a deployment yet";
+    return;
+  }
+  if ($("classes").querySelectorAll("input").length !== dep.class_names.length) {
+    location.reload(); // another number of classes than the page was drawn with: the server draws its chips
     return;
   }
   hideAlert(banner);
+  submit.disabled = false;
+  submit.title = "";
   const key = JSON.stringify([
     dep.name, dep.strategies, dep.default_strategy, dep.default_guidance, dep.class_names, dep.experts, dep.sampling,
     dep.sample_space,
