@@ -140,11 +140,18 @@ def _names(space: SampleSpace) -> str:
 def _flag_label(flag: str, text: str, space: SampleSpace) -> int:
     """One label as typed after `flag`; ConfigError naming the item that is neither a label nor a class."""
     try:
-        return _label(text, space)
+        label = _label(text, space)
     except ValueError:
         raise ConfigError(
             f"expected {flag} items like 0, 3 or {NULL_WORD}, or class names ({_names(space)}), got {text!r}"
         ) from None
+    if space.conditional and label == space.null_class and text.lower() != NULL_WORD:
+        # K is the null label on the wire; typed as a number it is a class past the last, not a wish
+        raise ConfigError(
+            f"expected {flag} labels 0..{space.num_classes - 1} ({_names(space)}) or {NULL_WORD}, got "
+            f"{text}: {text} is past the last class; write {NULL_WORD} for an unconditional image"
+        )
+    return label
 
 
 def _label(text: str, space: SampleSpace = LEGACY) -> int:

@@ -83,3 +83,13 @@ def test_label_takes_a_class_name_and_a_bad_item_is_named():
         job_labels(parse("--labels", "flags,smilies"), groups)
     with pytest.raises(ConfigError, match=r"--label items .*\(Smileys, Flags, Animals\), got 'boot'"):
         job_labels(parse("--label", "boot"), groups)
+
+
+def test_a_label_equal_to_the_class_count_is_refused_not_taken_as_unconditional():
+    """`--labels 10` on Fashion-MNIST made unconditional images and exited 0 (issue 40 part 3): only the
+    word null asks for one."""
+    with pytest.raises(ConfigError, match=r"got 10: 10 is past the last class; write null"):
+        job_labels(parse("--labels", "3,10"))
+    with pytest.raises(ConfigError, match="write null"):
+        job_labels(parse("--label", "10"))
+    assert job_labels(parse("--labels", "3,null", "--n", "1"))[0] == [3, 10]
