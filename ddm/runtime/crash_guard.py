@@ -35,8 +35,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-import redis
-
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, redis_client
 from ddm.schema.names import Names
 
@@ -78,23 +76,14 @@ class CrashGuard:
         """Count one attempt at a redelivered message. Returns (the suspect to settle or blame, None), or
         (None, the reason to dead-letter it) once it has ended `limit` workers."""
         key = self._names.crash_record(message_digest(queue, body))
-        earlier = _delivery_count(headers)
-        try:
-            if self._resting():
-                raise redis.exceptions.ConnectionError("Redis failed just now; not asked again yet")
-            pipe = self._redis.pipeline()
-            pipe.hincrby(key, "attempts", 1).hget(key, "last_error").expire(key, RECORD_TTL_S)
-            attempts, last_error, _ = pipe.execute()
-        except REDIS_CONNECTION_ERRORS as exc:
-            self._failed(exc)
-            attempts, last_error = (earlier or 0), None  # the broker's count where it keeps one
-            if attempts < self.limit:
-                return None, None
-        else:
-            self._failing = False
+        earlier = _delivery_count(headers) or 0  # the broker's count, where it keeps one (quorum queues)
+        counted = self._count(key)
+        attempts, last_error = counted if counted is not None else (earlier, None)
+        if counted is None and attempts < self.limit:
+            return None, None  # Redis out of reach: served unchecked, as before the guard
         # Each attempt before this one ended its worker (a settled one deletes the record), and so did
         # the first delivery, which was not counted (it came with others): `attempts` workers in all.
-        crashed = max(attempts, earlier or 0)
+        crashed = max(attempts, earlier)
         if crashed < self.limit:
             return Suspect(key, attempts), None
         why = last_error.decode(errors="replace") if last_error else NO_ERROR_RECORDED
@@ -102,6 +91,21 @@ class CrashGuard:
             None,
             f"crashed {crashed} workers: delivered {crashed + 1} times, never settled; last error: {why}",
         )
+
+    def _count(self, key: str) -> tuple[int, bytes | None] | None:
+        """(attempts including this one, the last recorded error) from Redis; None when it does not
+        answer, or failed less than RETRY_S ago."""
+        if self._resting():
+            return None
+        try:
+            pipe = self._redis.pipeline()
+            pipe.hincrby(key, "attempts", 1).hget(key, "last_error").expire(key, RECORD_TTL_S)
+            attempts, last_error, _ = pipe.execute()
+        except REDIS_CONNECTION_ERRORS as exc:
+            self._failed(exc)
+            return None
+        self._failing = False
+        return attempts, last_error
 
     def settled(self, suspect: Suspect) -> None:
         """The attempt ended with the message settled: it killed nobody this time."""

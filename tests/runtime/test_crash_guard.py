@@ -32,10 +32,16 @@ def test_attempts_count_until_the_limit_and_the_reason_names_the_last_error(pref
 def test_without_redis_it_serves_unchecked_and_fast_but_reads_a_quorum_count(prefix):
     guard = CrashGuard("redis://127.0.0.1:1/0", Names(prefix), limit=3)
     assert guard.attempt("q", b"m", None) == (None, None)  # Redis refused: served, as before the guard
-    started = time.monotonic()
+    rest_ends = guard._retry_at
+    asked = []
+    real = guard._redis.pipeline
+    guard._redis.pipeline = lambda *a, **k: asked.append(1) or real(*a, **k)
     for _ in range(50):
         assert guard.attempt("q", b"m", None) == (None, None)
-    assert time.monotonic() - started < 1.0, "not asked again while it rests"
+    assert asked == [], "not asked again while it rests"
+    assert guard._retry_at == rest_ends, "resting does not lengthen the rest (it would never end)"
+    guard._retry_at = time.monotonic()  # its rest is over: asked once more (and refused again)
+    assert guard.attempt("q", b"m", None) == (None, None) and asked == [1]
     _, reason = guard.attempt("q", b"m", {"x-delivery-count": 3})
     assert reason.startswith("crashed 3 workers") and "none recorded" in reason
     guard.close()
