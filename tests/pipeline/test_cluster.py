@@ -112,7 +112,7 @@ def test_killing_the_leaders_node_loses_no_job(cluster, shared_labels_deployment
 
         results = {s.job_id: client.result(s.job_id, timeout=240) for s in specs}
         recovered_s = time.monotonic() - killed
-        moved = {q: n for q, n in cluster.leaders().items() if q in ours}
+        moved = settled_leaders(cluster, ours)
         steps = [[f.step for f in client.frames(s.job_id, follow=False)] for s in specs]
         duplicates = sum(len(s) - len(set(s)) for s in steps)
         resumed = sum(1 for s in specs if client.status(s.job_id).resumed_from)
@@ -130,3 +130,15 @@ def test_killing_the_leaders_node_loses_no_job(cluster, shared_labels_deployment
             assert np.abs(results[spec.job_id] - want).max() <= 1e-4, spec
         for name, proc in pipe.procs.items():
             assert proc.poll() is None, f"{name} died instead of moving to a surviving node"
+
+
+def settled_leaders(cluster, ours: set[str], timeout_s: float = 30.0) -> dict[str, str]:
+    """Queue -> its leader, of `ours`, once the survivors list every one of them: `list_queues` leaves out a
+    quorum queue whose new leader is still being elected (a CI run saw 1 of 3 listed just after the jobs
+    ended). After timeout_s, what is listed then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        moved = {q: n for q, n in cluster.leaders().items() if q in ours}
+        if set(moved) == ours or time.monotonic() > deadline:
+            return moved
+        time.sleep(0.5)
