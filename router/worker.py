@@ -46,9 +46,9 @@ from ddm.router.worker_decoding import DecoderGlue
 from ddm.router.worker_outage import OutageAndLeases
 from ddm.runtime.consumer import ConsumerRuntime, OnRuntime, Session
 from ddm.runtime.redis_conn import connect_redis
-from ddm.runtime.signals import serve_until_signalled
+from ddm.runtime.signals import serve_from_args
 from ddm.schema.decode_messages import DecodeReply
-from ddm.schema.deployment import Deployment, resolve_deployment
+from ddm.schema.deployment import Deployment
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.messages import JobSpec, JobStatus, VelocityReply, VelocityRequest
 from ddm.schema.settings import Settings
@@ -421,11 +421,5 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
 
 
 def run_from_args(args) -> int:
-    worker = RouterWorker(
-        Settings.from_env(),
-        resolve_deployment(args.deployment),
-        worker_id=args.worker_id,
-        max_jobs=args.max_jobs,
-        metrics_port=args.metrics_port,
-    )
-    return serve_until_signalled(worker)
+    """Entry of `ddm worker router` (flags in ddm.ops.cli.worker)."""
+    return serve_from_args(RouterWorker, args, max_jobs=args.max_jobs)

@@ -18,7 +18,7 @@ import socket
 import time
 from pathlib import Path
 
-from ddm.runtime.signals import serve_until_signalled
+from ddm.runtime.signals import serve_from_args
 from ddm.runtime.stage import Delivery, Stage
 from ddm.schema.decode_messages import DecodeReply, DecodeRequest
 from ddm.schema.deployment import Deployment
@@ -99,13 +99,4 @@ class DecoderWorker(Stage):
 
 def run_from_args(args) -> int:
     """Entry of `ddm worker decoder` (flags in ddm.ops.cli.worker)."""
-    from ddm.schema.deployment import resolve_deployment
-
-    worker = DecoderWorker(
-        Settings.from_env(),
-        resolve_deployment(args.deployment),
-        device=args.device,
-        worker_id=args.worker_id,
-        metrics_port=args.metrics_port,
-    )
-    return serve_until_signalled(worker)
+    return serve_from_args(DecoderWorker, args, device=args.device)

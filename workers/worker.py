@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ddm.runtime.consumer import MAX_WAIT_S, Session
-from ddm.runtime.signals import serve_until_signalled
+from ddm.runtime.signals import serve_from_args
 from ddm.runtime.stage import Delivery, Stage
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, expected
@@ -327,21 +327,16 @@ def describe_stack(expert) -> str:
 
 def run_from_args(args) -> int:
     """Entry of `ddm worker expert` (flags in ddm.ops.cli.worker)."""
-    from ddm.schema.deployment import resolve_deployment
-
-    worker = ExpertWorker(
-        Settings.from_env(),
-        resolve_deployment(args.deployment),
+    return serve_from_args(
+        ExpertWorker,
+        args,
         args.expert,
         device=args.device,
         precision=args.precision,
         max_batch=args.max_batch,
         max_wait_ms=args.max_wait_ms,
         buckets=parse_bucket_flag(args.buckets),
-        worker_id=args.worker_id,
-        metrics_port=args.metrics_port,
     )
-    return serve_until_signalled(worker)
 
 
 def timed_forward(expert, space: SampleSpace, rows: int) -> tuple[int, float]:
