@@ -294,20 +294,9 @@ def reference_problems(docs: list[dict]) -> list[str]:
                 if port is not None and port not in ports:
                     problems.append(f"{where}: {c['name']} {probe} port {port} is not a container port")
         for vol in spec.get("volumes", []):
-            if "secret" in vol:
-                need(
-                    where,
-                    "Secret",
-                    vol["secret"]["secretName"],
-                    optional=vol["secret"].get("optional", False),
-                )
-            if "configMap" in vol:
-                need(
-                    where,
-                    "ConfigMap",
-                    vol["configMap"]["name"],
-                    optional=vol["configMap"].get("optional", False),
-                )
+            for field, kind, name in (("secret", "Secret", "secretName"), ("configMap", "ConfigMap", "name")):
+                if field in vol:
+                    need(where, kind, vol[field][name], optional=vol[field].get("optional", False))
 
     pod_labels = [
         spec_owner["spec"]["template"]["metadata"]["labels"]

@@ -58,18 +58,23 @@ def stand_in_router(cluster: FakeCluster, steps_done: int, then=None) -> threadi
     return thread
 
 
-def submit_and_wait(timeout_s: int) -> int:
-    """`ddm submit --wait` of a one-image, 10-step job (queued whatever the cluster says)."""
-    argv = ["submit", "--queue-anyway", "--label", "1", "--n", "1", "--steps", "10", "--wait"]
+def submit_and_wait(timeout_s: int, steps: int = 10) -> int:
+    """`ddm submit --wait` of a one-image job of `steps` steps (queued whatever the cluster says)."""
+    argv = ["submit", "--queue-anyway", "--label", "1", "--n", "1", "--steps", str(steps), "--wait"]
     return main([*argv, "--timeout", str(timeout_s)])
 
 
-def test_a_timeout_says_the_job_runs_on_at_its_step(cluster, capsys):
-    router = stand_in_router(cluster, steps_done=3)
-    rc = submit_and_wait(timeout_s=3)
+def wait_beside_router(cluster, capsys, timeout_s: int, steps_done: int, then=None) -> tuple[int, str, str]:
+    """submit_and_wait while a stand-in router runs `steps_done` steps: (exit code, job id, stderr)."""
+    router = stand_in_router(cluster, steps_done=steps_done, then=then)
+    rc = submit_and_wait(timeout_s)
     router.join(5)
     out, err = capsys.readouterr()
-    job = out.strip()
+    return rc, out.strip(), err
+
+
+def test_a_timeout_says_the_job_runs_on_at_its_step(cluster, capsys):
+    rc, job, err = wait_beside_router(cluster, capsys, timeout_s=3, steps_done=3)
     assert rc == 1, err
     assert f"no end within --timeout 3 s: job {job} is still running at step 3/10; it goes on." in err
     assert f"`ddm status {job}`" in err and f"`ddm cancel {job}`" in err
@@ -77,24 +82,7 @@ def test_a_timeout_says_the_job_runs_on_at_its_step(cluster, capsys):
 
 
 def test_a_timeout_before_any_router_took_it_asks_for_one(cluster, capsys):
-    assert (
-        main(
-            [
-                "submit",
-                "--queue-anyway",
-                "--label",
-                "1",
-                "--n",
-                "1",
-                "--steps",
-                "4",
-                "--wait",
-                "--timeout",
-                "1",
-            ]
-        )
-        == 1
-    )
+    assert submit_and_wait(timeout_s=1, steps=4) == 1
     err = capsys.readouterr().err
     assert "is still queued: no router has taken it (is a router worker running? `ddm up`)" in err
 
@@ -115,11 +103,7 @@ def _ctrl_c_stops_waiting(cluster, capsys):
         time.sleep(0.2)
         cluster.frame(spec, 3)  # wakes the waiting XREAD, so the handler runs
 
-    router = stand_in_router(cluster, steps_done=2, then=ctrl_c)
-    rc = submit_and_wait(timeout_s=30)
-    router.join(5)
-    out, err = capsys.readouterr()
-    job = out.strip()
+    rc, job, err = wait_beside_router(cluster, capsys, timeout_s=30, steps_done=2, then=ctrl_c)
     assert rc == 130, err
     assert f"ddm submit: interrupted, stopped waiting: job {job} is still running at step " in err
     assert f"`ddm status {job}`" in err and f"`ddm cancel {job}`" in err
