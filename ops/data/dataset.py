@@ -153,11 +153,17 @@ def load_dataset(
     return _slice(name, split, start, stop, split_spec, images, labels)
 
 
-def _slice(name, split, start, stop, split_spec, images, labels) -> Dataset:
-    total = images.shape[0]
+def _stop(split, start, stop, split_spec, total: int) -> int:
+    """The range's end (None: the split's end), or a ConfigError when it leaves the split."""
     stop = total if stop is None else stop
     if start >= total or stop > total:
         raise ConfigError(expected(f"a range inside {split}[0:{total}]", split_spec))
+    return stop
+
+
+def _slice(name, split, start, stop, split_spec, images, labels) -> Dataset:
+    total = images.shape[0]
+    stop = _stop(split, start, stop, split_spec, total)
     return Dataset(
         name=name,
         split=format_split(split, start, stop, total),
@@ -166,15 +172,32 @@ def _slice(name, split, start, stop, split_spec, images, labels) -> Dataset:
     )
 
 
-def _load_rendered(name, split, start, stop, split_spec, data_dir) -> Dataset:
-    """A split of a rendered dataset (emoji): from its cache, rendered first when there is none
-    (seconds; `ddm data fetch emoji` does it ahead and prints the checksum). "test" is the held-out
-    split, "train" the rest, each in emoji-test.txt order."""
+def _rendered_split(name, split, data_dir):
+    """(the rendered cache, the rows of its arrays in `split`): "test" is the held-out split, "train"
+    the rest, each in emoji-test.txt order. The cache is rendered first when there is none (seconds;
+    `ddm data fetch emoji` does it ahead and prints the checksum)."""
     from ddm.ops.data.emoji_cache import ensure_cache
 
     rendered, note = ensure_cache(resolve_data_dir(data_dir), DATASETS[name].image_shape[-1])
     if note != "present and valid":
         print(f"{name}: {note}, checksum {rendered.meta['checksum']}", file=sys.stderr)
+    held = rendered.arrays["heldout"]
+    return rendered, np.flatnonzero(held if split == "test" else ~held)
+
+
+def _load_rendered(name, split, start, stop, split_spec, data_dir) -> Dataset:
+    """A split of a rendered dataset (emoji) from its cache (_rendered_split)."""
+    rendered, rows = _rendered_split(name, split, data_dir)
     a = rendered.arrays
-    pick = a["heldout"] if split == "test" else ~a["heldout"]
-    return _slice(name, split, start, stop, split_spec, a["images"][pick], a["labels"][pick])
+    return _slice(name, split, start, stop, split_spec, a["images"][rows], a["labels"][rows])
+
+
+def rendered_rows(name: str, split_spec: str, data_dir: str | Path | None = None):
+    """(the rendered cache, int64 rows): image i of load_dataset(name, split_spec) is row rows[i] of the
+    cache's arrays (its code points, name, subgroup, family), for a rendered dataset (emoji)."""
+    spec = get_spec(name)
+    if spec.source != "render":
+        raise ConfigError(expected("a rendered dataset (emoji, emoji-64)", name))
+    split, start, stop = parse_split(split_spec)
+    rendered, rows = _rendered_split(name, split, data_dir)
+    return rendered, rows[start : _stop(split, start, stop, split_spec, len(rows))]
