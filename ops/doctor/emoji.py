@@ -1,4 +1,5 @@
-"""Doctor check of the two Debian packages the emoji dataset is rendered from (ddm.ops.data.emoji_cache)."""
+"""Doctor checks of the Debian packages the emoji dataset is rendered from (ddm.ops.data.emoji_cache)
+and captioned from (ddm.ops.data.emoji_captions)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,22 @@ def emoji_sources() -> Check:
     except ConfigError as exc:
         return Check("emoji sources", FAIL, f"{found}; {exc}", RAQM_FIX)
     return Check("emoji sources", OK, found)
+
+
+def emoji_captions() -> Check:
+    """The emoji captions' source: CLDR's English annotations (package unicode-cldr-core). Only captions
+    need it: missing is a skip naming the package and the apt-get line; present but unreadable (not
+    the XML expected) is a FAIL with the reader's error."""
+    from ddm.ops.data.emoji_captions import CAPTIONS_APT, caption_sources, load_annotations
+    from ddm.schema.errors import ConfigError
+
+    try:
+        paths = caption_sources()
+    except ConfigError as exc:
+        return Check("emoji captions", SKIP, f"{exc} (only the emoji captions need it)", CAPTIONS_APT)
+    try:
+        table = load_annotations(paths)
+    except ConfigError as exc:
+        return Check("emoji captions", FAIL, str(exc), CAPTIONS_APT.replace("install", "install --reinstall"))
+    named = sum(a.name is not None for a in table.values())
+    return Check("emoji captions", OK, f"{', '.join(map(str, paths))} ({named} names)")

@@ -78,6 +78,7 @@ def run_doctor(options: DoctorOptions) -> list[Check]:
     checks.append(guarded("packages", lambda: packages.packages(needed)))
     checks.append(guarded("data folder", lambda: files.data_folder(options.data_dir)))
     checks.append(guarded("emoji sources", emoji.emoji_sources))
+    checks.append(guarded("emoji captions", emoji.emoji_captions))
     return checks
 
 
