@@ -123,7 +123,7 @@ def test_deterministic_and_independent_of_the_batch(tokens, pooled):
         assert np.array_equal(a[2], b[0])
 
 
-def test_a_prompt_over_the_limit_is_cut_and_flagged():
+def test_a_prompt_over_the_limit_is_cut_and_flagged(folder):
     short = load_text_encoder("tokens", 8)
     ids, cut = short.tokenize("one two three four five six")  # 6 word pieces + [CLS] [SEP] = 8
     assert len(ids) == 8 and not cut
