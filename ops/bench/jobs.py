@@ -48,12 +48,17 @@ def batch_spec(batch: int, cfg: BenchConfig, steps: int | None = None) -> JobSpe
     return JobSpec.new(labels, **job_options(cfg, steps=steps or cfg.steps, seed=0))
 
 
+def _comma_separated(text: str, convert, what: str) -> tuple:
+    """'a,b,c' -> (convert(a), ...); an argparse error naming `what` when a value does not convert."""
+    try:
+        return tuple(convert(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(expected(f"comma-separated {what}", text)) from None
+
+
 def parse_levels(text: str) -> tuple[int, ...]:
     """'1,4,16' -> (1, 4, 16): concurrency levels or batch sizes, each in 1..64 (an argparse type)."""
-    try:
-        levels = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(expected("comma-separated integers like 1,4,16,64", text)) from None
+    levels = _comma_separated(text, int, "integers like 1,4,16,64")
     if not levels or min(levels) < 1 or max(levels) > 64:
         raise argparse.ArgumentTypeError(expected("levels in 1..64", text))
     return levels
@@ -61,10 +66,7 @@ def parse_levels(text: str) -> tuple[int, ...]:
 
 def parse_rtts(text: str) -> tuple[float, ...]:
     """'0,20,50' -> (0.0, 20.0, 50.0): round trips in ms, each in 0..2000, no repeats (an argparse type)."""
-    try:
-        rtts = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(expected("comma-separated ms like 0,20,50,100", text)) from None
+    rtts = _comma_separated(text, float, "ms like 0,20,50,100")
     if not rtts or min(rtts) < 0 or max(rtts) > 2000 or len(set(rtts)) != len(rtts):
         raise argparse.ArgumentTypeError(expected("distinct round trips in 0..2000 ms", text))
     return rtts
@@ -72,10 +74,7 @@ def parse_rtts(text: str) -> tuple[float, ...]:
 
 def parse_ids(text: str) -> tuple[int, ...]:
     """'1' or '0,1' -> expert ids (an argparse type)."""
-    try:
-        ids = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(expected("comma-separated expert ids like 1 or 0,1", text)) from None
+    ids = _comma_separated(text, int, "expert ids like 1 or 0,1")
     if not ids or min(ids) < 0 or len(set(ids)) != len(ids):
         raise argparse.ArgumentTypeError(expected("distinct expert ids >= 0", text))
     return ids

@@ -295,21 +295,19 @@ class LinkProxy:
         return count
 
     def _run_calls(self) -> None:
+        self._answer_calls(lambda fn: fn())
+
+    def _fail_pending_calls(self) -> None:
+        self._answer_calls(lambda fn: 0)
+
+    def _answer_calls(self, answer: Callable[[Callable[[], int]], int]) -> None:
+        """Answer every queued call with answer(its function) and wake its caller."""
         while True:
             try:
                 fn, done, result = self._calls.get_nowait()
             except queue.Empty:
                 return
-            result.append(fn())
-            done.set()
-
-    def _fail_pending_calls(self) -> None:
-        while True:
-            try:
-                _, done, result = self._calls.get_nowait()
-            except queue.Empty:
-                return
-            result.append(0)
+            result.append(answer(fn))
             done.set()
 
 
