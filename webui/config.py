@@ -34,6 +34,19 @@ UI_ENV_VARS: dict[str, str] = {
     "idle_s": "DDM_UI_IDLE_S",
 }
 
+# the integer fields' ranges, in field order: what __post_init__ checks and what from_env reads
+UI_INT_RANGES: dict[str, tuple[int, int]] = {
+    "jobs_per_minute": (1, 100_000),
+    "recent_jobs": (1, 200),
+    "trusted_proxies": (0, 10),
+    "threads": (1, 10_000),
+    "watches_per_minute": (1, 10_000),
+    "viewers_per_address": (1, 10_000),
+    "viewer_backlog_kb": (64, 1_048_576),
+    "connections_per_address": (1, 100_000),
+    "idle_s": (1, 86_400),
+}
+
 
 def _env_int(env: Mapping[str, str], var: str, default: int, lo: int, hi: int) -> int:
     raw = env.get(var)
@@ -64,29 +77,27 @@ class UIConfig:
     gone_keep_s: float = 900.0  # a worker whose heartbeat expired is shown as gone this long
 
     def __post_init__(self) -> None:
-        if not 1 <= self.jobs_per_minute <= 100_000:
-            raise ConfigError(expected("jobs_per_minute in 1..100000", self.jobs_per_minute))
-        if not 1 <= self.recent_jobs <= 200:
-            raise ConfigError(expected("recent_jobs in 1..200", self.recent_jobs))
-        if not 0 <= self.trusted_proxies <= 10:
-            raise ConfigError(expected("trusted_proxies in 0..10", self.trusted_proxies))
+        self._check_ranges("jobs_per_minute", "recent_jobs", "trusted_proxies")
         if self.token and (len(self.token) < 8 or any(c.isspace() for c in self.token)):
             # a short token is guessed; a space would not survive the Authorization header
             raise ConfigError(f"DDM_UI_TOKEN: {expected('8 or more characters, no spaces', '(hidden)')}")
         if not _BIND_RE.fullmatch(self.bind):
             raise ConfigError(f"DDM_UI_BIND: {expected('host:port, e.g. 0.0.0.0:8000', self.bind)}")
-        if not 1 <= self.threads <= 10_000:
-            raise ConfigError(expected("threads in 1..10000", self.threads))
-        if not 1 <= self.watches_per_minute <= 10_000:
-            raise ConfigError(expected("watches_per_minute in 1..10000", self.watches_per_minute))
-        if not 1 <= self.viewers_per_address <= 10_000:
-            raise ConfigError(expected("viewers_per_address in 1..10000", self.viewers_per_address))
-        if not 64 <= self.viewer_backlog_kb <= 1_048_576:
-            raise ConfigError(expected("viewer_backlog_kb in 64..1048576", self.viewer_backlog_kb))
-        if not 1 <= self.connections_per_address <= 100_000:
-            raise ConfigError(expected("connections_per_address in 1..100000", self.connections_per_address))
-        if not 1 <= self.idle_s <= 86_400:
-            raise ConfigError(expected("idle_s in 1..86400", self.idle_s))
+        self._check_ranges(
+            "threads",
+            "watches_per_minute",
+            "viewers_per_address",
+            "viewer_backlog_kb",
+            "connections_per_address",
+            "idle_s",
+        )
+
+    def _check_ranges(self, *names: str) -> None:
+        for name in names:
+            lo, hi = UI_INT_RANGES[name]
+            value = getattr(self, name)
+            if not lo <= value <= hi:
+                raise ConfigError(expected(f"{name} in {lo}..{hi}", value))
 
     @property
     def redis_max_connections(self) -> int:
@@ -104,21 +115,16 @@ class UIConfig:
         """Read the UI's variables; explicit arguments win over the environment."""
         env = os.environ if environ is None else environ
         var = UI_ENV_VARS
+        settings = settings or Settings.from_env(env)  # read first: its errors come before the UI's
+        ints = {
+            name: _env_int(env, var[name], getattr(cls, name), lo, hi)
+            for name, (lo, hi) in UI_INT_RANGES.items()
+        }
         return cls(
-            settings=settings or Settings.from_env(env),
-            jobs_per_minute=_env_int(env, var["jobs_per_minute"], cls.jobs_per_minute, 1, 100_000),
-            recent_jobs=_env_int(env, var["recent_jobs"], cls.recent_jobs, 1, 200),
-            trusted_proxies=_env_int(env, var["trusted_proxies"], cls.trusted_proxies, 0, 10),
+            settings=settings,
             token=env.get(var["token"], cls.token),
             bind=env.get(var["bind"], cls.bind),
-            threads=_env_int(env, var["threads"], cls.threads, 1, 10_000),
-            watches_per_minute=_env_int(env, var["watches_per_minute"], cls.watches_per_minute, 1, 10_000),
-            viewers_per_address=_env_int(env, var["viewers_per_address"], cls.viewers_per_address, 1, 10_000),
-            viewer_backlog_kb=_env_int(env, var["viewer_backlog_kb"], cls.viewer_backlog_kb, 64, 1_048_576),
-            connections_per_address=_env_int(
-                env, var["connections_per_address"], cls.connections_per_address, 1, 100_000
-            ),
-            idle_s=_env_int(env, var["idle_s"], cls.idle_s, 1, 86_400),
+            **ints,
         )
 
 
