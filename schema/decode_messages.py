@@ -35,6 +35,14 @@ from .names import check_job_id, check_worker_id
 from .sample_space import SampleSpace
 
 
+def _check_ids_and_rows(job_id: str, request_id: str, name: str, rows: np.ndarray) -> None:
+    """What both decode messages check first: the ids, then `rows` float32 [n, ...], n in 1..MAX_SAMPLES."""
+    check_job_id(job_id)
+    _str("request_id", request_id, REQUEST_ID_RE)
+    _samples(name, rows, np.float32, dims="N")
+    _batch(name, rows.shape[0], 1, MAX_SAMPLES)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class DecodeRequest(_Message):
     TYPE: ClassVar[str] = "decode_request"
@@ -44,10 +52,7 @@ class DecodeRequest(_Message):
     z: np.ndarray
 
     def __post_init__(self) -> None:
-        check_job_id(self.job_id)
-        _str("request_id", self.request_id, REQUEST_ID_RE)
-        _samples("z", self.z, np.float32, dims="N")
-        _batch("z", self.z.shape[0], 1, MAX_SAMPLES)
+        _check_ids_and_rows(self.job_id, self.request_id, "z", self.z)
         _within("z", self.z, MAX_SAMPLE_MAGNITUDE)
 
     def check_space(self, latent: SampleSpace) -> None:
@@ -66,10 +71,7 @@ class DecodeReply(_Message):
     compute_ms: float
 
     def __post_init__(self) -> None:
-        check_job_id(self.job_id)
-        _str("request_id", self.request_id, REQUEST_ID_RE)
-        _samples("images", self.images, np.float32, dims="N")
-        _batch("images", self.images.shape[0], 1, MAX_SAMPLES)
+        _check_ids_and_rows(self.job_id, self.request_id, "images", self.images)
         _finite("images", self.images)
         check_worker_id(self.worker_id)
         object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
