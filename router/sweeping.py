@@ -41,33 +41,37 @@ class Sweeping:
                 self._resend_or_fail(request_id, p, waiting, now, out)
             elif now - p.sent_at > health.stall_s and not health.stalled(now, p.first_sent):
                 # busy this long: perhaps lost behind a backlog we cannot see; once more, without failing
-                p.sent_at = now
-                out.sends.append(Send(p.expert, request_id, p.body, resend=True))
+                self._resend(request_id, p, now, out)
             elif health.stalled(now, p.first_sent):
-                self.pending.pop(request_id, None)
                 error = (
                     f"{self.describe(p.expert)} made no progress for {health.stall_s:g} s: "
                     f"{health.consumers} consumer(s), {health.depth} request(s) queued"
                 )
-                for job in waiting:
-                    self.fail(job, error, out)
+                self._give_up(request_id, waiting, error, out)
         self._fail_past_grace(now, out)
 
     def _resend_or_fail(
         self, request_id: str, p: Request, waiting: list[JobRun], now: float, out: Outbox
     ) -> None:
         if p.attempts >= self.max_attempts:
-            self.pending.pop(request_id, None)
             error = (
                 f"{self.describe(p.expert)} did not answer {request_id} after {p.attempts} sends of "
                 f"{self.timeout_s:g} s each, though it has live workers"
             )
-            for job in waiting:
-                self.fail(job, error, out)
+            self._give_up(request_id, waiting, error, out)
             return
         p.attempts += 1
+        self._resend(request_id, p, now, out)
+
+    def _resend(self, request_id: str, p: Request, now: float, out: Outbox) -> None:
         p.sent_at = now
         out.sends.append(Send(p.expert, request_id, p.body, resend=True))
+
+    def _give_up(self, request_id: str, waiting: list[JobRun], error: str, out: Outbox) -> None:
+        """Drop the request and fail every job that waits on it with `error`."""
+        self.pending.pop(request_id, None)
+        for job in waiting:
+            self.fail(job, error, out)
 
     def _fail_past_grace(self, now: float, out: Outbox) -> None:
         """A job whose step needs an expert that has had no live worker for grace_s fails, naming it."""
