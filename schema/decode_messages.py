@@ -35,24 +35,29 @@ from .names import check_job_id, check_worker_id
 from .sample_space import SampleSpace
 
 
-def _check_ids_and_rows(job_id: str, request_id: str, name: str, rows: np.ndarray) -> None:
-    """What both decode messages check first: the ids, then `rows` float32 [n, ...], n in 1..MAX_SAMPLES."""
-    check_job_id(job_id)
-    _str("request_id", request_id, REQUEST_ID_RE)
-    _samples(name, rows, np.float32, dims="N")
-    _batch(name, rows.shape[0], 1, MAX_SAMPLES)
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
-class DecodeRequest(_Message):
-    TYPE: ClassVar[str] = "decode_request"
+class _DecodeMessage(_Message):
+    """Both decode messages start with whose job and which request (a reply: the one it answers)."""
 
     job_id: str
     request_id: str
+
+    def _check_ids_and_rows(self, name: str, rows: np.ndarray) -> None:
+        """What both check first: the ids, then `rows` float32 [n, ...], n in 1..MAX_SAMPLES."""
+        check_job_id(self.job_id)
+        _str("request_id", self.request_id, REQUEST_ID_RE)
+        _samples(name, rows, np.float32, dims="N")
+        _batch(name, rows.shape[0], 1, MAX_SAMPLES)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DecodeRequest(_DecodeMessage):
+    TYPE: ClassVar[str] = "decode_request"
+
     z: np.ndarray
 
     def __post_init__(self) -> None:
-        _check_ids_and_rows(self.job_id, self.request_id, "z", self.z)
+        self._check_ids_and_rows("z", self.z)
         _within("z", self.z, MAX_SAMPLE_MAGNITUDE)
 
     def check_space(self, latent: SampleSpace) -> None:
@@ -61,17 +66,15 @@ class DecodeRequest(_Message):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class DecodeReply(_Message):
+class DecodeReply(_DecodeMessage):
     TYPE: ClassVar[str] = "decode_reply"
 
-    job_id: str
-    request_id: str
     images: np.ndarray
     worker_id: str
     compute_ms: float
 
     def __post_init__(self) -> None:
-        _check_ids_and_rows(self.job_id, self.request_id, "images", self.images)
+        self._check_ids_and_rows("images", self.images)
         _finite("images", self.images)
         check_worker_id(self.worker_id)
         object.__setattr__(self, "compute_ms", _float("compute_ms", self.compute_ms, 0.0))
