@@ -10,7 +10,7 @@ from ddm.router.outbox import Outbox
 from ddm.router.sampler import sample_local
 from ddm.router.scheduler import Scheduler
 from ddm.schema.messages import VelocityReply, VelocityRequest
-from tests.support.scheduling import EXPERTS, OVERLAP, answer, begin, job, scheduler
+from tests.support.scheduling import EXPERTS, OVERLAP, answer, begin, job, scheduler, sweep_after
 
 
 def run_to_end(s: Scheduler, jobs: list[JobRun]) -> Outbox:
@@ -88,16 +88,12 @@ def test_a_late_request_is_resent_then_its_job_fails_naming_the_expert(clock):
     out = begin(s, j)
     (send,) = out.sends
     for _ in range(2):  # attempts 2 and 3
-        clock.now += 9.9
-        out = Outbox()
-        s.sweep(out)
+        out = sweep_after(s, clock, 9.9)
         assert out.sends == [], "not late yet"
         clock.now += 0.2
         s.sweep(out)
         assert [(x.request_id, x.body, x.resend) for x in out.sends] == [(send.request_id, send.body, True)]
-    clock.now += 10.1
-    out = Outbox()
-    s.sweep(out)
+    out = sweep_after(s, clock, 10.1)
     assert out.sends == [] and [job_ for job_, _ in out.failed] == [j]
     assert "expert 1 did not answer" in out.failed[0][1] and "after 3 sends of 10 s" in out.failed[0][1]
     out = Outbox()

@@ -11,7 +11,7 @@ import pytest
 from ddm.router.experts import MAX_COHORTS, ExpertHealth
 from ddm.router.outbox import Outbox
 from ddm.schema.messages import VelocityReply, VelocityRequest
-from tests.support.scheduling import EXPERTS, OVERLAP, FakeClock, answer, begin, job, scheduler
+from tests.support.scheduling import EXPERTS, OVERLAP, FakeClock, answer, begin, job, scheduler, sweep_after
 
 
 def reply_after(s, send, ms: float, compute_ms: float, worker: str = "w1") -> Outbox:
@@ -176,9 +176,7 @@ def test_a_late_request_is_hedged_once_to_a_replica_that_answers(clock):
         out = reply_after(s, send, 20.0, 5.0, worker=f"w{i % 2}")
         s.flush(out)
     (slow,) = out.sends
-    clock.now += 0.099
-    out = Outbox()
-    s.sweep(out)
+    out = sweep_after(s, clock, 0.099)
     assert out.sends == [], "not past the floor yet"
     clock.now += 0.002
     s.sweep(out)

@@ -63,3 +63,11 @@ def begin(s: Scheduler, *jobs: JobRun) -> Outbox:
         s.start(j, out)
     s.flush(out)
     return out
+
+
+def sweep_after(s: Scheduler, clock: FakeClock, seconds: float) -> Outbox:
+    """Move the clock on by `seconds`, then sweep: the Outbox holds what the sweep did."""
+    clock.now += seconds
+    out = Outbox()
+    s.sweep(out)
+    return out
