@@ -65,6 +65,12 @@ def chromium_page(viewport: dict | None = None):
     assert errors == [], errors
 
 
+def take_screenshot(page, shot: Path) -> None:
+    """A full-page screenshot to `shot`, the pointer moved off the page first (no hover in the picture)."""
+    page.mouse.move(0, 0)
+    page.screenshot(path=str(shot), full_page=True)
+
+
 def keep_screenshot(shot: Path, name: str | None = None) -> None:
     """Copy a test's screenshot into $DDM_SCREENSHOT_DIR when that is set (how docs/img is made), as
     `name` (default: its own name); nothing when the test never took it."""

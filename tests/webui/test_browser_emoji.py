@@ -23,7 +23,7 @@ from ddm.schema.deployment import Deployment
 from ddm.schema.settings import Settings
 from ddm.webui.cards import card_text
 from ddm.webui.pixels import to_pixels
-from tests.support.browser import keep_screenshot, open_page, require_browser
+from tests.support.browser import keep_screenshot, open_page, require_browser, take_screenshot
 from tests.support.harness import ddm_up_with_ui, local_reference
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji" / "deployment.toml"
@@ -94,8 +94,7 @@ def test_the_emoji_deployment_streams_rgb_tiles_and_shows_each_experts_card(pref
             for i, colour in enumerate(got):
                 assert np.abs(np.array(colour) - want[i, 16, 16]).max() <= 1, (i, colour, want[i, 16, 16])
             assert any(len(set(c)) > 1 for c in got), got  # colour, not grey
-            page.mouse.move(0, 0)
-            page.screenshot(path=str(shot), full_page=True)
+            take_screenshot(page, shot)
             browser.close()
         client.close()
     keep_screenshot(shot)

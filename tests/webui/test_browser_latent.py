@@ -22,7 +22,7 @@ from ddm.router.deployment_loader import load_decoder
 from ddm.schema.deployment import Deployment
 from ddm.schema.settings import Settings
 from ddm.webui.pixels import to_pixels
-from tests.support.browser import keep_screenshot, open_page, require_browser
+from tests.support.browser import keep_screenshot, open_page, require_browser, take_screenshot
 from tests.support.harness import ddm_up_with_ui, local_reference
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji-latent" / "deployment.toml"
@@ -97,8 +97,7 @@ def test_the_latent_deployment_streams_previews_then_the_decoded_image(prefix, t
             shown = to_pixels(decoder.preview.apply(latent, decoder.upscale(space.shape)))[0]
             assert_tiles(page.evaluate(TILE_PIXELS, 16), shown, 16)
             page.evaluate(SCRUB, STEPS)
-            page.mouse.move(0, 0)
-            page.screenshot(path=str(shot), full_page=True)
+            take_screenshot(page, shot)
             browser.close()
         client.close()
     keep_screenshot(shot)

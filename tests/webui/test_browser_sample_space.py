@@ -21,7 +21,7 @@ from ddm.schema.resolved import ResolvedJob
 from ddm.schema.sample_space import LEGACY
 from ddm.webui.cards import card_text
 from ddm.webui.pixels import to_pixels
-from tests.support.browser import chromium_page, keep_screenshot
+from tests.support.browser import chromium_page, keep_screenshot, take_screenshot
 from tests.webui.colour_fake import CARDS, GROUPS, STEPS, beat, emoji_descriptor, write_frame
 
 
@@ -86,8 +86,7 @@ def test_an_rgb_sample_space_streams_in_colour_with_the_experts_cards(ui_server,
                 assert cards.nth(k).get_attribute("data-card") == text
                 assert cards.nth(k).locator(".expert-arch").text_content() == text
             assert cards.nth(1).locator(".expert-arch").text_content() == "DiT · Flax · DDPM ε (cosine)"
-            page.mouse.move(0, 0)
-            page.screenshot(path=str(shot), full_page=True)
+            take_screenshot(page, shot)
 
             # any H x W: a job whose frames are 3x16x24 gets tiles of that shape, whole-pixel upscaled
             small = JobSpec.new([0, 8], steps=1, strategy="topk:2", guidance=1.5)

@@ -24,7 +24,7 @@ from ddm.client.client import Client
 from ddm.schema.deployment import Deployment
 from ddm.schema.settings import Settings
 from ddm.webui.jobs import trained_on
-from tests.support.browser import keep_screenshot, open_page, require_browser
+from tests.support.browser import keep_screenshot, open_page, require_browser, take_screenshot
 from tests.support.fakes import descriptor_of
 from tests.support.harness import ddm_up_with_ui, local_reference
 
@@ -142,8 +142,7 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(name, prefix,
         assert minis.nth(2).get_attribute("aria-pressed") == "true"
         assert page.locator("#weights-rows tr").count() == STEPS
         assert page.locator(".tile.tile-selected").count() == 1
-        page.mouse.move(0, 0)
-        page.screenshot(path=str(shot), full_page=True)
+        take_screenshot(page, shot)
         browser.close()
     keep_screenshot(shot)
     assert not errors, errors
