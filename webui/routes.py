@@ -187,6 +187,30 @@ def _job_status(state, job_id: str):
         return None, _error("not_found", str(exc), 404)
 
 
+def _with_result(state, failed_is_conflict: bool = False):
+    """Decorator of the result routes: the view gets (job_id, the job's JobHash, its stored result); a bad
+    or unknown id, or a job with no result yet, is answered here (404 not_ready; a failed job, with
+    failed_is_conflict, 409 with its reason)."""
+
+    def wrap(view):
+        @functools.wraps(view)
+        def with_result(job_id: str):
+            status, err = _job_status(state, job_id)
+            if err:
+                return err
+            x = state.client.stored_result(status)
+            if x is None:
+                st = status.status.value
+                if failed_is_conflict and st == "failed":
+                    return _error("failed", f"job {job_id} failed: {status.error or '(no reason)'}", 409)
+                return _error("not_ready", f"job {job_id} has no result yet (status {st})", 404)
+            return view(job_id, status, x)
+
+        return with_result
+
+    return wrap
+
+
 def _value_range(state, status, x) -> tuple[float, float]:
     """The value range the job's pictures are drawn in: the one it recorded (schema/jobs.py), else, for
     a job from before the record, the serving deployment's for that shape."""
@@ -199,18 +223,10 @@ def _value_range(state, status, x) -> tuple[float, float]:
 def _register_results(app: Flask, state) -> None:
     @app.get("/api/jobs/<job_id>/result.png")
     @_reading(state, "read results")
-    def result_png(job_id: str):
+    @_with_result(state, failed_is_conflict=True)
+    def result_png(job_id: str, status, x):
         from ddm.client.images import png_bytes
 
-        status, err = _job_status(state, job_id)
-        if err:
-            return err
-        x = state.client.stored_result(status)
-        if x is None:
-            st = status.status.value
-            if st == "failed":
-                return _error("failed", f"job {job_id} failed: {status.error or '(no reason)'}", 409)
-            return _error("not_ready", f"job {job_id} has no result yet (status {st})", 404)
         labels = list(status.labels) or [0] * len(x)
         scale_arg = request.args.get("scale", "3")
         scale = min(4, max(1, int(scale_arg))) if scale_arg.isdigit() and len(scale_arg) < 4 else 3
@@ -224,17 +240,12 @@ def _register_results(app: Flask, state) -> None:
 
     @app.get("/api/jobs/<job_id>/result.pixels")
     @_reading(state, "read results")
-    def result_pixels(job_id: str):
+    @_with_result(state)
+    def result_pixels(job_id: str, status, x):
         import base64
 
         from ddm.webui.pixels import to_pixels
 
-        status, err = _job_status(state, job_id)
-        if err:
-            return err
-        x = state.client.stored_result(status)
-        if x is None:
-            return _error("not_ready", f"job {job_id} has no result yet (status {status.status.value})", 404)
         pixels, channels = to_pixels(x, _value_range(state, status, x))
         resp = jsonify(
             {
