@@ -65,6 +65,12 @@ def chromium_page(viewport: dict | None = None):
     assert errors == [], errors
 
 
+def open_connected(page, url: str, timeout_ms: int = 15_000) -> None:
+    """Open the UI at `url` and wait until its Socket.IO connection is up (a submit before it is refused)."""
+    page.goto(url)
+    page.wait_for_selector("#conn.pill-ok", timeout=timeout_ms)
+
+
 def take_screenshot(page, shot: Path) -> None:
     """A full-page screenshot to `shot`, the pointer moved off the page first (no hover in the picture)."""
     page.mouse.move(0, 0)

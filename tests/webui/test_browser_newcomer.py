@@ -22,7 +22,7 @@ from PIL import Image
 from ddm.schema.flow import NULL_CLASS
 from ddm.schema.messages import Frame, JobSpec
 from ddm.schema.resolved import ResolvedJob
-from tests.support.browser import chromium_page
+from tests.support.browser import chromium_page, open_connected
 
 
 def _run_job(fake, labels, steps=3, weights=None, strategy="oracle"):
@@ -48,8 +48,7 @@ def test_unconditional_on_an_oracle_default_runs_what_the_cli_runs(ui_server, fa
     fake.all_workers()
     url = ui_server()
     with chromium_page() as page:
-        page.goto(url)
-        page.wait_for_selector("#conn.pill-ok", timeout=15_000)
+        open_connected(page, url)
         page.wait_for_selector("#strategy option[value='top1']", state="attached", timeout=10_000)
         assert page.input_value("#strategy") == "oracle"  # labelled images: the default
         page.check("#unconditional")

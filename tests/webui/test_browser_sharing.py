@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser import open_page, require_browser
+from tests.support.browser import open_connected, open_page, require_browser
 
 TOKEN = "sesame-7f3a9c"
 FASHION = ("T-shirt", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Boot")
@@ -24,8 +24,7 @@ def test_the_page_names_the_classes_and_submits_with_a_token(ui_server, fake, fa
     errors: list[str] = []
     with sync_playwright() as p:
         browser, page = open_page(p, errors)
-        page.goto(url)
-        page.wait_for_selector("#conn.pill-ok", timeout=10_000)  # a submit before the socket is up is refused
+        open_connected(page, url, timeout_ms=10_000)
         assert page.locator("#classes .chip span").all_text_contents() == list(FASHION)
         assert page.text_content("#all-classes") == "All 10"
         assert "digit" not in page.text_content("body").lower()

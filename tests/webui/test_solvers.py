@@ -14,7 +14,7 @@ import pytest
 
 from ddm.schema.messages import JobSpec
 from ddm.schema.solver import SamplingOffer
-from tests.support.browser import chromium_page
+from tests.support.browser import chromium_page, open_connected
 from tests.support.fakes import descriptor_of
 
 OFFER = SamplingOffer(
@@ -119,8 +119,7 @@ def test_pick_heun_see_the_evaluations_in_the_summary_and_the_job(ui_server, fak
     fake.all_workers()
     url = ui_server()
     with chromium_page() as page:
-        page.goto(url)
-        page.wait_for_selector("#conn.pill-ok", timeout=15_000)
+        open_connected(page, url)
         page.wait_for_selector("#solver option[value='heun']", state="attached", timeout=10_000)
         assert page.input_value("#solver") == "euler" and page.input_value("#grid") == "uniform"
         assert page.locator("#solver option:checked").text_content() == "euler (default)"
