@@ -18,6 +18,16 @@ from ddm.schema.settings import Settings  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.fakes import write_random_deployment  # noqa: E402
 
+# Tests with these marks disturb what every other test shares (the broker restarts, a cluster takes the
+# CPU, hundreds of clients load it): `python -m tests` runs them alone, after the parallel phase.
+SERIAL_MARKS = ("broker_restart", "cluster", "load")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
+            item.add_marker(pytest.mark.serial)
+
 
 @pytest.fixture(autouse=True)
 def restore_root_logging():

@@ -79,8 +79,12 @@ def put_frame(client: Client, job_id: str, step: int, steps: int, n: int = 2) ->
     x = np.full((n, 1, 32, 32), step / steps, np.float32)
     weights = np.tile(np.array([[0.25, 0.75]], np.float32), (n, 1))
     frame = Frame.from_latent(job_id, step, step / steps, x, (1,), weights, 3.5)
-    client.redis.xadd(client.names.traj(job_id), jobs.traj_entry(frame))
-    client.redis.hset(client.names.job(job_id), mapping={"step": str(step), "status": "running"})
+    # In one transaction, as the router's script writes them: written apart, a waiter could read the
+    # stream's end after the frame and the step before it, and block for a frame that never comes.
+    with client.redis.pipeline(transaction=True) as pipe:
+        pipe.xadd(client.names.traj(job_id), jobs.traj_entry(frame))
+        pipe.hset(client.names.job(job_id), mapping={"step": str(step), "status": "running"})
+        pipe.execute()
     return frame
 
 

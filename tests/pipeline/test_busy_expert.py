@@ -11,10 +11,13 @@ import time
 
 import numpy as np
 import pika
+import pytest
 
 from ddm.schema.messages import JobSpec, VelocityRequest
 from tests.support.harness import Pipeline, local_references
 from tests.support.services import amqp_channel
+
+pytestmark = pytest.mark.serial  # batches timed against the heartbeat
 
 BUSY_REQUESTS, BUSY_ROWS = 32, 256  # two batches of 4096 rows, several seconds each on one core here
 

@@ -15,6 +15,8 @@ from ddm.ops.cli.exit_codes import DEGRADED, OK
 from ddm.schema.deployment import Deployment
 from tests.support.harness import DDM_CLI, Pipeline
 
+pytestmark = pytest.mark.serial  # waits out the expert-loss grace, on a clock
+
 
 @pytest.fixture(scope="module")
 def pipe(shared_labels_deployment, tmp_path_factory):

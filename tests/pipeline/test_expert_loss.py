@@ -24,6 +24,8 @@ from tests.support.harness import Pipeline, local_reference, wait_for_step
 from tests.support.links import spawn_args, worker_link
 from tests.support.services import amqp_channel
 
+pytestmark = pytest.mark.serial  # grace periods, hedging and stall judgements run on a clock
+
 
 def local_without(deployment_path, spec: JobSpec, expert: int, steps_without: set[int]) -> np.ndarray:
     """The local (Euler) sampler, with `expert` left out (routed around) at exactly `steps_without`

@@ -114,6 +114,7 @@ def private_redis(tmp_path):
 OUTAGE_S = 20.0
 
 
+@pytest.mark.serial  # a 20 s outage timed against heartbeats and the grace
 def test_the_router_waits_out_a_redis_outage(private_redis, shared_labels_deployment, tmp_path):
     """A 20 s Redis outage: every mixing job (which would route around an expert judged gone, and say
     so) resumes and ends exact, with no step degraded: expired heartbeats prove nothing until the

@@ -13,6 +13,8 @@ from ddm.ops.netsim.netns import list_namespaces
 
 from .test_suite import run_bench
 
+pytestmark = pytest.mark.serial  # latency ratios, and it counts the host's namespaces
+
 
 def test_wan_bench_adds_the_rtt_column_and_the_ratios(tmp_path):
     before = set(list_namespaces())

@@ -4,6 +4,7 @@ afterwards (also after an exception and with a process still inside), and the lo
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -87,7 +88,8 @@ def test_failed_creation_falls_back_and_removes_what_it_made(monkeypatch, echo_s
 
     def veth_fails(*args, **kwargs):
         if args[:2] == ("link", "add"):  # the namespace exists by now: it must not be left behind
-            made.extend(n for n in list_namespaces() if n.startswith("ddm-ns-"))
+            # this process's only: tests in other processes make namespaces of their own meanwhile
+            made.extend(n for n in list_namespaces() if n.startswith(f"ddm-ns-{os.getpid()}-"))
             raise subprocess.CalledProcessError(2, ["ip", *args], stderr="RTNETLINK answers: no veth")
         return real_ip(*args, **kwargs)
 
