@@ -151,3 +151,41 @@ def check_prompt(name: str, value: object) -> str:
         if unicodedata.category(ch) == "Cc" and ch not in _ALLOWED_CONTROLS:
             raise SchemaError(expected(f"{name} without control characters", f"U+{ord(ch):04X} at {i}"))
     return value
+
+
+def text_sample_space(space: SampleSpace) -> SampleSpace:
+    """`space` without its classes: the sample space of a text deployment and of its experts (every
+    label is the null label, 0), same shape and value range."""
+    return SampleSpace(space.shape, space.value_range)
+
+
+def check_encoder(card: Conditioning | None, deployment: Conditioning | None) -> None:
+    """An expert's conditioning (its card's; None: class labels, a card without the record) against the
+    deployment's (None: class labels). Both must be of one kind, and a text expert must have trained on
+    the deployment's text encoder: the same encoder id, weights digest, tokenizer, token limit, width and
+    form. SchemaError naming both sides (both digests when they differ) otherwise."""
+    card = card if card is not None else Conditioning()
+    deployment = deployment if deployment is not None else Conditioning()
+    if card.kind != deployment.kind:
+        raise SchemaError(
+            expected(
+                f"an expert conditioned on {deployment.describe()} (the deployment's)",
+                f"one conditioned on {card.describe()}",
+            )
+        )
+    mine, theirs = card.text, deployment.text
+    if mine is None or theirs is None or mine == theirs:
+        return
+    if mine.digest != theirs.digest:
+        raise SchemaError(
+            f"expected an expert trained on the deployment's text encoder {theirs.encoder_id} (weights "
+            f"sha256 {theirs.digest}), got one trained on {mine.encoder_id} (weights sha256 {mine.digest})"
+        )
+    diffs = [
+        f"{name} {getattr(mine, name)!r} vs {getattr(theirs, name)!r}"
+        for name in TextEncoderSpec.__dataclass_fields__
+        if getattr(mine, name) != getattr(theirs, name)
+    ]
+    raise SchemaError(
+        expected("an expert whose text encoder is the deployment's (expert vs deployment)", "; ".join(diffs))
+    )

@@ -23,6 +23,11 @@
     trained_on       {"partition": the manifest's identity, "cluster": the expert's cluster id,
                       "label_counts": samples per class, "steps": optimizer steps}
     weights_sha256   sha256 of the weights file the card describes; null when not recorded
+    conditioning     optional (schema/conditioning.py's record): what the expert is conditioned on.
+                     Absent: class labels of its sample space (every card before the field). Written
+                     for text experts: {"kind": "text", "text": the TextEncoderSpec it trained on
+                     (encoder id, weights digest, tokenizer, max_tokens, width, form "pooled")}; its
+                     sample space then has no classes
 
 An expert whose meta.json has no card (every checkpoint written before cards) gets the LEGACY card
 derived from its meta: flow-velocity, t0-noise, the LEGACY sample space, no weights digest. Such an
@@ -38,6 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ddm.schema.conditioning import Conditioning
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.sample_space import LEGACY, SampleSpace
 
@@ -62,6 +68,7 @@ CARD_FIELDS = (
     "trained_on",
     "weights_sha256",
 )
+OPTIONAL_CARD_FIELDS = ("conditioning",)  # absent: class labels (written only for text experts)
 TRAINED_ON_FIELDS = ("partition", "cluster", "label_counts", "steps")
 
 
@@ -242,6 +249,7 @@ class ExpertCard:
     trained_on: TrainedOn = field(default_factory=TrainedOn)
     weights_sha256: str | None = None
     derived: bool = field(default=False, compare=False)
+    conditioning: Conditioning | None = None  # None: class labels (the record absent)
 
     def __post_init__(self):
         for name in ("framework", "architecture"):
@@ -252,6 +260,10 @@ class ExpertCard:
             isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
         ):
             raise SchemaError(expected("weights_sha256 64 lowercase hex digits, or null", digest))
+        if self.conditioning is not None:
+            if not isinstance(self.conditioning, Conditioning):
+                raise SchemaError(expected("conditioning a Conditioning record", self.conditioning))
+            self.conditioning.check_space(self.sample_space)
         counts = self.trained_on.label_counts
         if self.sample_space.conditional and counts and len(counts) != self.sample_space.num_classes:
             raise SchemaError(
@@ -260,8 +272,14 @@ class ExpertCard:
                 )
             )
 
+    @property
+    def text_width(self) -> int:
+        """The width of the pooled prompt embedding a text expert reads; 0 for any other."""
+        text = self.conditioning.text if self.conditioning is not None else None
+        return text.width if text is not None else 0
+
     def to_dict(self) -> dict:
-        return {
+        out = {
             "framework": self.framework,
             "architecture": self.architecture,
             "objective": self.objective.name,
@@ -271,6 +289,9 @@ class ExpertCard:
             "trained_on": self.trained_on.to_dict(),
             "weights_sha256": self.weights_sha256,
         }
+        if self.conditioning is not None:  # absent for class experts: their bytes as before the field
+            out["conditioning"] = self.conditioning.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: object, source: str = "card") -> ExpertCard:
@@ -278,7 +299,7 @@ class ExpertCard:
         schedule or time convention names the allowed ones)."""
         if not isinstance(data, dict):
             raise SchemaError(f"{source}: {expected('a JSON object (the expert card)', data)}")
-        unknown = sorted(set(data) - set(CARD_FIELDS))
+        unknown = sorted(set(data) - set(CARD_FIELDS) - set(OPTIONAL_CARD_FIELDS))
         missing = [f for f in CARD_FIELDS if f not in data]
         if unknown or missing:
             got = f"unknown {unknown}" if unknown else f"missing {missing}"
@@ -286,6 +307,9 @@ class ExpertCard:
         try:
             schedule = None if data["schedule"] is None else Schedule.from_dict(data["schedule"], "schedule")
             objective = Objective(data["objective"], schedule, data["time_convention"])
+            conditioning = data.get("conditioning")
+            if conditioning is not None:
+                conditioning = Conditioning.from_dict(conditioning, "conditioning")
             return cls(
                 framework=data["framework"],
                 architecture=data["architecture"],
@@ -293,6 +317,7 @@ class ExpertCard:
                 sample_space=SampleSpace.from_dict(data["sample_space"]),
                 trained_on=TrainedOn.from_dict(data["trained_on"]),
                 weights_sha256=data["weights_sha256"],
+                conditioning=conditioning,
             )
         except SchemaError as exc:
             raise SchemaError(f"{source}: {exc}") from None
@@ -300,9 +325,10 @@ class ExpertCard:
     def describe(self) -> str:
         """One line for people: 'torch unet, ddpm-eps under linear(...), t0-data, 1x32x32 ...'."""
         legacy = " (derived: no card)" if self.derived else ""
+        text = f", {self.conditioning.describe()}" if self.conditioning is not None else ""
         return (
             f"{self.framework} {self.architecture}, {self.objective.describe()}, "
-            f"{self.sample_space.describe()}{legacy}"
+            f"{self.sample_space.describe()}{text}{legacy}"
         )
 
 
@@ -326,9 +352,10 @@ def new_card(
     objective: Objective = FLOW,
     sample_space: SampleSpace = LEGACY,
     weights_sha256: str | None = None,
+    conditioning: Conditioning | None = None,
 ) -> ExpertCard:
     """The card of an expert's meta record as built (framework, architecture and what it was trained
-    on from the meta; the declared objective and sample space from the caller)."""
+    on from the meta; the declared objective, sample space and conditioning from the caller)."""
     return ExpertCard(
         framework=meta["framework"],
         architecture=architecture_of(meta),
@@ -336,6 +363,7 @@ def new_card(
         sample_space=sample_space,
         trained_on=TrainedOn.from_meta(meta),
         weights_sha256=weights_sha256,
+        conditioning=conditioning,
     )
 
 
@@ -366,7 +394,7 @@ def stamp_card(meta: dict, weights_sha256: str | None) -> dict:
             raise ConfigError(str(exc)) from None
     else:
         card = legacy_card(meta)
-    fresh = new_card(meta, card.objective, card.sample_space, weights_sha256)
+    fresh = new_card(meta, card.objective, card.sample_space, weights_sha256, card.conditioning)
     return {**meta, "card": fresh.to_dict()}
 
 
@@ -376,6 +404,7 @@ __all__ = [
     "FLOW",
     "FLOW_VELOCITY",
     "OBJECTIVES",
+    "OPTIONAL_CARD_FIELDS",
     "SCHEDULES",
     "TIME_CONVENTIONS",
     "ExpertCard",

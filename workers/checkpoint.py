@@ -16,10 +16,12 @@ Nothing here is ever unpickled: safetensors and msgpack only.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ddm.schema import checkpoint_meta, expert_card
-from ddm.schema.errors import ConfigError, expected
+from ddm.schema.conditioning import Conditioning
+from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.expert_card import FLOW, ExpertCard, Objective, card_of, new_card
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.architectures import DEFAULT_ARCHITECTURE, ExpertArchitecture, expert_architecture
@@ -82,6 +84,17 @@ def check_card(meta: dict, source: str = checkpoint_meta.META_FILE) -> ExpertCar
             raise ConfigError(
                 f"{source}: {expected(f'config {field} {want} (the card: {space.describe()})', have)}"
             )
+    width = getattr(config, "text_width", 0)
+    if width != card.text_width:
+        said = card.conditioning.describe() if card.conditioning is not None else "class labels"
+        raise ConfigError(
+            f"{source}: {expected(f'config text_width {card.text_width} (the card: {said})', width)}"
+        )
+    text = card.conditioning.text if card.conditioning is not None else None
+    if text is not None and text.form != "pooled":
+        raise ConfigError(
+            f"{source}: {expected('a text expert of form pooled (tokens: not yet)', text.form)}"
+        )
     return card
 
 
@@ -113,6 +126,7 @@ def expert_meta(
     *,
     objective: Objective = FLOW,
     sample_space: SampleSpace = LEGACY,
+    conditioning: Conditioning | None = None,
     **more,
 ) -> dict:
     """THE builder of an expert's meta record (training, distillation, random experts, test fakes),
@@ -122,18 +136,26 @@ def expert_meta(
     label_counts: int [classes], the samples per class the expert learns from (classes follow);
     device: where it trains (omitted when None); architecture: which model (ddm.workers.architectures);
     objective, sample_space: the card's (schema/expert_card.py; default flow-velocity, t0-noise, LEGACY);
+    conditioning: the card's, for a text expert (kind text, form pooled: the config's text_width is its
+    width, the sample space has no classes); None: class labels as before;
     more: further fields (steps, distilled_from).
     """
     expert_framework(framework)
     record = expert_architecture(architecture)
     record.code(framework)  # written in that framework
     counts = [int(n) for n in label_counts]
+    config = record.preset(preset, sample_space)
+    text = conditioning.text if conditioning is not None else None
+    if text is not None:
+        if text.form != "pooled":
+            raise ConfigError(expected("a text expert of form pooled (tokens: not yet)", text.form))
+        config = replace(config, text_width=text.width)
     meta = {
         "kind": "expert",
         "framework": framework,
         "architecture": architecture,
         "preset": preset,
-        "config": record.preset(preset, sample_space).to_dict(),
+        "config": config.to_dict(),
         "expert": int(expert),
         "partition": partition,
         "classes": [c for c, n in enumerate(counts) if n > 0],
@@ -146,7 +168,11 @@ def expert_meta(
         raise TypeError(f"expert_meta: {clash} are built here, not passed in")
     meta = {**meta, **more}
     # the card: what it predicts and in which sample space; the weights digest comes with the weights
-    return {**meta, "card": new_card(meta, objective, sample_space).to_dict()}
+    try:
+        card = new_card(meta, objective, sample_space, conditioning=conditioning)
+    except SchemaError as exc:  # e.g. text conditioning in a sample space with classes
+        raise ConfigError(str(exc)) from None
+    return {**meta, "card": card.to_dict()}
 
 
 def check_resume(out: Path, meta: dict, resume: bool) -> None:
@@ -173,3 +199,7 @@ def check_resume(out: Path, meta: dict, resume: bool) -> None:
         raise ConfigError(
             expected(f"--resume with the same objective as {out}", f"{now.describe()} vs {before.describe()}")
         )
+    before, now = card_of(old).conditioning, card_of(meta).conditioning
+    if before != now:
+        said = [c.describe() if c is not None else "class labels" for c in (now, before)]
+        raise ConfigError(expected(f"--resume with the same conditioning as {out}", " vs ".join(said)))

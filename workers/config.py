@@ -20,13 +20,34 @@ class UNetConfig:
     groups: int = 8  # GroupNorm groups
     image_size: int = 32
     in_channels: int = 1
+    # 0: class-conditioned (the class_emb table). > 0: text-conditioned, a Linear (text_emb) of the pooled
+    # prompt embedding [B, text_width] takes the table's place (no class_emb, num_classes unread)
+    text_width: int = 0
+
+    def __post_init__(self):
+        check_text_width(self.text_width)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> UNetConfig:
         return config_from_dict(cls, data)
+
+
+def check_text_width(width: object) -> None:
+    if not isinstance(width, int) or isinstance(width, bool) or width < 0:
+        raise ConfigError(expected("text_width an int >= 0 (0: class-conditioned)", width))
+
+
+def config_to_dict(config) -> dict:
+    """meta.json's `config` of a frozen config dataclass (any architecture's): its fields, without
+    text_width when it is 0, so a class-conditioned expert's meta.json is byte for byte what it was
+    before the field existed (and a config without it reads as 0)."""
+    data = asdict(config)
+    if not data.get("text_width"):
+        data.pop("text_width", None)
+    return data
 
 
 def config_from_dict(cls: type, data: dict):

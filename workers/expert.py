@@ -1,9 +1,10 @@
-"""The one door every caller uses: `Expert.velocity(x, t, y, guidance)` in numpy.
+"""The one door every caller uses: `Expert.velocity(x, t, y, guidance, cond=, uncond=)` in numpy.
 
 Framework-specific experts (workers/torch_expert/expert.py, workers/jax_expert/expert.py) implement
-only `_forward` on a batch; this base class validates inputs, adds the null-class rows for
-classifier-free guidance, and pads to a fixed set of batch buckets where the backend needs static
-shapes (JAX, Neuron), so that no shape outside the buckets is ever compiled.
+only `_forward` on a batch; this base class validates inputs, adds the null rows for classifier-free
+guidance (the null class; for a text expert the unconditional prompt's embedding), and pads to a
+fixed set of batch buckets where the backend needs static shapes (JAX, Neuron), so that no shape
+outside the buckets is ever compiled.
 """
 
 from __future__ import annotations
@@ -86,6 +87,38 @@ def check_inputs(
     return x, t, y.astype(np.int64), _guidance_rows(guidance, B)
 
 
+def check_text_inputs(x, t, y, guidance, cond, uncond, width: int, space: SampleSpace):
+    """Validate a text expert's inputs: x, t and guidance as check_inputs; cond float32 [B, width] (the
+    pooled prompt embeddings); uncond float32 [B, width] (the empty or negative prompt's), required when
+    any row's guidance is not 1; y None or the null label on every row. Returns x, t, cond, g, uncond
+    (None when no row is guided)."""
+    x = np.asarray(x)
+    B = x.shape[0] if x.ndim == 4 else 0
+    null = np.full(B, space.null_class, np.int64)
+    if y is not None:
+        y = np.asarray(y)
+        if y.shape != (B,) or not np.issubdtype(y.dtype, np.integer) or (B and (y != space.null_class).any()):
+            what = f"y omitted or the null label {space.null_class} on every row [B={B}] (a text expert)"
+            raise SchemaError(expected(what, f"{y.dtype} {y.shape}"))
+    x, t, _, g = check_inputs(x, t, null, guidance, space)
+    cond = _embeddings("cond", cond, B, width)
+    guided = bool((g != 1.0).any())
+    if uncond is None and guided:
+        want = f"uncond float32 [B={B}, {width}] (the empty or negative prompt's) for guidance != 1"
+        raise SchemaError(expected(want, None))
+    uncond = _embeddings("uncond", uncond, B, width) if uncond is not None else None
+    return x, t, cond, g, uncond
+
+
+def _embeddings(name: str, value, B: int, width: int) -> np.ndarray:
+    """A [B, width] float32 array of pooled prompt embeddings; SchemaError naming the shape otherwise."""
+    a = np.asarray(value) if value is not None else None
+    if a is None or a.dtype != np.float32 or a.shape != (B, width):
+        got = "nothing" if a is None else f"{a.dtype} {a.shape}"
+        raise SchemaError(expected(f"{name} float32 [B={B}, {width}] (pooled prompt embeddings)", got))
+    return a
+
+
 def _guidance_rows(guidance, B: int) -> np.ndarray:
     """guidance f32 [B]: a number means every row; an array must be [B] (a 0-d array is refused)."""
     if isinstance(guidance, numbers.Real) and not isinstance(guidance, bool | np.ndarray):
@@ -115,47 +148,78 @@ class Expert(ABC):
             card = ExpertCard(framework=meta.framework, architecture=meta.architecture, derived=True)
         return card
 
-    def velocity(self, x, t, y, guidance=1.0) -> np.ndarray:
+    @property
+    def text_width(self) -> int:
+        """The pooled prompt embedding's width a text expert reads (its config's text_width); 0 for a
+        class expert."""
+        return int(getattr(self.meta.config, "text_width", 0))
+
+    def velocity(self, x, t, y=None, guidance=1.0, *, cond=None, uncond=None) -> np.ndarray:
         """v(x, t, y) with classifier-free guidance, in the deployment's one velocity convention
         (schema/flow.py) whatever the expert was trained to predict (its card's objective).
 
         x float32 [B, C, H, W] (the card's sample space; LEGACY: [B,1,32,32]), t float32 [B] in [0,1],
         y int64 [B] (a class, or the null class = unconditional: 10 in LEGACY), guidance a number or [B].
-        Rows whose guidance is not 1 get an extra null-class row in the same forward pass:
+        Rows whose guidance is not 1 get an extra null row in the same forward pass:
         v = v_null + g * (v_y - v_null). Returns float32 [B, C, H, W].
+
+        A text expert (text_width > 0) reads cond float32 [B, text_width], the pooled prompt embeddings,
+        and for guided rows uncond float32 [B, text_width] (the empty or the negative prompt's): its null
+        rows; y is then omitted or the null label. A class expert refuses cond and uncond.
         """
         card = self.card
-        x, t, y, g = check_inputs(x, t, y, guidance, card.sample_space)
+        x, t, c, g, null = self._inputs(x, t, y, guidance, cond, uncond)
         B = len(x)
         guided = np.flatnonzero(g != 1.0)
         if len(guided):
             x = np.concatenate([x, x[guided]])
             t = np.concatenate([t, t[guided]])
-            y = np.concatenate([y, np.full(len(guided), card.sample_space.null_class, dtype=np.int64)])
+            c = np.concatenate([c, null[guided]])
         conversion = conversion_for(card.objective, card.sample_space.value_range)
         if conversion is None:  # flow-velocity, t0-noise: the network's output is the answer, as is
-            v = self._run(x, t, y)
+            v = self._run(x, t, c)
         else:
             # Converted row by row (time mapping and x rescale before the forward, the prediction to
             # x1 - x0 after: ddm.workers.objectives), THEN guided. The conversion is affine in the
             # prediction for fixed x and t, so guiding converted velocities equals converting the
             # guided prediction (tests/workers/test_objectives.py checks it).
-            v = conversion.velocity(lambda x_in, s: self._run(x_in, s, y), x, t)
+            v = conversion.velocity(lambda x_in, s: self._run(x_in, s, c), x, t)
         out = v[:B].copy()
         if len(guided):
             out[guided] = guided_velocity(out[guided], v[B:], g[guided])
         return out
 
-    def _run(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def _inputs(self, x, t, y, guidance, cond, uncond):
+        """Checked inputs: x, t, the conditioning c (labels i64 [B] or embeddings f32 [B, width]), the
+        guidance g f32 [B] and the null conditioning of every row (the null class, or uncond)."""
+        space = self.card.sample_space
+        width = self.text_width
+        if width:
+            x, t, c, g, null = check_text_inputs(x, t, y, guidance, cond, uncond, width, space)
+            return x, t, c, g, null
+        if cond is not None or uncond is not None:
+            raise SchemaError(expected("no cond or uncond for a class-conditioned expert (y labels)", "them"))
+        if y is None:
+            raise SchemaError(expected(f"y integer [B] labels in [0, {space.null_class}]", None))
+        x, t, y, g = check_inputs(x, t, y, guidance, space)
+        return x, t, y, g, np.full(len(y), space.null_class, dtype=np.int64)
+
+    def _run(self, x: np.ndarray, t: np.ndarray, c: np.ndarray) -> np.ndarray:
         limit = self.buckets[-1] if self.buckets else self.max_batch
-        return run_bucketed(self._forward, (x, t, y), self.buckets, limit)
+        return run_bucketed(self._forward, (x, t, c), self.buckets, limit)
+
+    def null_condition(self, rows: int) -> np.ndarray:
+        """Zeros of what `_forward` reads as c: labels i64 [rows], or embeddings f32 [rows, text_width]."""
+        width = self.text_width
+        return np.zeros((rows, width), np.float32) if width else np.zeros(rows, np.int64)
 
     def warmup(self) -> None:
         """Run every bucket once (compiles them where the backend compiles)."""
         for b in self.buckets or (1,):
             x = np.zeros((b, *self.card.sample_space.shape), np.float32)
-            self._forward(x, np.zeros(b, np.float32), np.zeros(b, np.int64))
+            self._forward(x, np.zeros(b, np.float32), self.null_condition(b))
 
     @abstractmethod
-    def _forward(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """x f32 [b,1,32,32], t f32 [b], y i64 [b] -> v f32 [b,1,32,32]; b is a bucket when buckets is set."""
+    def _forward(self, x: np.ndarray, t: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """x f32 [b,C,H,W], t f32 [b], c the conditioning: labels i64 [b], or for a text expert the pooled
+        prompt embeddings f32 [b, text_width] -> v f32 [b,C,H,W]; b is a bucket when buckets is set."""

@@ -47,7 +47,8 @@ class ExpertFramework:
     weights_file: str  # the EMA weights inference loads, beside meta.json
     train_state_file: str  # the resumable state: raw weights, optimizer, step
     load: EntryPoint  # (folder, meta, device=, buckets=, precision=) -> Expert, buckets compiled
-    make_trainer: EntryPoint  # (TrainConfig, device, architecture, SampleSpace) -> Trainer (workers.training)
+    # (TrainConfig, device, architecture, SampleSpace, text_width=0) -> Trainer (workers.training)
+    make_trainer: EntryPoint
     load_canonical: EntryPoint  # (folder, ExpertArchitecture) -> weights in the canonical layout
     save_canonical: EntryPoint  # (folder, canonical weights, config) -> None, written atomically
     toolchain: EntryPoint  # device -> "versions and backend" for the worker's start-up line

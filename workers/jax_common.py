@@ -1,6 +1,7 @@
 """The JAX pieces shared beyond the JAX expert: the UNet's sinusoidal time embedding and PyTorch-style
 padding (the router net uses both, so its Flax code reads like the expert's), and the persistent
-compilation cache every JAX process turns on (the expert, the learned router). Public: the router
+compilation cache every JAX process turns on (the expert, the learned router), and the zeros of an
+expert model's conditioning input (labels or prompt embeddings: condition_template). Public: the router
 imports these, never the expert's internals."""
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ def timestep_embedding(t: jnp.ndarray, dim: int) -> jnp.ndarray:
     freqs = jnp.exp(-math.log(10000.0) * jnp.arange(half, dtype=jnp.float32) / half)
     args = (t.astype(jnp.float32) * 1000.0)[:, None] * freqs[None, :]
     return jnp.concatenate([jnp.sin(args), jnp.cos(args)], axis=1)
+
+
+def condition_template(cfg, batch: int = 1) -> jnp.ndarray:
+    """Zeros of what an expert model's third input is: int32 labels [batch], or for a text expert
+    (cfg.text_width > 0) the pooled prompt embeddings float32 [batch, text_width] (init, compiling)."""
+    width = getattr(cfg, "text_width", 0)
+    return jnp.zeros((batch, width), jnp.float32) if width else jnp.zeros((batch,), jnp.int32)
 
 
 def enable_compilation_cache() -> None:

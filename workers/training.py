@@ -23,6 +23,7 @@ from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.expert_card import FLOW_VELOCITY, T0_NOISE, Objective, card_of, stamp_card
 from ddm.schema.flow import NULL_CLASS, interpolate, target_velocity
 from ddm.schema.sample_space import LEGACY, SampleSpace
+from ddm.workers.text_conditions import PromptTable
 
 
 @dataclass(frozen=True)
@@ -79,20 +80,31 @@ def ema_decay(step: int, cfg: TrainConfig) -> float:
 
 
 def training_batch(
-    images: np.ndarray, labels: np.ndarray, cfg: TrainConfig, step: int, null_class: int = NULL_CLASS
+    images: np.ndarray,
+    labels: np.ndarray,
+    cfg: TrainConfig,
+    step: int,
+    null_class: int = NULL_CLASS,
+    text: PromptTable | None = None,
 ):
     """One flow-matching batch, a pure function of (cfg.seed, step).
 
     images float32 [N,C,H,W] in [-1,1], labels int64 [N] ->
     x_t float32 [B,C,H,W], t float32 [B], y int64 [B] (null_class where dropped: the sample space's,
     NULL_CLASS in the legacy space), v float32 [B,C,H,W].
+    With `text` (a text expert's prompts, row i for image i): y is float32 [B, width] instead, one of the
+    image's prompt embeddings drawn per row, the empty prompt's where dropped (cfg.label_dropout).
     """
     rng = np.random.default_rng([cfg.seed, step])
     idx = rng.integers(0, len(images), size=cfg.batch)
     x1 = images[idx]
     x0 = rng.standard_normal(x1.shape, dtype=np.float32)
     t = rng.random(cfg.batch, dtype=np.float32)
-    y = np.where(rng.random(cfg.batch) < cfg.label_dropout, null_class, labels[idx]).astype(np.int64)
+    drop = rng.random(cfg.batch) < cfg.label_dropout
+    if text is not None:
+        y = text.pick(idx, drop, rng)  # drawn after the class path's draws: its batches are unchanged
+    else:
+        y = np.where(drop, null_class, labels[idx]).astype(np.int64)
     objective = cfg.objective_record()
     if not objective.is_identity:
         # the same draws, read by the objective: t is its uniform u, x0 its noise (workers/objectives.py);
@@ -139,6 +151,7 @@ def train_loop(
     meta: dict,
     progress: bool = True,
     batch: BatchFn | None = None,
+    text: PromptTable | None = None,
 ) -> dict:
     """Run (or resume) training to cfg.steps; checkpoint every cfg.save_every steps and at the end.
 
@@ -147,11 +160,15 @@ def train_loop(
     `batch(step)` gives each step's batch (default: training_batch on images and labels, target
     x1 - x0); distillation (ddm.ops.distill) keeps its x_t, t, y and puts the teachers' velocity
     in as the target. It must be a pure function of the step, so a resumed run sees the same batches.
+    `text`: a text expert's prompts (workers/text_conditions.py), row i for image i; its meta's card
+    must declare that encoder (expert_meta's conditioning).
     """
     expert = kind_of(meta) == "expert"
+    if expert:
+        _check_text(card_of(meta), text, len(images))
     if batch is None:
         null_class = card_of(meta).sample_space.null_class if expert else NULL_CLASS
-        batch = lambda step: training_batch(images, labels, cfg, step, null_class)  # noqa: E731
+        batch = lambda step: training_batch(images, labels, cfg, step, null_class, text)  # noqa: E731
     if expert and card_of(meta).objective != cfg.objective_record():
         have, want = card_of(meta).objective.describe(), cfg.objective_record().describe()
         raise ConfigError(expected(f"a meta whose card declares the objective trained ({want})", have))
@@ -210,6 +227,18 @@ def train_loop(
     return final
 
 
+def _check_text(card, text: PromptTable | None, images: int) -> None:
+    """A text expert's card and its prompts agree (the same encoder, one prompt row per image); a class
+    expert has none."""
+    have = text.spec if text is not None else None
+    want = card.conditioning.text if card.conditioning is not None else None
+    if have != want:
+        said = [s.to_dict() if s is not None else "class labels" for s in (have, want)]
+        raise ConfigError(expected(f"prompts encoded by the card's text encoder ({said[1]})", said[0]))
+    if text is not None and len(text) != images:
+        raise ConfigError(expected(f"prompts for each of the {images} images", len(text)))
+
+
 def _weights_sha256(out_dir: Path, meta: dict) -> str | None:
     """sha256 of the expert's weights file in out_dir (None when the trainer wrote none there)."""
     from ddm.schema.checkpoint_meta import file_sha256
@@ -225,12 +254,16 @@ def make_trainer(
     device: str = "cpu",
     architecture: str = "unet",
     space: SampleSpace = LEGACY,
+    text_width: int = 0,
 ) -> Trainer:
     """The framework's trainer of `architecture` (ddm.workers.architectures) at preset tcfg.preset,
-    sized for the sample space `space` (device: torch only; JAX trains where JAX runs)."""
+    sized for the sample space `space` (device: torch only; JAX trains where JAX runs); text_width > 0:
+    a text expert reading pooled prompt embeddings of that width."""
     from ddm.workers.architectures import expert_architecture
     from ddm.workers.frameworks import expert_framework
 
     record = expert_framework(framework)
     expert_architecture(architecture, "--arch").code(framework)  # refused here, before any import
+    if text_width:
+        return record.make_trainer(tcfg, device, architecture, space, text_width=text_width)
     return record.make_trainer(tcfg, device, architecture, space)

@@ -14,11 +14,11 @@ Parameters (counted by tests/workers/test_dit.py, the same in both frameworks):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NUM_CLASSES
-from ddm.workers.config import config_from_dict
+from ddm.workers.config import check_text_width, config_from_dict, config_to_dict
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,12 @@ class DiTConfig:
     num_classes: int = NUM_CLASSES  # plus one null class for classifier-free guidance (label num_classes)
     image_size: int = 32
     in_channels: int = 1  # = out channels (learn_sigma off)
+    # 0: class-conditioned (the y_embed table). > 0: text-conditioned, a Linear (text_embed) of the pooled
+    # prompt embedding [B, text_width] into the adaLN conditioning takes the table's place
+    text_width: int = 0
 
     def __post_init__(self):
+        check_text_width(self.text_width)
         if self.image_size % self.patch_size:
             raise ConfigError(
                 expected(f"image_size a multiple of patch_size {self.patch_size}", self.image_size)
@@ -57,7 +61,7 @@ class DiTConfig:
         return int(self.hidden_size * self.mlp_ratio)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> DiTConfig:

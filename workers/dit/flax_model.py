@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from ddm.workers.dit.config import DiTConfig
 from ddm.workers.dit.layout import pos_embed_2d
+from ddm.workers.jax_common import condition_template
 
 LN_EPS = 1e-6  # the paper's; set explicitly in both twins
 XAVIER = nn.initializers.xavier_uniform()
@@ -88,7 +89,7 @@ class DiTBlock(nn.Module):
 
 class DiT(nn.Module):
     """Class-conditional DiT: x [B,H,W,C] (NHWC), t [B] in [0,1], y [B] int (num_classes = null)
-    -> v [B,H,W,C]."""
+    -> v [B,H,W,C]. A text DiT (cfg.text_width > 0) reads y as the pooled prompt embedding [B, width]."""
 
     cfg: DiTConfig
 
@@ -109,7 +110,11 @@ class DiT(nn.Module):
         tokens = patches.reshape(B, g * g, h) + jnp.asarray(pos_embed_2d(h, g))  # [B, N, h]
         temb = dense(h, "t_mlp1", kernel_init=NORMAL_002)(timestep_embedding(t, cfg.freq_dim))
         temb = dense(h, "t_mlp2", kernel_init=NORMAL_002)(nn.silu(temb))  # [B, h]
-        c = temb + nn.Embed(cfg.num_classes + 1, h, embedding_init=NORMAL_002, name="y_embed")(y)  # [B, h]
+        if cfg.text_width:  # the pooled prompt embedding in the class embedding's place
+            c = temb + dense(h, "text_embed")(y)  # [B, h]
+        else:
+            table = nn.Embed(cfg.num_classes + 1, h, embedding_init=NORMAL_002, name="y_embed")
+            c = temb + table(y)  # [B, h]
         for i in range(cfg.depth):
             tokens = DiTBlock(h, cfg.num_heads, cfg.mlp_hidden, name=f"block{i}")(tokens, c)  # [B, N, h]
         shift, scale = jnp.split(dense(2 * h, "final_ada", zero=True)(nn.silu(c)), 2, axis=1)  # [B, h]
@@ -124,6 +129,4 @@ def init_params(model: DiT, seed: int) -> dict:
     x = jnp.zeros((1, cfg.image_size, cfg.image_size, cfg.in_channels), jnp.float32)
     # jitted: eager init dispatches every op one by one (tens of seconds on a busy CPU)
     init = jax.jit(model.init)
-    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[
-        "params"
-    ]
+    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), condition_template(cfg))["params"]

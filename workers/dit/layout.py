@@ -5,6 +5,8 @@ fixed 2D sin-cos position table, which is not a parameter (neither twin stores i
     patch_embed          Conv2d  [hidden, C, p, p]       the patchify convolution (stride p)
     t_mlp1, t_mlp2       Linear  [hidden, freq], [hidden, hidden]   timestep MLP (SiLU between)
     y_embed              Embedding [num_classes + 1, hidden]        row num_classes: the null class
+    text_embed           Linear  [hidden, text_width]    instead of y_embed when text_width > 0: the
+                                                         pooled prompt embedding into the conditioning
     block<i>.attn.qkv    Linear  [3 hidden, hidden]      q, k, v of all heads: (3, heads, head_dim)
     block<i>.attn.proj   Linear  [hidden, hidden]
     block<i>.mlp.fc1     Linear  [mlp, hidden]           GELU (tanh) after
@@ -35,7 +37,10 @@ def canonical_shapes(cfg: DiTConfig) -> dict[str, tuple[int, ...]]:
         }
     linears |= {"final_ada": (2 * h, h), "final_linear": (p * p * c, h)}
     shapes = {"patch_embed.weight": (h, c, p, p), "patch_embed.bias": (h,)}
-    shapes["y_embed.weight"] = (cfg.num_classes + 1, h)
+    if cfg.text_width:
+        linears["text_embed"] = (h, cfg.text_width)
+    else:
+        shapes["y_embed.weight"] = (cfg.num_classes + 1, h)
     for name, (out, inp) in linears.items():
         shapes[f"{name}.weight"] = (out, inp)
         shapes[f"{name}.bias"] = (out,)

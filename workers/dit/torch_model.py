@@ -1,5 +1,6 @@
-"""The class-conditional DiT in PyTorch (Peebles & Xie): patchify, adaLN-Zero blocks, unpatchify. Its
-state_dict is the canonical layout (workers/dit/layout.py); workers/dit/flax_model.py is its twin."""
+"""The class-conditional DiT in PyTorch (Peebles & Xie): patchify, adaLN-Zero blocks, unpatchify; or
+pooled-text-conditional (config text_width > 0). Its state_dict is the canonical layout
+(workers/dit/layout.py); workers/dit/flax_model.py is its twin."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ class DiTBlock(nn.Module):
 
 class DiT(nn.Module):
     """Class-conditional DiT: x [B,C,H,W], t [B] in [0,1], y [B] int (num_classes = null) -> v [B,C,H,W].
+    A text DiT (cfg.text_width > 0) reads y as the pooled prompt embedding, float [B, text_width].
 
     Tokens: (H/p)(W/p) patches of p x p pixels plus a fixed 2D sin-cos position table; conditioning
     c = MLP(sinusoid(1000 t)) + embed(y), read by every block's adaLN-Zero and by the final layer.
@@ -91,7 +93,10 @@ class DiT(nn.Module):
         self.patch_embed = nn.Conv2d(C, h, p, stride=p)
         self.t_mlp1 = nn.Linear(cfg.freq_dim, h)
         self.t_mlp2 = nn.Linear(h, h)
-        self.y_embed = nn.Embedding(cfg.num_classes + 1, h)  # +1: the null class
+        if cfg.text_width:  # the pooled prompt embedding in the class embedding's place
+            self.text_embed = nn.Linear(cfg.text_width, h)
+        else:
+            self.y_embed = nn.Embedding(cfg.num_classes + 1, h)  # +1: the null class
         for i in range(cfg.depth):
             setattr(self, f"block{i}", DiTBlock(h, cfg.num_heads, cfg.mlp_hidden))
         self.final_ada = nn.Linear(h, 2 * h)
@@ -110,7 +115,8 @@ class DiT(nn.Module):
         w = self.patch_embed.weight
         nn.init.xavier_uniform_(w.view(w.shape[0], -1))
         nn.init.zeros_(self.patch_embed.bias)
-        nn.init.normal_(self.y_embed.weight, std=0.02)
+        if not self.cfg.text_width:  # a text DiT's text_embed is a Linear: Xavier, as the others
+            nn.init.normal_(self.y_embed.weight, std=0.02)
         nn.init.normal_(self.t_mlp1.weight, std=0.02)
         nn.init.normal_(self.t_mlp2.weight, std=0.02)
         zero = [getattr(self, f"block{i}").ada for i in range(self.cfg.depth)]
@@ -124,7 +130,7 @@ class DiT(nn.Module):
         p, g = cfg.patch_size, cfg.grid
         tokens = self.patch_embed(x).flatten(2).transpose(1, 2) + self.pos_embed  # [B, N, h], N = g*g
         temb = self.t_mlp2(F.silu(self.t_mlp1(timestep_embedding(t, cfg.freq_dim))))  # [B, h]
-        c = temb + self.y_embed(y)  # [B, h]
+        c = temb + (self.text_embed(y) if cfg.text_width else self.y_embed(y))  # [B, h]
         for i in range(cfg.depth):
             tokens = getattr(self, f"block{i}")(tokens, c)  # [B, N, h]
         shift, scale = self.final_ada(F.silu(c)).chunk(2, dim=1)  # [B, h]

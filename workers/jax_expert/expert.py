@@ -16,7 +16,7 @@ from ddm.schema.errors import ConfigError, DeviceError
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
 from ddm.workers.checkpoint import architecture_of, config_of
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
-from ddm.workers.jax_common import enable_compilation_cache
+from ddm.workers.jax_common import condition_template, enable_compilation_cache
 from ddm.workers.jax_expert.checkpoint import flax_template, load_weights
 
 DEVICES = ("auto", "cpu", "gpu")
@@ -25,6 +25,12 @@ DEVICES = ("auto", "cpu", "gpu")
 # "bfloat16" setting only selects its default precision, which is not bf16 compute (JAX issue 18934);
 # it would need the params and inputs cast, which this expert does not do.
 MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
+
+
+def condition_spec(cfg, batch: int) -> jax.ShapeDtypeStruct:
+    """The compiled bucket's conditioning input: labels int32 [b], or embeddings float32 [b, width]."""
+    zeros = jax.eval_shape(lambda: condition_template(cfg, batch))
+    return jax.ShapeDtypeStruct(zeros.shape, zeros.dtype)
 
 
 def resolve_device(device: str) -> jax.Device:
@@ -64,14 +70,15 @@ class JaxExpert(Expert):
             spec = (
                 jax.ShapeDtypeStruct((b, *shape), jnp.float32),
                 jax.ShapeDtypeStruct((b,), jnp.float32),
-                jax.ShapeDtypeStruct((b,), jnp.int32),
+                condition_spec(model.cfg, b),
             )
             with jax.default_matmul_precision(MATMUL_PRECISION[meta.precision]):
                 self._compiled[b] = jitted.lower(params, *spec).compile()
         self._params = params
 
     def _forward(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        v = self._compiled[len(x)](self._params, x, t, y.astype(np.int32))
+        c = y.astype(np.float32 if self.text_width else np.int32)  # embeddings, or labels
+        v = self._compiled[len(x)](self._params, x, t, c)
         return np.asarray(v)
 
 

@@ -5,6 +5,7 @@ The loop is ddm.workers.training, shared with the PyTorch trainer.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -57,11 +58,18 @@ class JaxTrainer:
 
 
 def make_trainer(
-    tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet", space: SampleSpace = LEGACY
+    tcfg: TrainConfig,
+    device: str = "cpu",
+    architecture: str = "unet",
+    space: SampleSpace = LEGACY,
+    text_width: int = 0,
 ) -> JaxTrainer:
     """The registry's trainer factory: `architecture` at preset tcfg.preset, sized for `space`. `device`
     is torch's: JAX trains where JAX runs (its default backend)."""
-    return JaxTrainer(expert_architecture(architecture).preset(tcfg.preset, space), tcfg)
+    config = expert_architecture(architecture).preset(tcfg.preset, space)
+    if text_width:  # a text expert: the pooled prompt embedding in the class embedding's place
+        config = replace(config, text_width=text_width)
+    return JaxTrainer(config, tcfg)
 
 
 def _train_step(model, tx, tree, x_t, t, y, v, lr, ema):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ddm.workers.config import UNetConfig
-from ddm.workers.jax_common import PAD1, timestep_embedding
+from ddm.workers.jax_common import PAD1, condition_template, timestep_embedding
 
 GN_EPS = 1e-5  # PyTorch's default; Flax's would be 1e-6
 
@@ -52,7 +52,8 @@ def upsample(x: jnp.ndarray) -> jnp.ndarray:
 
 
 class UNet(nn.Module):
-    """Conditional UNet: x [B,32,32,1] (NHWC), t [B] in [0,1], y [B] int (10 = null) -> [B,32,32,1]."""
+    """Conditional UNet: x [B,32,32,1] (NHWC), t [B] in [0,1], y [B] int (10 = null) -> [B,32,32,1].
+    A text UNet (cfg.text_width > 0) reads y as the pooled prompt embedding, float [B, text_width]."""
 
     cfg: UNetConfig
 
@@ -61,7 +62,10 @@ class UNet(nn.Module):
         c, e, g = self.cfg.base_channels, self.cfg.emb_dim, self.cfg.groups
         temb = timestep_embedding(t, e)
         emb = nn.Dense(e, name="time_mlp2")(nn.silu(nn.Dense(e, name="time_mlp1")(temb)))
-        emb = emb + nn.Embed(self.cfg.num_classes + 1, e, name="class_emb")(y)  # [B, e]
+        if self.cfg.text_width:  # the pooled prompt embedding in the class embedding's place
+            emb = emb + nn.Dense(e, name="text_emb")(y)  # [B, e]
+        else:
+            emb = emb + nn.Embed(self.cfg.num_classes + 1, e, name="class_emb")(y)  # [B, e]
         h = nn.Conv(c, (3, 3), padding=PAD1, name="in_conv")(x)  # [B, 32, 32, c]
         s0 = ResBlock(c, g, name="enc0")(h, emb)  # [B, 32, 32, c]
         s1 = ResBlock(2 * c, g, name="enc1")(downsample(s0), emb)  # [B, 16, 16, 2c]
@@ -88,6 +92,6 @@ def init_params(model: UNet, seed: int) -> dict:
     x = jnp.zeros((1, size, size, model.cfg.in_channels), jnp.float32)
     # jitted: eager init dispatches every op one by one (tens of seconds on a busy CPU)
     init = jax.jit(model.init)
-    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[
+    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), condition_template(model.cfg))[
         "params"
     ]

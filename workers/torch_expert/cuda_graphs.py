@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ddm.workers.torch_expert.tracing import condition_zeros
+
 WARMUP_PASSES = 3  # before capture: cudnn.benchmark's search and lazy init must not land in the graph
 
 
@@ -37,10 +39,11 @@ class CudaGraphBucket:
         self.bucket = bucket
         self.x = torch.zeros(bucket, *shape, device=dev)
         self.t = torch.zeros(bucket, device=dev)
-        self.y = torch.zeros(bucket, dtype=torch.int64, device=dev)
+        width = getattr(model.cfg, "text_width", 0)  # a text expert's y: embeddings [bucket, width]
+        self.y = condition_zeros(bucket, width, dev)
         self.host_x = torch.zeros(bucket, *shape).pin_memory()
         self.host_t = torch.zeros(bucket).pin_memory()
-        self.host_y = torch.zeros(bucket, dtype=torch.int64).pin_memory()
+        self.host_y = condition_zeros(bucket, width).pin_memory()
         self.host_out = torch.zeros(bucket, *shape).pin_memory()
         self.stream = torch.cuda.Stream()
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16")
@@ -59,7 +62,8 @@ class CudaGraphBucket:
             self.out = forward()
 
     def __call__(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """x f32 [bucket,C,H,W], t f32 [bucket], y i64 [bucket] -> v f32 [bucket,C,H,W]."""
+        """x f32 [bucket,C,H,W], t f32 [bucket], y i64 [bucket] (or f32 [bucket, text_width]) -> v f32
+        [bucket,C,H,W]."""
         self.host_x.numpy()[...] = x
         self.host_t.numpy()[...] = t
         self.host_y.numpy()[...] = y

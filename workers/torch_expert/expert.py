@@ -50,6 +50,7 @@ class TorchExpert(Expert):
         self._autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
     def _forward(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """y: labels int64 [b], or a text expert's pooled prompt embeddings float32 [b, text_width]."""
         if self.buckets:
             return self._bucket_fns[len(x)](x, t, y)
         with torch.inference_mode(), self._autocast:
@@ -91,10 +92,11 @@ def traced_buckets(
     tracer = tracer_for(device, precision)
     versions = tuple(sorted(toolchain(device).items()))
     identity = model_identity(model)
+    width = getattr(model.cfg, "text_width", 0)  # a text expert's y: embeddings [b, width]
     fns = {}
     for b in sorted(buckets):
         key = TraceKey(weights_sha256, identity, b, device, versions, tracer.compiler_args)
-        fns[b] = _host_call(cache.get(key, lambda b=b: tracer.trace(model, example_inputs(b, shape))))
+        fns[b] = _host_call(cache.get(key, lambda b=b: tracer.trace(model, example_inputs(b, shape, width))))
     return fns
 
 

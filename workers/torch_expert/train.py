@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -58,8 +59,15 @@ class TorchTrainer:
 
 
 def make_trainer(
-    tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet", space: SampleSpace = LEGACY
+    tcfg: TrainConfig,
+    device: str = "cpu",
+    architecture: str = "unet",
+    space: SampleSpace = LEGACY,
+    text_width: int = 0,
 ) -> TorchTrainer:
     """The registry's trainer factory: `architecture` at preset tcfg.preset, sized for `space`, on
     `device` (cpu or cuda)."""
-    return TorchTrainer(expert_architecture(architecture).preset(tcfg.preset, space), tcfg, device=device)
+    config = expert_architecture(architecture).preset(tcfg.preset, space)
+    if text_width:  # a text expert: the pooled prompt embedding in the class embedding's place
+        config = replace(config, text_width=text_width)
+    return TorchTrainer(config, tcfg, device=device)

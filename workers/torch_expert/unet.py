@@ -53,6 +53,7 @@ def upsample(x: torch.Tensor) -> torch.Tensor:
 
 class UNet(nn.Module):
     """Conditional UNet: x [B,1,32,32], t [B] in [0,1], y [B] int (10 = null) -> velocity [B,1,32,32].
+    A text UNet (cfg.text_width > 0) reads y as the pooled prompt embedding, float [B, text_width].
 
     Encoder c, 2c, 4c at 32, 16, 8 (each level ends in 2x2 average pooling), bottleneck of two
     ResBlocks at 4x4, decoder mirroring it with skip concatenations.
@@ -64,7 +65,10 @@ class UNet(nn.Module):
         c, e, g = cfg.base_channels, cfg.emb_dim, cfg.groups
         self.time_mlp1 = nn.Linear(e, e)
         self.time_mlp2 = nn.Linear(e, e)
-        self.class_emb = nn.Embedding(cfg.num_classes + 1, e)  # +1: the null class
+        if cfg.text_width:  # the pooled prompt embedding in the class embedding's place
+            self.text_emb = nn.Linear(cfg.text_width, e)
+        else:
+            self.class_emb = nn.Embedding(cfg.num_classes + 1, e)  # +1: the null class
         self.in_conv = nn.Conv2d(cfg.in_channels, c, 3, padding=1)
         self.enc0 = ResBlock(c, c, e, g)
         self.enc1 = ResBlock(c, 2 * c, e, g)
@@ -81,7 +85,8 @@ class UNet(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         temb = timestep_embedding(t, self.cfg.emb_dim)
-        emb = self.time_mlp2(F.silu(self.time_mlp1(temb))) + self.class_emb(y)  # [B, e]
+        cond = self.text_emb(y) if self.cfg.text_width else self.class_emb(y)  # [B, e]
+        emb = self.time_mlp2(F.silu(self.time_mlp1(temb))) + cond  # [B, e]
         h = self.in_conv(x)  # [B, c, 32, 32]
         s0 = self.enc0(h, emb)  # [B, c, 32, 32]
         s1 = self.enc1(downsample(s0), emb)  # [B, 2c, 16, 16]
