@@ -18,6 +18,9 @@ What a framework asks of an architecture (the entries of `models`):
            its state_dict (no buffers) IS the canonical layout.
     jax    "model": config -> flax.linen.Module, __call__(x [B,H,W,C], t [B], y [B] int32) -> [B,H,W,C];
            "init_params": (model, seed) -> params tree (also the template weights are restored into).
+A config with text_width > 0 is a text expert's: both models then read y as the pooled prompt
+embeddings, float32 [B, text_width], through a Linear in the class embedding's place (cross-attention on
+token embeddings: not yet).
 The canonical layout <-> Flax tree conversion is `to_flax` / `from_flax` (default: ddm.workers.layout,
 which maps any twin whose Flax modules carry the torch attribute names).
 """

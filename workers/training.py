@@ -164,14 +164,11 @@ def train_loop(
     must declare that encoder (expert_meta's conditioning).
     """
     expert = kind_of(meta) == "expert"
-    if expert:
-        _check_text(card_of(meta), text, len(images))
     if batch is None:
         null_class = card_of(meta).sample_space.null_class if expert else NULL_CLASS
         batch = lambda step: training_batch(images, labels, cfg, step, null_class, text)  # noqa: E731
-    if expert and card_of(meta).objective != cfg.objective_record():
-        have, want = card_of(meta).objective.describe(), cfg.objective_record().describe()
-        raise ConfigError(expected(f"a meta whose card declares the objective trained ({want})", have))
+    if expert:
+        _check_card(card_of(meta), cfg, text, len(images))
     out_dir.mkdir(parents=True, exist_ok=True)
     start, wall_before = trainer.resume(out_dir)
     if start >= cfg.steps:  # already trained this far: nothing to do, keep the stored meta
@@ -227,9 +224,12 @@ def train_loop(
     return final
 
 
-def _check_text(card, text: PromptTable | None, images: int) -> None:
-    """A text expert's card and its prompts agree (the same encoder, one prompt row per image); a class
-    expert has none."""
+def _check_card(card, cfg: TrainConfig, text: PromptTable | None, images: int) -> None:
+    """The expert's card declares what this run trains: its objective, and for a text expert the encoder
+    of its prompts (one prompt row per image); a class expert has no prompts."""
+    if card.objective != cfg.objective_record():
+        have, want = card.objective.describe(), cfg.objective_record().describe()
+        raise ConfigError(expected(f"a meta whose card declares the objective trained ({want})", have))
     have = text.spec if text is not None else None
     want = card.conditioning.text if card.conditioning is not None else None
     if have != want:

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from ddm.ops.cli.train_autoencoder import configure as configure_autoencoder
+from ddm.ops.cli.train_text import add_text_flag
 from ddm.schema.expert_card import OBJECTIVES, SCHEDULES, TIME_CONVENTIONS
 from ddm.workers.architectures import DEFAULT_ARCHITECTURE, architecture_names, preset_names
 from ddm.workers.frameworks import framework_names
@@ -63,6 +64,7 @@ def _configure_expert(sub) -> None:
         choices=TIME_CONVENTIONS,
         help="the network's time input: t0-noise (0 = noise, this system's t) or t0-data (0 = data, DDPM's)",
     )
+    add_text_flag(p)
     p.add_argument("--device", default="cpu", help="torch: cpu or cuda (training on Neuron is not supported)")
     p.add_argument("--data-dir", default=None, help="dataset folder (default: $DDM_DATA_DIR or ./data)")
     p.add_argument("--out", required=True, type=Path, help="checkpoint folder")
@@ -150,6 +152,12 @@ def train_expert_command(args: argparse.Namespace) -> int:
     label_counts = manifest.clusters[args.expert].label_counts
     tcfg = train_config(args)  # refuses an unknown objective, schedule or time convention
     space = dataset.sample_space  # a latent dataset's is its latents'
+    text = None
+    if args.text:  # captions encoded once; the card records the encoder, the space has no classes
+        from ddm.ops.cli.train_text import prepare_text
+
+        text = prepare_text(args.text, manifest.dataset, manifest.split, args.data_dir, idx, space)
+        space = text.space
     meta = expert_meta(
         args.framework,
         args.preset,
@@ -160,15 +168,21 @@ def train_expert_command(args: argparse.Namespace) -> int:
         architecture=args.arch,
         objective=tcfg.objective_record(),
         sample_space=space,
+        conditioning=text.conditioning if text else None,
+        **({"prompts": text.record} if text else {}),
     )
     check_resume(args.out, meta, args.resume)
-    trainer = make_trainer(args.framework, tcfg, device=args.device, architecture=args.arch, space=space)
+    width = text.table.width if text else 0
+    trainer = make_trainer(
+        args.framework, tcfg, device=args.device, architecture=args.arch, space=space, text_width=width
+    )
     print(
         f"training {args.framework} expert {args.expert} ({args.arch} {args.preset}) on {len(idx)} samples "
         f"of {manifest.dataset} {manifest.split}, classes {meta['classes']} -> {args.out}"
     )
     images, labels = dataset.as_model_input()[idx], dataset.labels[idx]
-    final = train_loop(trainer, images, labels, tcfg, args.out, meta, progress=not args.no_progress)
+    table = text.table if text else None
+    final = train_loop(trainer, images, labels, tcfg, args.out, meta, not args.no_progress, text=table)
     print(
         f"done: {final['steps']} steps, batch {final['batch']}, {final['wall_time_s']} s, "
         f"final loss {final['final_loss']:.4f}"

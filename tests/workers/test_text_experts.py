@@ -190,6 +190,20 @@ def test_card_conditioning_round_trip(tmp_path):
         read_meta(folder)
 
 
+def test_conversion_keeps_a_text_expert(tmp_path):
+    from ddm.workers.convert import convert
+
+    src = write_text_expert(tmp_path / "torch", "torch", "dit")
+    convert(src, "jax", tmp_path / "jax")
+    assert card_of(read_meta(tmp_path / "jax")).conditioning == TEXT
+    dit = expert_architecture("dit")
+    want = FRAMEWORKS["torch"].load_canonical(src, dit)
+    got = FRAMEWORKS["jax"].load_canonical(tmp_path / "jax", dit)
+    assert got.keys() == want.keys() and "text_embed.weight" in got
+    for key, value in want.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
 def test_encoder_check_names_both_digests():
     check_encoder(TEXT, TEXT)
     check_encoder(None, Conditioning("class"))  # a card without the record is a class expert
@@ -230,3 +244,25 @@ def test_a_few_training_steps_on_encoded_prompts(tmp_path, framework):
     uncond = np.repeat(table.empty[None], 2, axis=0)
     v = expert.velocity(images[:2], np.array([0.3, 0.6], np.float32), guidance=2.0, cond=cond, uncond=uncond)
     assert v.shape == (2, 1, 32, 32) and np.isfinite(v).all()
+
+
+def test_ddm_train_expert_text_pooled(tmp_path):
+    """The command: captions of an emoji split encoded once, a text expert whose card names the encoder."""
+    from ddm.ops.cli import main
+    from ddm.ops.data.dataset import load_dataset
+    from ddm.ops.data.partitions import make_partition
+    from ddm.schema.partition import write_manifest
+
+    data = tmp_path / "data"
+    part = write_manifest(
+        tmp_path / "part.json", make_partition(load_dataset("emoji", "train[:24]", data), "all")
+    )
+    out = tmp_path / "expert"
+    argv = ["train", "expert", "--framework", "torch", "--partition", str(part), "--expert", "0", "--text"]
+    more = ["--preset", "tiny", "--steps", "2", "--batch", "4", "--data-dir", str(data), "--out", str(out)]
+    assert main([*argv, "pooled", *more, "--no-progress"]) == 0
+    meta = read_meta(out)
+    text = meta["card"]["conditioning"]["text"]
+    assert text["form"] == "pooled" and text["width"] == WIDTH and meta["config"]["text_width"] == WIDTH
+    assert meta["card"]["sample_space"]["num_classes"] == 0 and meta["prompts"]["images"] == 24
+    assert load_expert(out, device="cpu").text_width == WIDTH
