@@ -23,10 +23,12 @@ def make_random_expert(
     seed: int = 0,
     architecture: str = "unet",
     sample_space: SampleSpace = LEGACY,
+    conditioning=None,
 ) -> Path:
     """A checkpoint folder with random (not trained) weights, O(1) outputs, and a real meta.json.
     architecture: a name in ddm.workers.architectures; sample_space: what its card declares and its
-    model is sized for (channels, square size, classes; default the legacy 1x32x32, 10 classes)."""
+    model is sized for (channels, square size, classes; default the legacy 1x32x32, 10 classes);
+    conditioning: a text expert's (a Conditioning of kind text, pooled), None for class labels."""
     import torch
 
     from ddm.workers.architectures import expert_architecture
@@ -44,6 +46,7 @@ def make_random_expert(
         steps=0,
         architecture=architecture,
         sample_space=sample_space,
+        conditioning=conditioning,
     )
     cfg = config_of(meta)
     # The canonical layout is the architecture's PyTorch state_dict: every framework's weights start there.

@@ -15,9 +15,10 @@ import numpy as np
 
 from ddm.router.policies import RoutingPolicy, build_policy
 from ddm.schema.autoencoder_card import AutoencoderCard, DecoderInfo, split_latent_name
+from ddm.schema.conditioning import check_encoder
 from ddm.schema.deployment import Deployment
 from ddm.schema.descriptor import DeploymentDescriptor, ExpertInfo
-from ddm.schema.errors import ConfigError
+from ddm.schema.errors import ConfigError, SchemaError
 from ddm.schema.expert_card import ExpertCard, card_of
 from ddm.schema.sample_space import SampleSpace
 from ddm.schema.strategy import default_strategy
@@ -89,6 +90,10 @@ def _checked_cards(deployment: Deployment, metas: dict[int, dict]) -> dict[int, 
                 f"{card.sample_space.describe()}, not the deployment's {deployment.sample_space.describe()} "
                 f"({difference}: the expert's first); a deployment's [sample_space] must be its experts'"
             )
+        try:  # a text expert reads what the deployment's encoder writes: the same digest, width, form
+            check_encoder(card.conditioning, deployment.conditioning)
+        except SchemaError as exc:
+            raise ConfigError(f"{deployment.path}: expert {k} ({entries[k].checkpoint}): {exc}") from None
     return cards
 
 

@@ -22,8 +22,10 @@ from ddm.schema.resolved import ResolvedJob
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import Solver, SolverHistory
 from ddm.schema.strategy import Strategy
+from ddm.schema.text_messages import embedding_key
 
-# velocity(x f32 [b,C,H,W], t f32 [b], y i64 [b], guidance f32 [b]) -> v f32 [b,C,H,W] (the sample space)
+# velocity(x f32 [b,C,H,W], t f32 [b], y i64 [b], guidance f32 [b][, text_keys u8 [b, 2, 16]]) -> v f32
+# [b,C,H,W] (the sample space); text_keys only for a text job (JobArrays.inputs)
 VelocityFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -43,18 +45,25 @@ class JobArrays:
     grid: np.ndarray  # float32 [steps + 1], t of each step (the job's grid)
     labels: np.ndarray  # int64 [n], the space's null class for an unconditional image
     guidance: np.ndarray  # float32 [n], 1 on unconditional rows
+    # a text job's: uint8 [n, 2, KEY_BYTES], each row's prompt and guidance-null embedding keys
+    # (schema/text_messages.py embedding_key); None for a class job
+    text_keys: np.ndarray | None = None
 
     @classmethod
     def of(cls, job: ResolvedJob) -> JobArrays:
         spec = job.spec
         labels = np.asarray(spec.labels, dtype=np.int64)  # the null class: an unconditional image
-        return cls(
-            job=job,
-            grid=job.grid.times(spec.steps),
-            labels=labels,
+        if job.text is not None:  # every row is guided: against the negative or the empty prompt
+            keys = [np.frombuffer(embedding_key(job.text, p), np.uint8) for p in job.prompts]
+            text_keys = np.tile(np.stack(keys)[None], (spec.n, 1, 1))
+            guidance = np.full(spec.n, job.guidance, np.float32)
+        else:
+            text_keys = None
             # an unconditional row's guided velocity is v_null + g * (v_null - v_null) = v_null: guidance
             # 1 there says so, and spares the expert the extra null-class row it would add for g != 1
-            guidance=np.where(labels == job.space.null_class, 1.0, job.guidance).astype(np.float32),
+            guidance = np.where(labels == job.space.null_class, 1.0, job.guidance).astype(np.float32)
+        return cls(
+            job=job, grid=job.grid.times(spec.steps), labels=labels, guidance=guidance, text_keys=text_keys
         )
 
     @property
@@ -86,9 +95,11 @@ class JobArrays:
         return stage_point(self.solver, self.grid, step, x, velocities)
 
     def inputs(self, x: np.ndarray, t: float, rows: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The arguments of a VelocityFn for `rows` of the latent x at time t (an evaluation point)."""
+        """The arguments of a VelocityFn for `rows` of the latent x at time t (an evaluation point): x, t,
+        labels and guidance, and a text job's embedding keys."""
         t_rows = np.full(len(rows), t, np.float32)
-        return x[rows], t_rows, self.labels[rows], self.guidance[rows]
+        out = (x[rows], t_rows, self.labels[rows], self.guidance[rows])
+        return out if self.text_keys is None else (*out, self.text_keys[rows])
 
     def advance(
         self, x: np.ndarray, step: int, velocities: list[np.ndarray], history: SolverHistory

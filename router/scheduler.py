@@ -297,10 +297,10 @@ class Scheduler(Sweeping):
     def _request(self, expert: int, jobs: list[JobRun], out: Outbox) -> None:
         """One VelocityRequest to `expert` with the rows it serves of each job, at each job's own t."""
         inputs = [job.arrays.inputs(job.x_eval, job.t_eval, job.plan.rows[expert]) for job in jobs]
-        x, t, y, g = (np.concatenate(column) for column in zip(*inputs, strict=True))
+        columns = [np.concatenate(column) for column in zip(*inputs, strict=True)]  # x, t, y, g[, text_keys]
         self._request_seq += 1
         request_id = f"{self._request_prefix}.{self._request_seq}"
-        body = VelocityRequest(request_id, x, t, y, g).encode()
+        body = VelocityRequest(request_id, *columns).encode()
         parts = [Part(job.job_id, job.step, job.round, len(job.plan.rows[expert])) for job in jobs]
         now = self.clock()
         self.pending[request_id] = Request(expert, body, parts, sent_at=now, first_sent=now)

@@ -9,15 +9,15 @@ store finished steps, settle jobs (ack their message).
     job message  -> router/intake.py decides against Redis: refuse a reused id (dead letter), ack an
                     ended job, hold a job another router owns, or take its lease, resolve it with this
                     router's descriptor, resume it from its stored state -> scheduler
-    reply        -> scheduler.on_reply (a DecodeReply: the decoder stage, router/decoding.py)
+    reply        -> scheduler.on_reply (a DecodeReply or an EncodeReply: the stages, router/worker_stages.py)
     after every burst of events (pump): scheduler.flush sends every due step, then the finished steps
                     are stored in Redis while the experts compute
     job done     -> stored as done; a latent deployment's first goes to ddm.decoder for its pixels
     timers       -> sweep (hedges, resends, expert loss); leases; held deliveries asked again; observe
                     each expert (consumers, depth, heartbeats); refresh the descriptor and the index
 
-Redis going away pauses the router (_pause, router/worker_outage.py) instead of ending it; the decoder
-stage's glue lives in router/worker_decoding.py. The job message is acked only when
+Redis going away pauses the router (_pause, router/worker_outage.py) instead of ending it; the
+stages' glue (decoder, text encoder) lives in router/worker_stages.py. The job message is acked only when
 the job is done, failed or cancelled: if this process dies, the broker redelivers the job and
 whichever router gets it resumes from the last step stored in Redis.
 """
@@ -33,18 +33,19 @@ import uuid
 import pika
 import redis
 
-from ddm.router.decoding import DecodeStage
 from ddm.router.deployment_loader import read_deployment
 from ddm.router.expert_probe import probe_experts, report_looks
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle, refused_job
 from ddm.router.metrics import RouterMetrics
 from ddm.router.outbox import Outbox, Send
 from ddm.router.scheduler import Scheduler
+from ddm.router.stage_calls import StageCalls
 from ddm.router.stats import RouterStats
 from ddm.router.store import JobStore
-from ddm.router.worker_decoding import DecoderGlue
 from ddm.router.worker_outage import OutageAndLeases
+from ddm.router.worker_stages import StageGlue
 from ddm.runtime.consumer import ConsumerRuntime, OnRuntime, Session
+from ddm.runtime.embeddings import EmbeddingStore
 from ddm.runtime.redis_conn import connect_redis
 from ddm.runtime.signals import serve_from_args
 from ddm.schema.decode_messages import DecodeReply
@@ -52,6 +53,7 @@ from ddm.schema.deployment import Deployment
 from ddm.schema.errors import SchemaError, expected
 from ddm.schema.messages import JobSpec, JobStatus, VelocityReply, VelocityRequest
 from ddm.schema.settings import Settings
+from ddm.schema.text_messages import EncodeReply
 from ddm.schema.topology import CONTENT_TYPE
 
 log = logging.getLogger("ddm.router")
@@ -62,7 +64,7 @@ RETRY_S = 1.0  # how often held deliveries (another router's job, or Redis away)
 OBSERVE_S = 0.5  # how often each expert's queue and heartbeats are looked at (a lost one is known in 2 s)
 
 
-class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
+class RouterWorker(OnRuntime, OutageAndLeases, StageGlue):
     def __init__(
         self,
         settings: Settings,
@@ -89,6 +91,7 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
             owner=f"{self.worker_id}:{uuid.uuid4().hex[:8]}",
             lease_ttl_s=self.lease_ttl_s,
         )
+        self.embeddings = EmbeddingStore(self.store.r, self.names, settings.job_ttl_s)  # a text job's prompts
         self.intake = Intake(self.store, self.descriptor, self.policy, self.worker_id)
         self.waiting: list[Delivery] = []  # held unacked: another router's job, or Redis away
         self.paused = False  # Redis did not answer: no steps run until it does
@@ -101,8 +104,9 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
             hedge_max_fraction=settings.hedge_max_fraction,
             describe=lambda k: f"expert {k} (queue {self.names.expert_queue(k)})",
         )
-        # a latent deployment's decoder stage: resent with the experts' timeout, given up after their grace
-        self.decoding = DecodeStage(
+        # the decoder's and the text encoder's calls: resent with the experts' timeout, given up after
+        # their grace
+        self.stage_calls = StageCalls(
             settings.request_timeout_s, settings.expert_grace_s + settings.request_timeout_s
         )
         self.stats = RouterStats()
@@ -143,7 +147,10 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
     def attach(self, session: Session) -> None:
         ch = session.channel
         session.declare(
-            range(self.deployment.num_experts), jobs=True, decoder=self.descriptor.decoder is not None
+            range(self.deployment.num_experts),
+            jobs=True,
+            decoder=self.descriptor.decoder is not None,
+            text=self.descriptor.conditioning.kind == "text",
         )
         ch.basic_qos(prefetch_count=self.max_jobs)
         # Our own exclusive reply queue: direct reply-to is unsuited to hundreds of replies a second.
@@ -163,11 +170,11 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
     def detach(self, session: Session, lost: bool) -> int:
         # Unacked job messages go back to the queue when the connection closes; whoever gets them
         # resumes from Redis. Nothing in memory is needed for that.
-        decoding = [d.job.job_id for d in self.decoding.clear()]  # resumed at their end by whoever gets them
-        dropped = len(self.scheduler.jobs) + len(self.waiting) + len(decoding)
+        calling = [d.job.job_id for d in self.stage_calls.clear()]  # resumed by whoever gets them
+        dropped = len(self.scheduler.jobs) + len(self.waiting) + len(calling)
         try:
             self._store_steps()  # computed steps are valid whatever happened to the broker
-            self.store.release(list(self.scheduler.jobs) + decoding)  # their redeliveries are free at once
+            self.store.release(list(self.scheduler.jobs) + calling)  # their redeliveries are free at once
         except redis.RedisError as exc:  # then the jobs resume from their previous stored step
             log.warning("could not store %d finished step(s): %r", len(self._writes), exc)
             self._writes.clear()
@@ -250,7 +257,7 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
             if job.step:
                 log.info("job %s resumed at step %d/%d", job.job_id, job.step, job.arrays.spec.steps)
             self._observe_if_one_is_gone()
-            self._carry_out(lambda out: self.scheduler.start(job, out))
+            self._start_job(job)
 
     def _refuse(self, tag: int, props, body: bytes, reason: str) -> None:
         """Dead-letter a job message; a queued job created for that very message fails with the reason
@@ -271,8 +278,8 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
             self.metrics.jobs.labels("dead_lettered").inc()
 
     def _on_reply(self, ch, method, props, body: bytes) -> None:
-        if props.type == DecodeReply.TYPE:
-            self._on_decoded(body)
+        if props.type in (DecodeReply.TYPE, EncodeReply.TYPE):
+            self._on_stage_reply(props.type, body)
             return
         try:
             reply = VelocityReply.decode(body)
@@ -284,7 +291,7 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
 
     def _sweep(self) -> None:
         self._carry_out(self.scheduler.sweep)
-        self._sweep_decoding()
+        self._sweep_stage_calls()
 
     # ------------------------------------------------------------ carrying out the scheduler's word
 
@@ -311,7 +318,7 @@ class RouterWorker(OnRuntime, OutageAndLeases, DecoderGlue):
         for job in out.done:
             self._store_steps()  # the last frame lands before the status says done
             if self.descriptor.decoder is not None:
-                self._publish_decode(self.decoding.start(job, time.monotonic()))  # done when its pixels come
+                self._decode(job)
             else:
                 self._finish(job)
         for job, error in out.failed:

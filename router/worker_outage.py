@@ -17,7 +17,7 @@ log = logging.getLogger("ddm.router")
 
 
 class OutageAndLeases:
-    """Uses the worker's settings, store, scheduler, decoding stage, waiting list and _admit."""
+    """Uses the worker's settings, store, scheduler, stage calls, waiting list and _admit."""
 
     def _guarded(self, fn):
         """fn, with a Redis outage turned into a pause instead of the end of the process. Only a lost
@@ -42,7 +42,7 @@ class OutageAndLeases:
             )
         self.paused = True
         self.waiting.extend(job.tag for job in self.scheduler.jobs.values())
-        self.waiting.extend(d.job.tag for d in self.decoding.clear())
+        self.waiting.extend(d.job.tag for d in self.stage_calls.clear())
         self.scheduler.reset(uuid.uuid4().hex[:12])  # replies to requests sent so far match nothing
         self._writes.clear()
 
@@ -67,13 +67,13 @@ class OutageAndLeases:
                 return
 
     def _renew(self) -> None:
-        for job_id in self.store.renew(list(self.scheduler.jobs) + self.decoding.job_ids()):
+        for job_id in self.store.renew(list(self.scheduler.jobs) + self.stage_calls.job_ids()):
             self._lose(job_id)
 
     def _lose(self, job_id: str) -> None:
         """Another router holds this job's lease now (ours expired): stop running it, hold its delivery."""
-        decoding = self.decoding.drop(job_id)
-        job = self.scheduler.drop(job_id) or (decoding.job if decoding else None)
+        call = self.stage_calls.drop(job_id)
+        job = self.scheduler.drop(job_id) or (call.job if call else None)
         if job is not None:
             log.warning("job %s: lease lost to another router; holding its message", job_id)
             self.waiting.append(job.tag)

@@ -317,9 +317,11 @@ class DeploymentDescriptor:
                 str(strategy), self.nulls(spec), self.strategies, self.router_kind, self.null_class
             )
             raise SchemaError(f"{where}: {said}")
-        if self.nulls(spec) and self.router_kind != "learned" and len(self.experts) > 1:
+        prompt_mix = self.conditioning.kind == "text" and strategy.mixes
+        if self.nulls(spec) and self.router_kind != "learned" and len(self.experts) > 1 and not prompt_mix:
             # a table router's null row is a fixed choice: every unconditional image would go to one
-            # expert whatever x_t shows, which is not what "unconditional" promises
+            # expert whatever x_t shows, which is not what "unconditional" promises. A text job mixing
+            # its experts by their data share (full, top-k) is the prompt-blind baseline: allowed
             raise SchemaError(
                 f"{where}: unconditional images need a router that reads x_t (router kind 'learned'); "
                 f"this deployment's router is {self.router_kind!r}, which routes by label only"
@@ -366,6 +368,7 @@ class DeploymentDescriptor:
                 grid=spec.grid or self.sampling.default_grid,
             ),
             self.sample_space,
+            self.conditioning.text,
         )
 
     def to_dict(self) -> dict[str, Any]:

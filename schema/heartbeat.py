@@ -4,7 +4,8 @@
     EXPIRE <that key> heartbeat_ttl_s      (a worker that stops beating disappears by itself)
     SADD   <prefix>ddm:workers  worker_id  (an index; readers skip ids whose record has expired)
 
-Every worker: worker_id, role ('expert' | 'router' | 'decoder'), host, region, pid, started_at, updated_at.
+Every worker: worker_id, role ('expert' | 'router' | 'decoder' | 'text-encoder'), host, region, pid,
+started_at, updated_at.
 Experts add expert_id, framework, device, precision (fp32 | tf32 | bf16), queue, max_batch, max_wait_ms,
 buckets ("1,2,4" or "any");
 routers add deployment and jobs_running. Every other field is a counter (a number): experts write
@@ -25,7 +26,7 @@ from typing import Any, Literal
 from .errors import SchemaError, expected
 from .names import check_expert_id, check_worker_id
 
-ROLES = ("expert", "router", "decoder")  # a decoder writes the expert counters (decodes as batches)
+ROLES = ("expert", "router", "decoder", "text-encoder")  # the stages write the expert counters
 # The counters each role writes: the one list. The stats objects that count them (ddm/runtime/heartbeat.py
 # WorkerStats, RouterStats) write exactly these, by name; reconnects is counted by the consumer runtime.
 EXPERT_COUNTERS = (
@@ -72,7 +73,7 @@ class WorkerHeartbeat:
     """One worker's heartbeat. Fields a worker did not write are None; counters map name -> number."""
 
     worker_id: str
-    role: Literal["expert", "router", "decoder"]
+    role: Literal["expert", "router", "decoder", "text-encoder"]
     updated_at: float
     started_at: float | None = None
     host: str | None = None

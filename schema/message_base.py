@@ -151,6 +151,11 @@ def _ids(name: str, value: object) -> tuple[int, ...]:
 # ---------------------------------------------------------------- encode / decode
 
 
+def _is_default(value: object, default: object) -> bool:
+    """Whether an optional field holds its default (an array field's default is None)."""
+    return value is None if default is None else value == default
+
+
 class _Message:
     """encode()/decode() shared by the message dataclasses."""
 
@@ -163,7 +168,7 @@ class _Message:
     def _fields(self) -> dict[str, Any]:
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {k: v for k, v in fields.items() if not (k in self._OPTIONAL and v == defaults[k])}
+        return {k: v for k, v in fields.items() if not (k in self._OPTIONAL and _is_default(v, defaults[k]))}
 
     def encode(self, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         """Serialise to msgpack bytes: {"type", "version", **fields}."""

@@ -74,6 +74,12 @@ class Names:
         return f"{self.prefix}ddm.decoder"
 
     @property
+    def text_queue(self) -> str:
+        """Durable queue of EncodeRequests (schema/text_messages.py): a text deployment's prompts, to
+        whichever text-encoder replica takes them."""
+        return f"{self.prefix}ddm.text"
+
+    @property
     def dead_letter_exchange(self) -> str:
         return f"{self.prefix}ddm.dlx"
 
@@ -144,6 +150,13 @@ class Names:
         if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
             raise SchemaError(expected("a message digest of 32 hex digits", digest))
         return f"{self.prefix}ddm:crash:{digest}"
+
+    def text_embedding(self, key: str) -> str:
+        """One prompt's embedding under one encoder (ddm/runtime/embeddings.py); key: 32 hex digits
+        (schema/text_messages.py embedding_key), shared by every job with that prompt."""
+        if not isinstance(key, str) or not DIGEST_RE.fullmatch(key):
+            raise SchemaError(expected("an embedding key of 32 hex digits", key))
+        return f"{self.prefix}ddm:text:{key}"
 
     @property
     def job_ends(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .conditioning import TextEncoderSpec
 from .errors import SchemaError, expected
 from .messages import DEFAULT_EXPERT_LOSS_POLICY, JobSpec
 from .sample_space import LEGACY, SampleSpace
@@ -19,11 +20,13 @@ from .strategy import Strategy
 class ResolvedJob:
     """spec: the JobSpec with strategy, guidance, on_expert_loss, solver and grid set (the strategy as
     spelled; the job hash records str(strategy), the canonical spelling); strategy: parsed once, here;
-    space: the deployment's sample space (the shape of its noise and latents, its null label)."""
+    space: the deployment's sample space (the shape of its noise and latents, its null label); text: a
+    text deployment's encoder (its prompts' embeddings are keyed by it), None where labels condition."""
 
     spec: JobSpec
     strategy: Strategy
     space: SampleSpace = LEGACY
+    text: TextEncoderSpec | None = None
     # parsed once, here, from the spec (the router's per-step code reads these, never the strings)
     solver: Solver = dataclasses.field(init=False)
     grid: Grid = dataclasses.field(init=False)
@@ -33,7 +36,9 @@ class ResolvedJob:
         object.__setattr__(self, "grid", Grid.parse(self.spec.grid or DEFAULT_GRID))
 
     @classmethod
-    def of(cls, spec: JobSpec, space: SampleSpace = LEGACY) -> ResolvedJob:
+    def of(
+        cls, spec: JobSpec, space: SampleSpace = LEGACY, text: TextEncoderSpec | None = None
+    ) -> ResolvedJob:
         """A spec that names its strategy and guidance (on_expert_loss unset: 'wait', the default; solver
         and grid unset: Euler on the uniform grid), in `space` (its labels checked against it)."""
         spec.check_space(space)
@@ -48,12 +53,18 @@ class ResolvedJob:
             solver=spec.solver or DEFAULT_SOLVER,
             grid=spec.grid or DEFAULT_GRID,
         )
-        return cls(spec, Strategy.parse(spec.strategy), space)
+        return cls(spec, Strategy.parse(spec.strategy), space, text)
 
     @property
     def nfe(self) -> int:
         """Velocity evaluations the job costs (each one a round trip to its experts)."""
         return self.solver.nfe(self.spec.steps)
+
+    @property
+    def prompts(self) -> tuple[str, str]:
+        """A text job's prompt and what it is guided against: its negative prompt, else the empty prompt
+        (classifier-free guidance as Paris does it). No prompt is the empty prompt: an unconditional image."""
+        return self.spec.prompt or "", self.spec.negative_prompt or ""
 
     @property
     def guidance(self) -> float:

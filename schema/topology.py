@@ -3,6 +3,7 @@
     ddm.jobs            durable queue of JobSpec messages (persistent), consumed by router workers
     ddm.expert.<k>      durable queue of VelocityRequest messages for expert k (competing replicas)
     ddm.decoder         durable queue of DecodeRequest messages (a latent deployment's decoder replicas)
+    ddm.text            durable queue of EncodeRequest messages (a text deployment's text-encoder replicas)
     ddm.dlx             durable direct exchange for dead letters
     ddm.dead            durable queue bound to ddm.dlx with routing key "ddm.dead"
 

@@ -29,6 +29,7 @@ from .message_base import (
 from .names import MAX_EXPERT_ID, check_worker_id
 from .precision import DEFAULT_PRECISION, PRECISIONS
 from .sample_space import MAX_CLASSES, SampleSpace
+from .text_messages import KEY_BYTES
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # eq=False: arrays have no single truth value
@@ -40,15 +41,22 @@ class VelocityRequest(_Message):
     space); guidance float32 [B] in [0, MAX_GUIDANCE]. 1 <= B <= 256. Decoding checks what holds in any
     space; the receiver checks x and y against the space it serves (check_space): an expert worker
     dead-letters a request in another space.
+
+    text_keys (a text deployment's rows only): uint8 [B, 2, KEY_BYTES], each row's prompt embedding key
+    and the key of what guidance steers away from (schema/text_messages.py embedding_key; the
+    embeddings are in Redis: ddm/runtime/embeddings.py). Left off the wire when None: a class
+    deployment's requests are byte for byte what they were before the field.
     """
 
     TYPE: ClassVar[str] = "velocity_request"
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("text_keys",)
 
     request_id: str
     x: np.ndarray
     t: np.ndarray
     y: np.ndarray
     guidance: np.ndarray
+    text_keys: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         _str("request_id", self.request_id, REQUEST_ID_RE)
@@ -66,6 +74,8 @@ class VelocityRequest(_Message):
             raise SchemaError(expected(f"guidance in [0, {MAX_GUIDANCE:g}]", self.guidance))
         if not ((self.y >= 0) & (self.y <= MAX_CLASSES)).all():
             raise SchemaError(expected(f"y in 0..{MAX_CLASSES}", self.y))
+        if self.text_keys is not None:
+            _array("text_keys", self.text_keys, np.uint8, (B, 2, KEY_BYTES))
 
     def check_space(self, space: SampleSpace) -> None:
         """x and y checked against the sample space the receiver serves (SchemaError naming both shapes)."""

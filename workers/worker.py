@@ -37,7 +37,7 @@ from ddm.runtime.consumer import MAX_WAIT_S, Session
 from ddm.runtime.signals import serve_from_args
 from ddm.runtime.stage import Delivery, Stage
 from ddm.schema.deployment import Deployment
-from ddm.schema.errors import ConfigError, expected
+from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.messages import VelocityReply, VelocityRequest
 from ddm.schema.names import check_expert_id, check_worker_id
 from ddm.schema.precision import check_precision
@@ -50,6 +50,7 @@ from ddm.workers.metrics import ExpertMetrics
 from ddm.workers.selftest import startup_check
 from ddm.workers.slices import SHARE_OF_ALLOWANCE, SliceSizer
 from ddm.workers.stats import WorkerStats
+from ddm.workers.text_rows import text_embeddings
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,10 @@ class ExpertWorker(Stage):
         hooks=(),
     ):
         self.expert_id = check_expert_id(expert_id)
-        entry = Deployment.load(deployment_path).expert(expert_id)
+        deployment = Deployment.load(deployment_path)
+        entry = deployment.expert(expert_id)
+        self.conditioning = deployment.conditioning
+        self._embeddings = None  # a text deployment's: prompt embeddings in Redis (load())
         self.checkpoint = entry.checkpoint
         self.device = device or entry.device
         self.precision = check_precision(precision or entry.precision)
@@ -123,6 +127,8 @@ class ExpertWorker(Stage):
             from ddm.workers import load_expert
 
             self.expert = load_expert(self.checkpoint, self.device, self.buckets, self.precision)
+        if self.conditioning.kind == "text":
+            self._embeddings = text_embeddings(self.expert, self.conditioning, self.settings)
         self.expert.warmup()  # every bucket once: no compile or first-call cost on the first request
         meta = self.expert.meta
         self.log_start(describe_stack(self.expert))
@@ -182,6 +188,14 @@ class ExpertWorker(Stage):
     def check(self, request: VelocityRequest) -> None:
         # another sample space than this expert's (its card): dead-lettered naming both shapes
         request.check_space(self.sample_space)
+        if (request.text_keys is not None) != (self._embeddings is not None):
+            raise SchemaError(
+                expected(
+                    f"a request {'with' if self._embeddings else 'without'} prompt embedding keys (this "
+                    f"expert is conditioned on {self.conditioning.describe()})",
+                    "the other kind",
+                )
+            )
 
     def accept(self, delivery: Delivery) -> None:
         self._batcher.add(delivery)  # served by pump() once its batch is due
@@ -242,6 +256,7 @@ class ExpertWorker(Stage):
                 self.worker_id,
                 chunk_rows=self._slices.rows,
                 between=keepalive,
+                lookup=None if self._embeddings is None else self._embeddings.get,
             )
         except Exception as exc:  # a bug, not a bad request: still answer every delivery
             log.exception("serving a batch of %d request(s) failed", len(items))
@@ -343,6 +358,8 @@ def timed_forward(expert, space: SampleSpace, rows: int) -> tuple[int, float]:
     """(rows, seconds) of one unguided forward pass of `rows` zero samples (after warmup: no compile)."""
     x = np.zeros((rows, *space.shape), np.float32)
     t, y = np.full(rows, 0.5, np.float32), np.full(rows, space.null_class, np.int64)
+    width = getattr(expert, "text_width", 0)  # a text expert reads a prompt's embedding instead of y
+    text = {"cond": np.zeros((rows, width), np.float32)} if width else {}
     started = time.perf_counter()
-    expert.velocity(x, t, y, 1.0)
+    expert.velocity(x, t, y, 1.0, **text)
     return rows, time.perf_counter() - started

@@ -21,6 +21,7 @@ from ddm.client.errors import (
     JobNotFoundError,
     JobTimeoutError,
     NoDeploymentError,
+    TextEncoderUnavailableError,
 )
 from ddm.client.images import pil_images, png_bytes
 from ddm.schema.errors import DDMError, ServiceUnavailableError
@@ -33,6 +34,7 @@ __all__ = [
     "Client",
     "DDMError",
     "DecoderUnavailableError",
+    "TextEncoderUnavailableError",
     "DegradedResultWarning",
     "ExpertUnavailableError",
     "JobDegradedError",

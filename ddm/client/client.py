@@ -39,6 +39,7 @@ from ddm.client.errors import (
     JobFailedError,
     JobNotFoundError,
     NoDeploymentError,
+    TextEncoderUnavailableError,
 )
 from ddm.client.following import JobFollowing, read_stream
 from ddm.client.listing import JobListing, redis_errors
@@ -134,12 +135,13 @@ class Client(JobFollowing, JobListing, QueueReading):
     def _refuse_unserved(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> None:
         """Refuse a job that a worker nobody runs would have to serve: an expert it needs
         (DeploymentDescriptor.unserved says which), or a latent deployment's decoder, which turns every
-        job's last latents into its pixels. A worker is live when its queue has a consumer: the
-        router's own test."""
+        job's last latents into its pixels, or a text deployment's text encoder. A worker is live when
+        its queue has a consumer: the router's own test."""
         experts, _ = descriptor.experts_needed(spec)
         live = {k for k in experts if self._consumers(self.names.expert_queue(k))}
         unserved = descriptor.unserved(spec, live)
         decoder_down = descriptor.decoder is not None and not self._consumers(self.names.decoder_queue)
+        encoder_down = descriptor.conditioning.kind == "text" and not self._consumers(self.names.text_queue)
         needs = []
         if unserved:
             queues = ", ".join(self.names.expert_queue(k) for k in unserved)
@@ -153,8 +155,19 @@ class Client(JobFollowing, JobListing, QueueReading):
                 f"the deployment's decoder (its latents become pixels there) and no worker serves "
                 f"{self.names.decoder_queue}: start one (`ddm worker decoder --deployment D`)"
             )
+        if encoder_down:
+            needs.append(
+                f"the deployment's text encoder (its prompt becomes embeddings there) and no worker serves "
+                f"{self.names.text_queue}: start one (`ddm worker text-encoder --deployment D`)"
+            )
         if needs:
-            error = ExpertUnavailableError if unserved else DecoderUnavailableError
+            error = (
+                ExpertUnavailableError
+                if unserved
+                else DecoderUnavailableError
+                if decoder_down
+                else TextEncoderUnavailableError
+            )
             raise error(
                 f"job {spec.job_id} needs "
                 + "; it also needs ".join(needs)

@@ -48,6 +48,11 @@ class DecoderUnavailableError(ServiceUnavailableError):
     submit unless queued anyway."""
 
 
+class TextEncoderUnavailableError(ServiceUnavailableError):
+    """A text deployment's job while no text-encoder worker runs (its prompt becomes embeddings there):
+    refused at submit unless queued anyway."""
+
+
 class DegradedResultWarning(UserWarning):
     """A job's result was computed without some expert at some steps (it had no live worker and the job
     let mixing route around it): a different model than the one asked for, at those steps."""

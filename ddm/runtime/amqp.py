@@ -161,11 +161,12 @@ def declare_topology(
     jobs: bool = True,
     queue_type: str | None = None,
     decoder: bool = False,
+    text: bool = False,
 ) -> None:
-    """Declare the dead-letter exchange/queue, ddm.jobs (unless jobs=False), the given expert queues and
-    with decoder=True ddm.decoder (idempotent). Expert workers pass jobs=False: declaring needs the
-    configure permission, and an
-    expert's broker user has none on ddm.jobs (docs/DEPLOY.md).
+    """Declare the dead-letter exchange/queue, ddm.jobs (unless jobs=False), the given expert queues,
+    with decoder=True ddm.decoder and with text=True ddm.text (idempotent). Expert workers pass
+    jobs=False: declaring needs the configure permission, and an expert's broker user has none on
+    ddm.jobs (docs/DEPLOY.md).
 
     queue_type: 'classic' or 'quorum' (None: DDM_QUEUE_TYPE). A queue that exists with another type or
     other arguments raises QueueMismatchError, which says what exists, what was asked and how to fix it;
@@ -184,6 +185,8 @@ def declare_topology(
         _declare_queue(channel, names.expert_queue(k), args, queue_type)
     if decoder:  # an expert queue's twin: its requests are pure functions too (the same delivery limit)
         _declare_queue(channel, names.decoder_queue, expert_queue_arguments(names, queue_type), queue_type)
+    if text:  # the text encoder's requests are pure functions too
+        _declare_queue(channel, names.text_queue, expert_queue_arguments(names, queue_type), queue_type)
 
 
 def _declare_queue(channel, queue: str, arguments: dict, queue_type: str) -> None:

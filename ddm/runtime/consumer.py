@@ -119,7 +119,9 @@ class Session:
     def open(self) -> bool:
         return self.conn.is_open and self.runtime.session is self
 
-    def declare(self, expert_ids: Iterable[int] = (), *, jobs: bool, decoder: bool = False) -> None:
+    def declare(
+        self, expert_ids: Iterable[int] = (), *, jobs: bool, decoder: bool = False, text: bool = False
+    ) -> None:
         declare_topology(
             self.channel,
             self.names,
@@ -127,6 +129,7 @@ class Session:
             jobs=jobs,
             queue_type=self.runtime.settings.queue_type,
             decoder=decoder,
+            text=text,
         )
 
     def consume(self, queue: str, callback: Callable, *, auto_ack: bool = False) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -47,6 +48,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.router.deployment_loader import load_decoder, load_experts, read_deployment
     from ddm.router.sampler import sample_local
     from ddm.schema.deployment import Deployment
+    from ddm.workers.text_rows import job_velocities
 
     deployment = Deployment.load(resolve_deployment(args.deployment))
     labels, cols = job_labels(args, deployment.sample_space)
@@ -62,7 +64,10 @@ def main(args: argparse.Namespace) -> int:
     experts = load_experts(deployment, device=args.device)
     decoder = load_decoder(deployment, device=args.device)  # a latent deployment's: as the pipeline's stage
     load_s = time.perf_counter() - t0
-    fns = {k: e.velocity for k, e in experts.items()}
+    # a text job's prompts are encoded here, once, as the text-encoder stage does for the pipeline
+    fns, truncated = job_velocities({k: e.velocity for k, e in experts.items()}, job)
+    if any(truncated):
+        print(f"warning: the prompt was cut to the encoder's {job.text.max_tokens} tokens", file=sys.stderr)
     used = np.zeros(deployment.num_experts, np.int64)
     bar = tqdm(total=spec.steps, desc="sample")
 

@@ -1,4 +1,4 @@
-"""`ddm worker expert|router|decoder`: the long-running processes of the pipeline."""
+"""`ddm worker expert|router|decoder|text-encoder`: the long-running processes of the pipeline."""
 
 from __future__ import annotations
 
@@ -49,6 +49,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     d.add_argument("--device", default=None, help="override the deployment's decoder device (cpu, cuda)")
     d.add_argument("--worker-id", default=None, help="heartbeat id (default: decoder-host-pid)")
     _add_common(d)
+    t = sub.add_parser(
+        "text-encoder",
+        help="serve a text deployment's prompt encoder: consume ddm.text, reply with embeddings",
+        description="Consume a text deployment's prompts from ddm.text (once per job), encode them with the "
+        "deployment's [conditioning] text encoder and reply with the embeddings; the router stores them "
+        "where the experts read them.",
+    )
+    add_deployment_flag(t)
+    t.add_argument("--worker-id", default=None, help="heartbeat id (default: text-host-pid)")
+    _add_common(t)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +78,8 @@ def main(args: argparse.Namespace) -> int:
         from ddm.workers.worker import run_from_args
     elif args.role == "decoder":
         from ddm.workers.decoder_worker import run_from_args
+    elif args.role == "text-encoder":
+        from ddm.workers.text_encoder_worker import run_from_args
     else:
         from ddm.router.worker import run_from_args
     return int(run_from_args(args) or 0)

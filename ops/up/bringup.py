@@ -1,9 +1,9 @@
 """`ddm up`: bring up a whole deployment on this machine - expert workers and router - and keep it up.
 
 Checks that RabbitMQ and Redis answer, starts `ddm worker expert` (N replicas per expert), a latent
-deployment's `ddm worker decoder` and `ddm worker router` as child processes, waits until each one's
-heartbeat appears in Redis, prints what runs where, restarts a child that dies (with backoff) and stops
-them all on Ctrl-C or SIGTERM.
+deployment's `ddm worker decoder` or a text deployment's `ddm worker text-encoder`, and `ddm worker
+router` as child processes, waits until each one's heartbeat appears in Redis, prints what runs where,
+restarts a child that dies (with backoff) and stops them all on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -177,6 +177,9 @@ def build_children(deployment, replicas: dict[int, int], options: UpOptions, env
     if deployment.decoder is not None:  # a latent deployment's decoder stage: one replica
         argv = (*base, "decoder", *dep, "--worker-id", "up-decoder")
         out.append((ChildSpec("up-decoder", argv, env=threads or None), "decoder", None))
+    if deployment.conditioning.kind == "text":  # a text deployment's prompt encoder: one replica
+        argv = (*base, "text-encoder", *dep, "--worker-id", "up-text")
+        out.append((ChildSpec("up-text", argv, env=threads or None), "text-encoder", None))
     router_flags = ("--max-jobs", str(options.max_jobs)) if options.max_jobs is not None else ()
     for i in range(options.routers):
         name = "up-router" if options.routers == 1 else f"up-router-{i}"
@@ -356,6 +359,8 @@ class _Running:
                     str(seen or self.deployment.decoder.device),
                     self.names.decoder_queue,
                 )
+            elif kind == "text-encoder":
+                framework, device, queue = "torch", "cpu", self.names.text_queue
             else:
                 framework, device, queue = "-", str(seen or "cpu"), self.names.jobs
             rows.append((name, str(child.pid), kind, "-" if k is None else str(k), framework, device, queue))

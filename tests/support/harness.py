@@ -107,6 +107,10 @@ class Pipeline:
         """A latent deployment's decoder worker (`ddm worker decoder`)."""
         return self._spawn(name, ["decoder", "--deployment", str(self.deployment), *extra], env)
 
+    def start_text_encoder(self, name: str = "text", extra=(), env=None) -> subprocess.Popen:
+        """A text deployment's prompt encoder (`ddm worker text-encoder`)."""
+        return self._spawn(name, ["text-encoder", "--deployment", str(self.deployment), *extra], env)
+
     def up(self, experts: dict[str, int], routers=("router",)) -> Pipeline:
         """Start the named expert replicas ({name: expert id}) and routers; wait until all are ready."""
         for name, expert in experts.items():
@@ -226,10 +230,12 @@ def local_references(deployment_path, specs: list[JobSpec]) -> list[np.ndarray]:
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.router.sampler import sample_local
     from ddm.schema.deployment import Deployment
+    from ddm.workers.text_rows import job_velocities
 
     deployment = Deployment.load(deployment_path)
     policy = load_policy(deployment)
     experts = load_experts(deployment)
     velocities = {k: e.velocity for k, e in experts.items()}
     descriptor = describe(deployment, policy, "local")
-    return [sample_local(velocities, policy, descriptor.resolve(spec)) for spec in specs]
+    jobs = [descriptor.resolve(spec) for spec in specs]
+    return [sample_local(job_velocities(velocities, job)[0], policy, job) for job in jobs]

@@ -26,6 +26,7 @@ def _queue_exists(queue: str) -> bool:
             conn.close()
 
 
+@pytest.mark.serial  # its floors are timings (under 50 ms)
 def test_consumer_does_the_work_asked_and_the_floor_subtracts_it(tmp_path):
     expert = Deployment.load(write_label_split(tmp_path / "experts", "tiny")).experts[0]
     with EchoFloor(URL, expert.checkpoint) as floor:

@@ -1,0 +1,113 @@
+"""Prompts through the pipeline (issue 37 parts 2 and 3): a text job's prompts are encoded once by
+`ddm worker text-encoder`, the embeddings stored in Redis and read by key by the experts (one torch, one
+JAX); the image equals the in-process sampler's within 1e-4, with classifier-free guidance against the
+empty prompt and against a negative prompt. A kill -9 of the text encoder (holding the request), of an
+expert and of the router mid-job changes nothing. Each row of a text request carries 32 bytes of keys,
+not an embedding."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from ddm.schema.conditioning import Conditioning
+from ddm.schema.messages import JobSpec, JobStatus, VelocityRequest
+from tests.support.harness import Pipeline, local_reference
+from tests.support.services import amqp_channel
+from tests.support.text import TEXT_SPACE, needs_text_encoder, text_spec, write_text_deployment_file
+
+
+@pytest.fixture(scope="module")
+def text_deployment(tmp_path_factory):
+    """Two random-weight text experts (pooled), torch and JAX, mixed by their data share."""
+    needs_text_encoder()
+    from ddm.ops.random_experts import make_random_expert
+
+    root = tmp_path_factory.mktemp("text")
+    conditioning = Conditioning("text", text_spec())
+    for k, framework in enumerate(("torch", "jax")):
+        make_random_expert(
+            root / f"e{k}", framework, (), sample_space=TEXT_SPACE, conditioning=conditioning, seed=k
+        )
+    return write_text_deployment_file(root, ["e0", "e1"], router="label-prior", strategy="full", guidance=2.0)
+
+
+SPECS = [
+    JobSpec.new([0, 0], steps=6, seed=1, prompt="a red apple"),  # guided against the empty prompt
+    JobSpec.new([0, 0], steps=6, seed=2, prompt="a blue heart", negative_prompt="red", guidance=3.0),
+]
+
+
+def test_text_jobs_equal_the_in_process_sampler_with_guidance_and_negative_prompts(text_deployment, tmp_path):
+    with Pipeline(text_deployment, tmp_path) as pipe:
+        pipe.start_text_encoder("text")
+        pipe.up({"e0": 0, "e1": 1})
+        pipe.wait_ready("text")
+        client = pipe.client()
+        for spec in SPECS:
+            client.submit(spec)
+        for spec in SPECS:
+            x = client.result(spec.job_id, timeout=120)
+            assert np.abs(x - local_reference(text_deployment, spec)).max() <= 1e-4
+        assert pipe.counter("text", "requests", 2) == 2  # once per job, not per step
+        stored = pipe.redis.keys(f"{pipe.prefix}ddm:text:*")
+        assert len(stored) == 4  # two prompts, the empty prompt and "red"
+
+
+def test_a_text_requests_rows_carry_keys_not_embeddings(text_deployment):
+    """Bytes per request row, text against the same request without keys: 32 bytes more a row."""
+    x = np.zeros((4, *TEXT_SPACE.shape), np.float32)
+    t, y, g = np.zeros(4, np.float32), np.zeros(4, np.int64), np.ones(4, np.float32)
+    plain = len(VelocityRequest("r", x, t, y, g).encode())
+    keyed = len(VelocityRequest("r", x, t, y, g, np.zeros((4, 2, 16), np.uint8)).encode())
+    assert 32 * 4 <= keyed - plain <= 32 * 4 + 64  # the keys, and the field's name and array header
+
+
+@pytest.mark.parametrize("victim", ["text", "e1", "router"])
+def test_a_kill_9_mid_job_changes_nothing(text_deployment, tmp_path, victim):
+    spec = JobSpec.new([0, 0], steps=12, seed=7, prompt="a green frog", guidance=2.0)
+    with Pipeline(text_deployment, tmp_path, timeout_s=3.0) as pipe:
+        pipe.start_text_encoder("text")
+        pipe.up({"e0": 0, "e1": 1})
+        pipe.wait_ready("text")
+        client = pipe.client()
+        if victim == "text":  # frozen holding the request, then killed: the broker gives it to the next
+            with amqp_channel() as ch:
+                _until(lambda: _queue(ch, pipe.names.text_queue).consumer_count, "the encoder never consumed")
+                pipe.procs["text"].send_signal(signal.SIGSTOP)
+                client.submit(spec)
+                _until(
+                    lambda: client.status(spec.job_id).status is JobStatus.RUNNING, "the job never started"
+                )
+                time.sleep(1.0)  # the router asked (no step runs without the embeddings)
+                _until(
+                    lambda: not _queue(ch, pipe.names.text_queue).message_count, "the request was not taken"
+                )
+            assert client.status(spec.job_id).step == 0
+            pipe.kill9("text")
+            pipe.start_text_encoder("rescuer")
+        else:
+            client.submit(spec)
+            _until(lambda: client.status(spec.job_id).step >= 3, "the job never got going")
+            pipe.kill9(victim)
+            if victim == "router":
+                pipe.start_router("router2")
+            else:
+                pipe.start_expert(1, "e1b")
+        x = client.result(spec.job_id, timeout=180)
+        assert client.status(spec.job_id).status is JobStatus.DONE
+    assert np.abs(x - local_reference(text_deployment, spec)).max() <= 1e-4
+
+
+def _queue(ch, queue: str):
+    return ch.queue_declare(queue, passive=True).method
+
+
+def _until(condition, failure: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.05)

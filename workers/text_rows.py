@@ -1,0 +1,84 @@
+"""A text job's rows carry two 16-byte keys each (its prompt's embedding, and the embedding guidance
+steers away from: the negative or the empty prompt), never the embeddings themselves; this turns keys
+into what a text expert reads, for the expert worker (keys looked up in Redis through
+ddm/runtime/embeddings.py) and for the in-process sampler (a dict of the job's own encodings) alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ddm.schema.errors import SchemaError
+
+# keys -> their embeddings, None where one is not stored (EmbeddingStore.get, or a dict's)
+Lookup = Callable[[Sequence[bytes]], Sequence[np.ndarray | None]]
+
+
+def embedding_rows(text_keys: np.ndarray, lookup: Lookup) -> tuple[np.ndarray, np.ndarray]:
+    """(cond, uncond): float32 [B, ...] each, from text_keys uint8 [B, 2, KEY_BYTES]. SchemaError naming
+    the first key that is not stored (Redis lost it, or it expired: the router encodes it again when it
+    resumes the job)."""
+    flat = [bytes(k) for k in text_keys.reshape(-1, text_keys.shape[-1])]
+    found = dict(zip(flat, lookup(flat), strict=True))
+    missing = [k for k, v in found.items() if v is None]
+    if missing:
+        raise SchemaError(f"the prompt embedding {missing[0].hex()} is not stored (ddm:text:<key> in Redis)")
+    pairs = np.stack([found[k] for k in flat]).reshape(*text_keys.shape[:2], *found[flat[0]].shape)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def dict_lookup(embeddings: dict[bytes, np.ndarray]) -> Lookup:
+    """A Lookup over embeddings held in memory (the in-process sampler's)."""
+    return lambda keys: [embeddings.get(k) for k in keys]
+
+
+def with_text(velocity, lookup: Lookup):
+    """A VelocityFn (router/sampler.py) over Expert.velocity that turns a text job's keys into cond and
+    uncond; a class job's calls (four arguments) pass through unchanged."""
+
+    def fn(x, t, y, g, text_keys=None):
+        if text_keys is None:
+            return velocity(x, t, y, g)
+        cond, uncond = embedding_rows(text_keys, lookup)
+        return velocity(x, t, y, g, cond=cond, uncond=uncond)
+
+    return fn
+
+
+def text_embeddings(expert, conditioning, settings):
+    """A text deployment's expert worker: check that the expert reads what the deployment's encoder
+    writes (its card's encoder digest and width), and open the embeddings it will read (Redis)."""
+    from ddm.runtime.embeddings import EmbeddingStore
+    from ddm.runtime.redis_conn import redis_client
+    from ddm.schema.conditioning import check_encoder
+    from ddm.schema.errors import ConfigError
+
+    try:
+        check_encoder(expert.card.conditioning, conditioning)
+    except SchemaError as exc:
+        raise ConfigError(f"{expert.meta.path}: {exc}") from None
+    return EmbeddingStore(redis_client(settings.redis_url), settings.names, settings.job_ttl_s)
+
+
+def local_lookup(spec, prompts: Sequence[str]) -> tuple[Lookup, list[bool]]:
+    """The in-process sampler's lookup: `prompts` encoded here by the encoder `spec` names (a
+    TextEncoderSpec; ConfigError if the installed weights are other ones), keyed as the router keys
+    them; and which prompts were cut to the token limit."""
+    from ddm.schema.text_messages import embedding_key
+    from ddm.workers.text_encoder import load_text_encoder
+
+    embeddings, truncated = load_text_encoder(spec=spec).encode(list(prompts))
+    stored = {embedding_key(spec, p): e for p, e in zip(prompts, embeddings, strict=True)}
+    return dict_lookup(stored), list(truncated)
+
+
+def job_velocities(velocities: dict, job) -> tuple[dict, list[bool]]:
+    """The in-process sampler's VelocityFns for a resolved job: a text job's read its prompts' embeddings,
+    encoded here once (local_lookup); a class job's are `velocities` as given. Also which prompts
+    were cut to the token limit."""
+    if job.text is None:
+        return velocities, []
+    lookup, truncated = local_lookup(job.text, job.prompts)
+    return {k: with_text(f, lookup) for k, f in velocities.items()}, truncated
