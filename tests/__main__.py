@@ -2,12 +2,14 @@
 
 Two phases, each a pytest run over the same paths and options:
 
-1. every test not marked `serial`, spread over worker processes (pytest-xdist, one file per worker
-   at a time, so a module's fixtures are built once). Most tests wait on other processes (workers,
-   the broker, Redis), so more workers than cores pays: DDM_TEST_WORKERS sets how many (default 3).
-2. the `serial` tests, alone: they restart the broker, start a cluster, load the CPU with hundreds of
-   clients, or measure a clock, and would break or be broken by tests beside them (tests/conftest.py
-   says which markers make a test serial).
+1. every test not marked `alone`, spread over worker processes (pytest-xdist, `--dist loadgroup`:
+   tests/conftest.py keeps a file's tests together, so its module fixtures are built once, and puts
+   every `serial` test in one group, run one after another in one process: the tests whose verdict
+   rides on a clock, a grace period, a hedge or a latency ratio never run two at a time). Most tests
+   wait on other processes (workers, the broker, Redis), so more processes than cores pays:
+   DDM_TEST_WORKERS sets how many (default 3).
+2. the `alone` tests, with nothing beside them: they restart the shared broker, start a cluster of
+   brokers, or load the CPU with hundreds of clients.
 
 Both phases always run; the exit status is the first failure's, so CI fails when either does. A plain
 `python -m pytest` still runs everything in one process, in order.
@@ -18,8 +20,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
-NO_TESTS_COLLECTED = 5  # pytest's exit status when a phase selects nothing (e.g. a path with no serial tests)
+NO_TESTS_COLLECTED = 5  # pytest's exit status when a phase selects nothing (e.g. a path with no alone tests)
 
 
 def _phase(title: str, args: list[str]) -> int:
@@ -31,9 +34,13 @@ def _phase(title: str, args: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     workers = os.environ.get("DDM_TEST_WORKERS", "3")
-    parallel = _phase("parallel", ["-n", workers, "--dist", "loadfile", "-m", "not serial", *argv])
-    serial = _phase("serial", ["-p", "no:xdist", "-m", "serial", *argv])
-    return parallel or serial
+    with tempfile.TemporaryDirectory(
+        prefix="ddm-tests-jax-cache-"
+    ) as cache:  # this run's (tests/conftest.py)
+        os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", cache)
+        parallel = _phase("parallel", ["-n", workers, "--dist", "loadgroup", "-m", "not alone", *argv])
+        alone = _phase("alone", ["-p", "no:xdist", "-m", "alone", *argv])
+    return parallel or alone
 
 
 if __name__ == "__main__":

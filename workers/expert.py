@@ -150,9 +150,9 @@ class Expert(ABC):
 
     @property
     def text_width(self) -> int:
-        """The pooled prompt embedding's width a text expert reads (its config's text_width); 0 for a
-        class expert."""
-        return int(getattr(self.meta.config, "text_width", 0))
+        """The pooled prompt embedding's width a text expert reads (its card's; the config's text_width
+        agrees, checked at load); 0 for a class expert."""
+        return self.card.text_width
 
     def velocity(self, x, t, y=None, guidance=1.0, *, cond=None, uncond=None) -> np.ndarray:
         """v(x, t, y) with classifier-free guidance, in the deployment's one velocity convention

