@@ -31,15 +31,10 @@ from tests.support.fakes import write_random_deployment  # noqa: E402
 ALONE_MARKS = ("broker_restart", "cluster", "load")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
-    """Mark `alone` what ALONE_MARKS name; group the rest for xdist: a file's tests stay together (its
-    module fixtures are built once), and every `serial` test is in one group, one after another."""
     for item in items:
         if any(item.get_closest_marker(mark) for mark in ALONE_MARKS):
             item.add_marker(pytest.mark.alone)
-        group = "serial" if item.get_closest_marker("serial") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
