@@ -17,6 +17,7 @@ pooled vector ("pooled", [width]). An expert trained on another encoder (another
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -65,14 +66,7 @@ class TextEncoderSpec:
         return (self.max_tokens, self.width) if self.form == "tokens" else (self.width,)
 
     def to_dict(self) -> dict:
-        return {
-            "encoder_id": self.encoder_id,
-            "digest": self.digest,
-            "tokenizer": self.tokenizer,
-            "max_tokens": self.max_tokens,
-            "width": self.width,
-            "form": self.form,
-        }
+        return dataclasses.asdict(self)  # its fields, in order: what [conditioning.text] holds
 
 
 @dataclass(frozen=True)

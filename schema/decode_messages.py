@@ -21,31 +21,23 @@ import numpy as np
 from .message_base import (
     MAX_SAMPLE_MAGNITUDE,
     MAX_SAMPLES,
-    REQUEST_ID_RE,
     _batch,
     _finite,
     _float,
-    _Message,
     _samples,
-    _str,
+    _StageCall,
     _within,
     check_samples,
 )
-from .names import check_job_id, check_worker_id
+from .names import check_worker_id
 from .sample_space import SampleSpace
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class _DecodeMessage(_Message):
-    """Both decode messages start with whose job and which request (a reply: the one it answers)."""
-
-    job_id: str
-    request_id: str
-
+class _DecodeMessage(_StageCall):
     def _check_ids_and_rows(self, name: str, rows: np.ndarray) -> None:
         """What both check first: the ids, then `rows` float32 [n, ...], n in 1..MAX_SAMPLES."""
-        check_job_id(self.job_id)
-        _str("request_id", self.request_id, REQUEST_ID_RE)
+        self._check_ids()
         _samples(name, rows, np.float32, dims="N")
         _batch(name, rows.shape[0], 1, MAX_SAMPLES)
 

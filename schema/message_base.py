@@ -19,7 +19,7 @@ import numpy as np
 
 from .codec import DEFAULT_MAX_BYTES, packb, unpackb
 from .errors import SchemaError, expected
-from .names import MAX_EXPERT_ID
+from .names import MAX_EXPERT_ID, check_job_id
 from .sample_space import MAX_CLASSES, MAX_SAMPLE_NUMBERS, SampleSpace
 
 PROTOCOL_VERSION = 1
@@ -197,3 +197,16 @@ class _Message:
             if k in kwargs:
                 kwargs[k] = _ids(k, kwargs[k])
         return cls(**kwargs)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _StageCall(_Message):
+    """A router's call to a stage beside the experts, and its answer (the decoder's, the text encoder's):
+    whose job and which request (a reply: the one it answers) come first."""
+
+    job_id: str
+    request_id: str
+
+    def _check_ids(self) -> None:
+        check_job_id(self.job_id)
+        _str("request_id", self.request_id, REQUEST_ID_RE)

@@ -23,25 +23,22 @@ import numpy as np
 
 from .conditioning import TextEncoderSpec, check_prompt
 from .errors import SchemaError, expected
-from .message_base import REQUEST_ID_RE, _finite, _float, _Message, _str
-from .names import check_job_id, check_worker_id
+from .message_base import _finite, _float, _StageCall
+from .names import check_worker_id
 
 MAX_PROMPTS = 4  # a job's prompt and its negative prompt, with room to spare
 _DIGEST_CHARS = "0123456789abcdef"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class EncodeRequest(_Message):
+class EncodeRequest(_StageCall):
     TYPE: ClassVar[str] = "encode_request"
     _TUPLES: ClassVar[tuple[str, ...]] = ("prompts",)
 
-    job_id: str
-    request_id: str
     prompts: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        check_job_id(self.job_id)
-        _str("request_id", self.request_id, REQUEST_ID_RE)
+        self._check_ids()
         if not isinstance(self.prompts, tuple) or not 1 <= len(self.prompts) <= MAX_PROMPTS:
             raise SchemaError(expected(f"prompts, 1..{MAX_PROMPTS} texts", self.prompts))
         for i, prompt in enumerate(self.prompts):
@@ -49,12 +46,10 @@ class EncodeRequest(_Message):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class EncodeReply(_Message):
+class EncodeReply(_StageCall):
     TYPE: ClassVar[str] = "encode_reply"
     _TUPLES: ClassVar[tuple[str, ...]] = ("truncated",)
 
-    job_id: str
-    request_id: str
     embeddings: np.ndarray
     truncated: tuple[bool, ...]
     digest: str
@@ -62,8 +57,7 @@ class EncodeReply(_Message):
     compute_ms: float
 
     def __post_init__(self) -> None:
-        check_job_id(self.job_id)
-        _str("request_id", self.request_id, REQUEST_ID_RE)
+        self._check_ids()
         e = self.embeddings
         if not isinstance(e, np.ndarray) or e.dtype != np.float32 or e.ndim not in (2, 3):
             raise SchemaError(expected("embeddings float32 [N, width] or [N, tokens, width]", _shape(e)))

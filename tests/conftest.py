@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 # Single-threaded math keeps tests predictable on the 2-core CI machine (set before torch/jax load).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-# One JAX compilation cache for the whole run (this process, xdist's, and every worker process a test
-# starts): dozens of JAX expert workers compile the same buckets of the same tiny models. The cached
-# executable is the one the compiler made, so answers are unchanged. `python -m tests` makes a fresh
-# folder per run (nothing carries over from an earlier run); a bare pytest run makes its own.
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ddm-tests-jax-cache-")
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import numpy as np  # noqa: E402 - after the env
 import pytest  # noqa: E402
@@ -26,15 +18,15 @@ from ddm.schema.settings import Settings  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.fakes import write_random_deployment  # noqa: E402
 
-# Tests with these marks disturb what every other test shares (the broker restarts, a cluster of brokers
-# takes the CPU, hundreds of clients load it): `python -m tests` runs them alone, after everything else.
-ALONE_MARKS = ("broker_restart", "cluster", "load")
+# Tests with these marks disturb what every other test shares (the broker restarts, a cluster takes the
+# CPU, hundreds of clients load it): `python -m tests` runs them alone, after the parallel phase.
+SERIAL_MARKS = ("broker_restart", "cluster", "load")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if any(item.get_closest_marker(mark) for mark in ALONE_MARKS):
-            item.add_marker(pytest.mark.alone)
+        if any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture(autouse=True)

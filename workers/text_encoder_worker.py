@@ -57,7 +57,7 @@ class TextEncoderWorker(Stage):
         self.spec = deployment.conditioning.text
         self.encoder = encoder
         host = socket.gethostname()[:60] or "host"
-        worker_id = check_worker_id(worker_id or f"text-{host}-{os.getpid()}")
+        worker_id = check_worker_id(worker_id or f"text-encoder-{host}-{os.getpid()}")
         metrics = ExpertMetrics("text", worker_id, role="text-encoder")  # the expert families
         super().__init__(
             settings,

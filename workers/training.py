@@ -22,7 +22,6 @@ from ddm.schema.checkpoint_meta import kind_of, read_meta, write_meta
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.expert_card import FLOW_VELOCITY, T0_NOISE, Objective, card_of, stamp_card
 from ddm.schema.flow import NULL_CLASS, interpolate, target_velocity
-from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.text_conditions import PromptTable
 
 
@@ -249,21 +248,15 @@ def _weights_sha256(out_dir: Path, meta: dict) -> str | None:
 
 
 def make_trainer(
-    framework: str,
-    tcfg: TrainConfig,
-    device: str = "cpu",
-    architecture: str = "unet",
-    space: SampleSpace = LEGACY,
-    text_width: int = 0,
+    framework: str, tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet", **sizing
 ) -> Trainer:
-    """The framework's trainer of `architecture` (ddm.workers.architectures) at preset tcfg.preset,
-    sized for the sample space `space` (device: torch only; JAX trains where JAX runs); text_width > 0:
-    a text expert reading pooled prompt embeddings of that width."""
+    """The framework's trainer of `architecture` (ddm.workers.architectures) at preset tcfg.preset
+    (device: torch only; JAX trains where JAX runs). sizing, the framework trainers' own arguments:
+    space, the sample space it is sized for (default LEGACY), and text_width > 0 for a text expert
+    reading pooled prompt embeddings of that width."""
     from ddm.workers.architectures import expert_architecture
     from ddm.workers.frameworks import expert_framework
 
     record = expert_framework(framework)
     expert_architecture(architecture, "--arch").code(framework)  # refused here, before any import
-    if text_width:
-        return record.make_trainer(tcfg, device, architecture, space, text_width=text_width)
-    return record.make_trainer(tcfg, device, architecture, space)
+    return record.make_trainer(tcfg, device, architecture, **sizing)

@@ -9,20 +9,10 @@
 Everything here installs with the base package (no torch, JAX or Flask); pillow makes the pictures.
 """
 
+from ddm.client import errors
 from ddm.client.aio import AsyncClient
 from ddm.client.client import Client
-from ddm.client.errors import (
-    DecoderUnavailableError,
-    DegradedResultWarning,
-    ExpertUnavailableError,
-    JobCancelledError,
-    JobDegradedError,
-    JobFailedError,
-    JobNotFoundError,
-    JobTimeoutError,
-    NoDeploymentError,
-    TextEncoderUnavailableError,
-)
+from ddm.client.errors import *  # noqa: F403 - its __all__: every error and warning a client may see
 from ddm.client.images import pil_images, png_bytes
 from ddm.schema.errors import DDMError, ServiceUnavailableError
 from ddm.schema.jobs import JobHash
@@ -33,22 +23,13 @@ __all__ = [
     "AsyncClient",
     "Client",
     "DDMError",
-    "DecoderUnavailableError",
-    "TextEncoderUnavailableError",
-    "DegradedResultWarning",
-    "ExpertUnavailableError",
-    "JobDegradedError",
     "Frame",
-    "JobCancelledError",
-    "JobFailedError",
     "JobHash",
-    "JobNotFoundError",
     "JobSpec",
     "JobStatus",
-    "JobTimeoutError",
-    "NoDeploymentError",
     "QueuePosition",
     "ServiceUnavailableError",
     "pil_images",
     "png_bytes",
+    *errors.__all__,
 ]

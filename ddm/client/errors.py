@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from ddm.schema.errors import DDMError, ServiceUnavailableError
 
+# what ddm.client exports of these (ddm/client/__init__.py): every error and warning a client may see
+__all__ = [
+    "DecoderUnavailableError",
+    "DegradedResultWarning",
+    "ExpertUnavailableError",
+    "JobCancelledError",
+    "JobDegradedError",
+    "JobFailedError",
+    "JobNotFoundError",
+    "JobTimeoutError",
+    "NoDeploymentError",
+    "TextEncoderUnavailableError",
+]
+
 
 class JobNotFoundError(DDMError, LookupError):
     """No job hash under this id (never submitted with this prefix, or expired after job_ttl_s)."""

@@ -39,26 +39,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--max-jobs", type=int, default=64, help="jobs in flight at once (the jobs prefetch)")
     r.add_argument("--worker-id", default=None, help="id in job hashes and logs (default: host-pid)")
     _add_common(r)
-    d = sub.add_parser(
+    d = _add_stage(
+        sub,
         "decoder",
-        help="serve a latent deployment's decoder: consume ddm.decoder, reply with pixels",
-        description="Consume a latent deployment's finished latents from ddm.decoder, decode them with the "
+        "serve a latent deployment's decoder: consume ddm.decoder, reply with pixels",
+        "Consume a latent deployment's finished latents from ddm.decoder, decode them with the "
         "deployment's [decoder] autoencoder and reply with the pixels.",
     )
-    add_deployment_flag(d)
     d.add_argument("--device", default=None, help="override the deployment's decoder device (cpu, cuda)")
-    d.add_argument("--worker-id", default=None, help="heartbeat id (default: decoder-host-pid)")
-    _add_common(d)
-    t = sub.add_parser(
+    _add_stage(
+        sub,
         "text-encoder",
-        help="serve a text deployment's prompt encoder: consume ddm.text, reply with embeddings",
-        description="Consume a text deployment's prompts from ddm.text (once per job), encode them with the "
+        "serve a text deployment's prompt encoder: consume ddm.text, reply with embeddings",
+        "Consume a text deployment's prompts from ddm.text (once per job), encode them with the "
         "deployment's [conditioning] text encoder and reply with the embeddings; the router stores them "
         "where the experts read them.",
     )
-    add_deployment_flag(t)
-    t.add_argument("--worker-id", default=None, help="heartbeat id (default: text-host-pid)")
-    _add_common(t)
+
+
+def _add_stage(sub, role: str, summary: str, description: str) -> argparse.ArgumentParser:
+    """A stage beside the experts (ddm/runtime/stage.py): its deployment, worker id and metrics port."""
+    parser = sub.add_parser(role, help=summary, description=description)
+    add_deployment_flag(parser)
+    parser.add_argument("--worker-id", default=None, help=f"heartbeat id (default: {role}-host-pid)")
+    _add_common(parser)
+    return parser
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:

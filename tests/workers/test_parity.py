@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import jax
@@ -19,6 +18,7 @@ from ddm.workers.jax_expert.unet import UNet as FlaxUNet
 from ddm.workers.jax_expert.unet import init_params
 from ddm.workers.layout import canonical_to_flax, flax_to_canonical
 from ddm.workers.torch_expert.unet import UNet as TorchUNet
+from tests.support.weights import randomize_
 
 TOLERANCE = 1e-4
 
@@ -42,20 +42,7 @@ def randomized_torch_unet(cfg, seed: int = 1) -> TorchUNet:
 
     Weights ~ N(0, 1/fan_in) keep activations O(1) through the net; GroupNorm scales near 1.
     """
-    model = TorchUNet(cfg).eval()
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if "class_emb" in name:
-                p.copy_(noise)
-            elif p.ndim >= 2:
-                p.copy_(noise / math.sqrt(p[0].numel()))
-            elif "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.1 * noise)
-            else:
-                p.copy_(0.1 * noise)
-    return model
+    return randomize_(TorchUNet(cfg).eval(), seed, unit="class_emb")
 
 
 def canonical(model: torch.nn.Module) -> dict[str, np.ndarray]:

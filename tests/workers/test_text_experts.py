@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from ddm.schema.checkpoint_meta import write_meta
 from ddm.schema.conditioning import Conditioning, TextEncoderSpec, check_encoder, text_sample_space
@@ -29,6 +28,7 @@ from ddm.workers.dit.layout import canonical_shapes
 from ddm.workers.frameworks import FRAMEWORKS
 from ddm.workers.text_conditions import encode_prompts
 from ddm.workers.training import TrainConfig, make_trainer, train_loop
+from tests.support.weights import randomize_
 
 TOLERANCE = 1e-4
 WIDTH = 384
@@ -43,19 +43,7 @@ def randomized(arch: str, cfg) -> dict[str, np.ndarray]:
     """Canonical weights, every parameter random (the zero-initialised output layers too, or parity would
     be trivial): N(0, 1/fan_in) for matrices, N(0, 1) for the text Linear (a unit-length embedding then
     moves the conditioning by O(1)), norms near 1."""
-    model = expert_architecture(arch).build("torch", cfg)
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if name.startswith("text_emb") and p.ndim == 2:
-                p.copy_(noise)
-            elif p.ndim >= 2:
-                p.copy_(noise / math.sqrt(p[0].numel()))
-            elif "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.1 * noise)
-            else:
-                p.copy_(0.1 * noise)
+    model = randomize_(expert_architecture(arch).build("torch", cfg), 1, unit="text_emb")
     return {k: v.numpy().copy() for k, v in model.state_dict().items()}
 
 
