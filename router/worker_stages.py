@@ -12,6 +12,7 @@ import numpy as np
 
 from ddm.router.jobrun import JobRun
 from ddm.router.stage_calls import StageCall
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.decode_messages import DecodeReply, DecodeRequest
 from ddm.schema.errors import SchemaError
 from ddm.schema.text_messages import EncodeReply, EncodeRequest
@@ -26,7 +27,9 @@ STAGES = {  # kind -> (the `ddm worker` that serves it, its queue's Names member
 
 class StageGlue:
     """Uses the worker's settings, names, session, descriptor, stage_calls, embeddings, scheduler,
-    _request_props, _carry_out, _settle_failed and _finish."""
+    waiting, _request_props, _carry_out, _settle_failed and _finish. A Redis outage while a job is
+    between a stage and the scheduler puts its delivery back with the held ones before the worker
+    pauses (router/worker_outage.py), so it is resumed, not forgotten."""
 
     # ------------------------------------------------------------ both stages
 
@@ -73,10 +76,14 @@ class StageGlue:
         except SchemaError as exc:  # a stage of another deployment on this queue: say so, do not store it
             self._settle_failed(entry.job.job_id, entry.job.tag, f"the {entry.kind} stage's reply: {exc}")
             return
-        if isinstance(reply, DecodeReply):
-            self._finish(entry.job, reply.images)
-        else:
-            self._encoded(entry.job, reply)
+        try:
+            if isinstance(reply, DecodeReply):
+                self._finish(entry.job, reply.images)
+            else:
+                self._encoded(entry.job, reply)
+        except REDIS_CONNECTION_ERRORS:  # the call is settled here, the job not: held, asked again later
+            self.waiting.append(entry.job.tag)
+            raise
 
     # ------------------------------------------------------------ the text encoder
 
@@ -84,7 +91,12 @@ class StageGlue:
         """Run a job; a text job whose prompt embeddings are not stored (a fresh prompt, or Redis lost
         them) asks the text encoder first, and runs when they are."""
         keys = _keys(job)
-        if keys and not job.finished and self.embeddings.missing(keys):
+        try:
+            missing = bool(keys) and not job.finished and self.embeddings.missing(keys)
+        except REDIS_CONNECTION_ERRORS:  # the lease is taken, the job not started: held, asked again later
+            self.waiting.append(job.tag)
+            raise
+        if missing:
             self._publish_call(self.stage_calls.start(job, time.monotonic(), "encode"))
             return
         self._carry_out(lambda out: self.scheduler.start(job, out))

@@ -3,19 +3,16 @@ waited out (issue 15's faults, each measured in the test's output)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 
 import numpy as np
 import pytest
-import redis
 
 from ddm.schema.jobs import decode_traj_entry
 from ddm.schema.messages import JobSpec
 from ddm.schema.topology import REASON_HEADER
 from tests.support.harness import Pipeline, local_reference, wait_for_step
-from tests.support.services import amqp_channel, drain, free_port
+from tests.support.services import amqp_channel, drain
 
 
 def publish_raw(pipe: Pipeline, spec: JobSpec) -> None:
@@ -78,35 +75,6 @@ def test_a_reused_id_is_refused_and_the_job_it_names_is_untouched(
     assert "names another spec" in refused[0][1]
     assert all(pipe.procs[name].poll() is None for name in ("r1", "r2")), "no router died"
     assert client.status(spec.job_id).spec == spec, "the stored spec is the submitted one"
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    """A Redis of this test's own (killing the shared one would break every other test), with an
-    append-only file so a kill -9 loses nothing."""
-    port = free_port()
-    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path)]
-    argv += ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
-    procs = []
-
-    def start():
-        procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
-        r = redis.Redis(port=port)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                r.ping()
-                return procs[-1]
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline, "private redis did not start"
-                time.sleep(0.05)
-
-    assert shutil.which("redis-server"), "redis-server is needed (it runs the project's Redis)"
-    start()
-    yield f"redis://127.0.0.1:{port}/0", start, procs
-    for p in procs:
-        p.kill()
-        p.wait()
 
 
 # Twice the loss grace (10 s here) and four heartbeat TTLs (5 s): every beat expired when Redis returns,

@@ -111,3 +111,30 @@ def _until(condition, failure: str, timeout: float = 90.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, failure
         time.sleep(0.05)
+
+
+@pytest.mark.serial  # a Redis outage timed against the router's retries
+def test_a_redis_outage_while_the_encoder_answers_loses_nothing(text_deployment, private_redis, tmp_path):
+    """The encoder answers while Redis is away: the router cannot store the embeddings, holds the job
+    (it used to forget it: neither running nor held, its message unacked for good) and, once Redis is
+    back, encodes again and runs it; the image is exact."""
+    url, start, procs = private_redis
+    spec = JobSpec.new([0, 0], steps=6, seed=3, prompt="a yellow star", guidance=2.0)
+    with Pipeline(text_deployment, tmp_path, env={"DDM_REDIS_URL": url}) as pipe:
+        pipe.start_text_encoder("text")
+        pipe.up({"e0": 0, "e1": 1})
+        pipe.wait_ready("text")
+        client = pipe.client()
+        with amqp_channel() as ch:
+            _until(lambda: _queue(ch, pipe.names.text_queue).consumer_count, "the encoder never consumed")
+            pipe.procs["text"].send_signal(signal.SIGSTOP)
+            client.submit(spec)
+            _until(lambda: client.status(spec.job_id).status is JobStatus.RUNNING, "the job never started")
+            _until(lambda: not _queue(ch, pipe.names.text_queue).message_count, "the request was not taken")
+        procs[-1].kill()  # kill -9 Redis; its append-only file keeps the job
+        procs[-1].wait()
+        pipe.procs["text"].send_signal(signal.SIGCONT)  # it answers now, into the outage
+        time.sleep(3.0)
+        start()
+        x = client.result(spec.job_id, timeout=180)
+    assert np.abs(x - local_reference(text_deployment, spec)).max() <= 1e-4
