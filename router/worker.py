@@ -46,7 +46,7 @@ from ddm.router.worker_outage import OutageAndLeases
 from ddm.router.worker_stages import StageGlue
 from ddm.runtime.consumer import ConsumerRuntime, OnRuntime, Session
 from ddm.runtime.embeddings import EmbeddingStore
-from ddm.runtime.redis_conn import connect_redis
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS, connect_redis
 from ddm.runtime.signals import serve_from_args
 from ddm.schema.decode_messages import DecodeReply
 from ddm.schema.deployment import Deployment
@@ -230,8 +230,12 @@ class RouterWorker(OnRuntime, OutageAndLeases, StageGlue):
         delivery = Delivery(method.delivery_tag, spec, props, body)
         if self.paused:
             self.waiting.append(delivery)
-        else:
+            return
+        try:
             self._admit(delivery)
+        except REDIS_CONNECTION_ERRORS:  # held with the others, asked again once Redis answers (_retry)
+            self.waiting.append(delivery)
+            raise
 
     def _admit(self, delivery: Delivery) -> None:
         """Carry out what the intake decides about one job delivery (fresh or held)."""

@@ -91,12 +91,7 @@ class StageGlue:
         """Run a job; a text job whose prompt embeddings are not stored (a fresh prompt, or Redis lost
         them) asks the text encoder first, and runs when they are."""
         keys = _keys(job)
-        try:
-            missing = bool(keys) and not job.finished and self.embeddings.missing(keys)
-        except REDIS_CONNECTION_ERRORS:  # the lease is taken, the job not started: held, asked again later
-            self.waiting.append(job.tag)
-            raise
-        if missing:
+        if keys and not job.finished and self.embeddings.missing(keys):
             self._publish_call(self.stage_calls.start(job, time.monotonic(), "encode"))
             return
         self._carry_out(lambda out: self.scheduler.start(job, out))
