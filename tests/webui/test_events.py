@@ -71,10 +71,12 @@ def test_switching_jobs_and_unknown_jobs(make_app, fake):
     fake.frame(b, 1)
     client = connect(app)
     assert client.emit("watch", {"job_id": a.job_id}, callback=True)["ok"]
+    # a's stored frame comes after the watch's answer: wait for it (a busy machine delivered b's first)
+    got = wait_for(client, lambda g: any(f["name"] == "frame" for f in g))
     assert client.emit("watch", {"job_id": b.job_id}, callback=True)["ok"]  # leaves a's room
     fake.frame(a, 2)
     fake.frame(b, 2)
-    got = wait_for(client, lambda g: [f["args"][0]["step"] for f in g if f["name"] == "frame"][-1:] == [2])
+    got += wait_for(client, lambda g: [f["args"][0]["step"] for f in g if f["name"] == "frame"][-1:] == [2])
     frames = [(e["args"][0]["job_id"], e["args"][0]["step"]) for e in got if e["name"] == "frame"]
     assert frames == [(a.job_id, 1), (b.job_id, 1), (b.job_id, 2)]
     assert app.extensions["ddm"].hub.stats() == {"tailers": 1, "viewers": 1}
