@@ -1,5 +1,5 @@
 """The stage base: a worker that consumes one request type from one queue and replies with one reply
-type (the expert worker, the decoder worker, and the text encoder to come), in the manner of kombu's
+type (the expert worker, the decoder worker and the text-encoder worker), in the manner of kombu's
 ConsumerMixin: the base owns the request/reply shell, a stage is the small part that differs.
 
 The shell (every stage gets it, and gets it the same way):
