@@ -89,9 +89,10 @@ class DecoderWorker(Stage):
             reason = f"reply refused: {type(exc).__name__}: {exc}"
             self.refuse(delivery.delivery_tag, delivery.properties, delivery.body, reason)
             return
-        self.reply(delivery, encoded, DecodeReply.TYPE)
+        # counted before the reply goes out, so its client finds it counted
         self.stats.record_batch(len(images), 1, compute_ms)
         self.metrics.record_batch(len(images), compute_ms, [time.monotonic() - delivery.arrived])
+        self.reply(delivery, encoded, DecodeReply.TYPE)
 
     def beat_fields(self) -> dict[str, object]:
         return {"device": getattr(self.decoder, "device", self.device)}  # resolved once loaded (auto -> cpu)

