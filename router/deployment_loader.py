@@ -246,6 +246,7 @@ def _descriptor(loaded: LoadedDeployment, policy: RoutingPolicy, router_id: str)
         sample_space=deployment.sample_space,
         decoder=DecoderInfo.of(loaded.decoder) if loaded.decoder is not None else None,
         conditioning=deployment.conditioning,
+        example_prompts=deployment.example_prompts,
     )
 
 

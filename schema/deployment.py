@@ -9,6 +9,8 @@
     on_expert_loss = "wait"      # optional: what jobs do by default when an expert has no live
                                  # worker: wait (the default: then fail naming it) or degrade
                                  # (mixing strategies route around it, the steps marked degraded)
+    example_prompts = ["a red heart", ...]  # optional, a text deployment's: prompts the web UI
+                                 # offers to click (schema/descriptor.py check_example_prompts)
 
     [[experts]]
     id = 0                       # ids are 0..K-1: the cluster ids of the partition
@@ -54,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddm.schema.conditioning import Conditioning
+from ddm.schema.descriptor import check_example_prompts
 from ddm.schema.documents import read_document
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY, EXPERT_LOSS_POLICIES, MAX_GUIDANCE
@@ -63,6 +66,10 @@ from ddm.schema.solver import SamplingOffer
 from ddm.schema.strategy import Strategy
 
 ROUTER_KINDS = ("oracle", "label-prior", "learned")
+FILE_KEYS = (  # a file's top-level keys and tables
+    "name", "guidance", "strategy", "class_names", "on_expert_loss", "experts", "router", "sampling",
+    "sample_space", "decoder", "conditioning", "example_prompts",
+)  # fmt: skip
 # The shipped demo, relative to the working directory: the last resort of resolve_deployment.
 DEFAULT_DEPLOYMENT = Path("checkpoints/mnist/deployment.toml")
 
@@ -134,6 +141,7 @@ class Deployment:
     # what a job conditions on (schema/conditioning.py): the file's [conditioning], else the sample
     # space's default (class labels; none in an unconditional space): files before it mean exactly that
     conditioning: Conditioning | None = None
+    example_prompts: tuple[str, ...] = ()  # a text deployment's, to click in the web UI (descriptor.py)
 
     def __post_init__(self) -> None:
         if self.conditioning is None:
@@ -142,6 +150,11 @@ class Deployment:
             self.conditioning.check_space(self.sample_space)
         except SchemaError as exc:
             raise ConfigError(f"{self.path}: [conditioning]: {exc}") from None
+        try:
+            examples = check_example_prompts(self.example_prompts, self.conditioning)
+        except SchemaError as exc:
+            raise ConfigError(f"{self.path}: {exc}") from None
+        object.__setattr__(self, "example_prompts", examples)
         if self.class_names != self.sample_space.class_names:
             raise ConfigError(
                 f"{self.path}: "
@@ -173,8 +186,8 @@ class Deployment:
         folder), or (folder, device) or (folder, device, precision) tuples, experts 0..K-1 in order;
         `fields`: name, guidance, strategy, class_names, on_expert_loss, sampling (a [sampling] table as a
         dict), sample_space (a SampleSpace, or a [sample_space] table as a dict), decoder (a [decoder]
-        table as a dict), conditioning (a Conditioning, or a [conditioning] table as a dict). Checked as
-        from_dict checks a file."""
+        table as a dict), conditioning (a Conditioning, or a [conditioning] table as a dict),
+        example_prompts. Checked as from_dict checks a file."""
         path = Path(path)
         experts = []
         for i, entry in enumerate(checkpoints):
@@ -210,6 +223,8 @@ class Deployment:
         if not table:  # the legacy space: the file reads as it did before [sample_space]
             lines.append(f"class_names = {json.dumps(list(self.class_names), ensure_ascii=False)}")
         lines.append(f"on_expert_loss = {json.dumps(self.on_expert_loss)}")
+        if self.example_prompts:
+            lines.append(f"example_prompts = {json.dumps(list(self.example_prompts), ensure_ascii=False)}")
         for e in self.experts:
             lines += ["", "[[experts]]", f"id = {e.id}", f"checkpoint = {json.dumps(rel(e.checkpoint))}"]
             lines += [f"device = {json.dumps(e.device)}", f"precision = {json.dumps(e.precision)}"]
@@ -254,25 +269,9 @@ class Deployment:
     @classmethod
     def from_dict(cls, data: dict, path: Path) -> Deployment:
         base = path.resolve().parent
-        unknown = set(data) - {
-            "name",
-            "guidance",
-            "strategy",
-            "class_names",
-            "on_expert_loss",
-            "experts",
-            "router",
-            "sampling",
-            "sample_space",
-            "decoder",
-            "conditioning",
-        }
+        unknown = set(data) - set(FILE_KEYS)
         if unknown:
-            keys = (
-                "keys name, guidance, strategy, class_names, on_expert_loss, experts, router, sampling, "
-                "sample_space, decoder, conditioning"
-            )
-            raise ConfigError(f"{path}: {expected(keys, sorted(unknown))}")
+            raise ConfigError(f"{path}: {expected('keys ' + ', '.join(FILE_KEYS), sorted(unknown))}")
         strategy = data.get("strategy")
         try:
             strategy = None if strategy is None else str(Strategy.parse(strategy))
@@ -318,6 +317,7 @@ class Deployment:
             declared_space="sample_space" in data,
             decoder=_decoder_entry(data.get("decoder"), base, path),
             conditioning=_conditioning(data.get("conditioning"), path),
+            example_prompts=data.get("example_prompts", ()),
         )
 
 

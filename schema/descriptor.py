@@ -12,6 +12,7 @@ descriptor's defaults (resolve), and the router records the values it used in th
      "sample_space" (optional: {"shape", "value_range", "num_classes", "class_names"}, schema/
      sample_space.py; absent: the legacy 1x32x32 in [-1, 1] with 10 classes named by class_names)}
 
+"example_prompts" (optional, a text deployment's): prompts its owner suggests; the web UI offers them.
 "decoder" (optional, a latent deployment's): {"encoder_id", "pixel_space", "preview"} (schema/
 autoencoder_card.py DecoderInfo): the router asks the decoder queue for a finished job's pixels; the
 web UI draws every step's latents through the linear preview.
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .autoencoder_card import DecoderInfo
-from .conditioning import Conditioning
+from .conditioning import Conditioning, check_prompt
 from .errors import SchemaError, expected
 from .flow import NULL_CLASS
 from .messages import (
@@ -91,6 +92,23 @@ def oracle_null_error(
         + (f"this deployment accepts {named}" if readers else "top1, topk:K with K >= 2, or full")
         + "), or leave the strategy unset"
     )
+
+
+MAX_EXAMPLE_PROMPTS = 8  # a handful to click, not a data set
+
+
+def check_example_prompts(prompts: object, conditioning: Conditioning) -> tuple[str, ...]:
+    """A list of at most MAX_EXAMPLE_PROMPTS prompts with words (check_prompt's rules), and none unless the
+    deployment is conditioned on prompts; SchemaError saying which rule a value broke."""
+    if not isinstance(prompts, list | tuple) or len(prompts) > MAX_EXAMPLE_PROMPTS:
+        raise SchemaError(expected(f"example_prompts, a list of 0..{MAX_EXAMPLE_PROMPTS} prompts", prompts))
+    if prompts and conditioning.kind != "text":
+        what = f"no example_prompts: the deployment is conditioned on {conditioning.describe()}, not prompts"
+        raise SchemaError(expected(what, list(prompts)))
+    for i, prompt in enumerate(prompts):
+        if not check_prompt(f"example_prompts[{i}]", prompt).strip():
+            raise SchemaError(expected(f"example_prompts[{i}], a prompt with words", prompt))
+    return tuple(prompts)
 
 
 # An expert's card as the descriptor summarises it (schema/expert_card.py): what the UI shows.
@@ -197,6 +215,7 @@ class DeploymentDescriptor:
     # or none in an unconditional space), filled in here; written only when it is text, so a reader
     # from before the field reads every class deployment's descriptor as before.
     conditioning: Conditioning | None = None
+    example_prompts: tuple[str, ...] = ()  # a text deployment's, to click in the web UI
 
     def __post_init__(self) -> None:
         if self.sample_space is None:
@@ -213,6 +232,8 @@ class DeploymentDescriptor:
         if self.conditioning is None:
             object.__setattr__(self, "conditioning", Conditioning.of(self.sample_space))
         self.conditioning.check_space(self.sample_space)
+        examples = check_example_prompts(self.example_prompts, self.conditioning)
+        object.__setattr__(self, "example_prompts", examples)
         if self.protocol_version != PROTOCOL_VERSION:
             raise SchemaError(
                 expected(f"descriptor protocol_version {PROTOCOL_VERSION}", self.protocol_version)
@@ -385,6 +406,9 @@ class DeploymentDescriptor:
             del d["conditioning"]  # the default: what a router before the record wrote
         else:
             d["conditioning"] = self.conditioning.to_dict()
+        d["example_prompts"] = list(self.example_prompts)
+        if not d["example_prompts"]:
+            del d["example_prompts"]  # what a router before them wrote
         return d
 
     def encode(self) -> bytes:
@@ -397,7 +421,7 @@ class DeploymentDescriptor:
             d = json.loads(data)
         except (TypeError, ValueError, RecursionError) as exc:
             raise SchemaError(expected("a deployment descriptor as JSON", data)) from exc
-        optional = ("sampling", "sample_space", "decoder", "conditioning")
+        optional = ("sampling", "sample_space", "decoder", "conditioning", "example_prompts")
         d = _exact_keys("deployment descriptor", d, cls, optional=optional)
         for key in ("strategies", "class_names", "experts"):
             if not isinstance(d[key], list):
