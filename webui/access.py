@@ -20,7 +20,8 @@ from __future__ import annotations
 import hmac
 import math
 
-from ddm.webui.jobs import RateLimiter, SubmitError
+from ddm.webui.jobs import SubmitError
+from ddm.webui.rate_limit import RateLimiter
 
 
 class Access:

@@ -39,8 +39,9 @@ from ddm.webui.config import UIConfig
 from ddm.webui.connection_cap import ConnectionCap
 from ddm.webui.events import READERS
 from ddm.webui.idle import IdleSockets
-from ddm.webui.jobs import JobService, RateLimiter
+from ddm.webui.jobs import JobService
 from ddm.webui.payloads import job_payload
+from ddm.webui.rate_limit import RateLimiter
 from ddm.webui.redis_pool import UIClient, ui_redis
 from ddm.webui.server_model import async_mode
 from ddm.webui.sio_guard import PollingGuard, install_websocket_guard, quiet_engineio_errors

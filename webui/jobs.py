@@ -13,15 +13,14 @@ want of a worker gives its place back. The token and the budget of wrong tokens 
 
 from __future__ import annotations
 
-import collections
 import math
 import random
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
+from ddm.schema.conditioning import MAX_PROMPT_CHARS
 from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, ExpertInfo, label_name
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
@@ -29,9 +28,13 @@ from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
 from ddm.schema.solver import Grid, Solver
 from ddm.schema.strategy import Strategy
 from ddm.webui.cards import card_detail, card_text
+from ddm.webui.rate_limit import RateLimiter
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
-FORM_KEYS = {"labels", "n_per_label", "steps", "strategy", "guidance", "seed", "solver", "grid"}
+FORM_KEYS = {
+    *("labels", "n_per_label", "steps", "strategy", "guidance", "seed", "solver", "grid"),
+    *("prompt", "negative_prompt"),  # a text deployment's (schema/conditioning.py check_prompt)
+}
 KIND_STATUS = {
     "bad_input": 400,
     "unauthorized": 401,
@@ -87,7 +90,10 @@ SHARES_SHOWN = 3
 
 def trained_on(descriptor: DeploymentDescriptor, expert: ExpertInfo) -> str:
     """What an expert was trained on: its labels ('5-9'; 'Trouser, Dress' by class names), or where
-    its cluster is uneven, its largest shares ('Ankle boot 60%, Bag 18%, Sneaker 12% and 7 more')."""
+    its cluster is uneven, its largest shares ('Ankle boot 60%, Bag 18%, Sneaker 12% and 7 more'); a
+    text deployment's expert, 'captioned images' (its cluster has no labels to name)."""
+    if prompted(descriptor):
+        return "captioned images"
     counts, labels = expert.label_counts, expert.labels
     total = sum(counts)
     if not total or max(counts) * len(labels) < UNEVEN_RATIO * total:
@@ -136,6 +142,12 @@ def deployment_payload(descriptor: DeploymentDescriptor) -> dict[str, Any]:
         if descriptor.decoder is not None and space is not None
         else None
     )
+    # what a job conditions on: "class" (the label chips), "none", or "text" (a prompt box instead, with the
+    # encoder in words, the deployment's example prompts to click and the one limit on a prompt's length)
+    d["conditioning_kind"] = descriptor.conditioning.kind
+    d["conditioning_text"] = descriptor.conditioning.describe()
+    d["example_prompts"] = list(descriptor.example_prompts)
+    d["max_prompt_chars"] = MAX_PROMPT_CHARS
     d["null_label"] = null_label(descriptor)  # a job label: an unconditional image, shown as d["null_name"]
     d["null_name"] = UNCONDITIONAL
     # what a job with unconditional images gets when it names no strategy (the CLI's rule, one home:
@@ -184,6 +196,11 @@ def num_classes(descriptor: DeploymentDescriptor | None) -> int:
     return space.num_classes if space is not None else NUM_CLASSES
 
 
+def prompted(descriptor: DeploymentDescriptor | None) -> bool:
+    """The deployment reads a prompt per job (text conditioning), not class labels."""
+    return descriptor is not None and descriptor.conditioning.kind == "text"
+
+
 # ---------------------------------------------------------------- form -> JobSpec
 
 
@@ -219,17 +236,24 @@ def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> 
     {"labels": [0..10, ...] or "all" (0..9; 10 = the null class: an unconditional image), "n_per_label":
     1.., "steps": 1..1000, "strategy": "oracle" | "top1" | "topk:K" | "full" or null, "guidance": 0..20 or
     null, "seed": 0..2^32-1 (left out: 0) or null (a random one), "solver": "euler" | "heun" | "midpoint"
-    | "ab2" | "ab3" or null, "grid": "uniform" | "shift:S" | "edm[:R]" or null}. A strategy, guidance,
-    solver or grid left out or null gets the serving deployment's default (the router resolves it);
-    whether the deployment serves the solver and grid asked for is JobService.check's (the descriptor's)
-    to say. Images are laid out row by row: row r holds sample r of each chosen label, in order.
+    | "ab2" | "ab3" or null, "grid": "uniform" | "shift:S" | "edm[:R]" or null, "prompt" and
+    "negative_prompt": text or null}. A strategy, guidance, solver or grid left out or null gets the
+    serving deployment's default (the router resolves it); whether the deployment serves the solver and
+    grid asked for is JobService.check's (the descriptor's) to say, and so is whether it reads a prompt
+    or labels. A text deployment's job leaves labels out: n_per_label images of its prompt (each its
+    null label). A prompt is checked by the schema's one rule (check_prompt: length, Unicode, control
+    characters). Images are laid out row by row: row r holds sample r of each chosen label, in order.
     """
     if not isinstance(data, Mapping):
         raise SubmitError("bad_input", expected("a JSON object with the job's fields", type(data).__name__))
     unknown = sorted(set(map(str, data)) - FORM_KEYS)
     if unknown:
         raise SubmitError("bad_input", expected(f"only the fields {sorted(FORM_KEYS)}", unknown))
-    labels = _labels(data.get("labels"), num_classes(descriptor), null_label(descriptor))
+    labels = (
+        _prompt_labels(data.get("labels"), null_label(descriptor))
+        if prompted(descriptor)
+        else _labels(data.get("labels"), num_classes(descriptor), null_label(descriptor))
+    )
     n = _number(data, "n_per_label", 1, integer=True)
     if not 1 <= n <= MAX_IMAGES:
         raise SubmitError("bad_input", f"images per label: {expected(f'1..{MAX_IMAGES}', n)}")
@@ -258,9 +282,21 @@ def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> 
             seed=seed,
             solver=data.get("solver"),
             grid=data.get("grid"),
+            prompt=data.get("prompt"),
+            negative_prompt=data.get("negative_prompt"),
         )
     except SchemaError as exc:
         raise SubmitError("bad_input", str(exc)) from None
+
+
+def _prompt_labels(raw: object, null: int) -> list[int]:
+    """A text deployment's labels: left out (or null), its null label, one image per row. Labels sent
+    anyway are read as sent, so that the descriptor's check refuses them in its own words."""
+    if raw is None:
+        return [null]
+    if not isinstance(raw, list) or not raw or not all(type(y) is int for y in raw):
+        raise SubmitError("bad_input", f"labels: {expected('none (leave them out and send a prompt)', raw)}")
+    return list(raw)
 
 
 def _labels(raw: object, classes: int, null: int) -> list[int]:
@@ -275,58 +311,6 @@ def _labels(raw: object, classes: int, null: int) -> list[int]:
     if len(set(raw)) != len(raw):
         raise SubmitError("bad_input", f"labels: {expected('each label at most once', raw)}")
     return list(raw)
-
-
-# ---------------------------------------------------------------- rate limit
-
-
-class RateLimiter:
-    """At most `limit` events per `window_s` per key (a sliding window). Thread-safe."""
-
-    def __init__(self, limit: int, window_s: float = 60.0, clock=time.monotonic):
-        self.limit = limit
-        self.window_s = window_s
-        self.clock = clock
-        self._events: dict[str, collections.deque] = {}
-        self._lock = threading.Lock()
-
-    def hit(self, key: str) -> float | None:
-        """Record one event for `key`; None if allowed, else the seconds until one is allowed again."""
-        with self._lock:
-            now = self.clock()
-            if len(self._events) > 10_000:  # forget idle keys so memory stays bounded
-                for k in [k for k, q in self._events.items() if not q or now - q[-1] > self.window_s]:
-                    del self._events[k]
-            q = self._events.setdefault(key, collections.deque())
-            while q and now - q[0] >= self.window_s:
-                q.popleft()
-            if len(q) >= self.limit:
-                return self.window_s - (now - q[0])
-            q.append(now)
-            return None
-
-    def wait(self, key: str) -> float:
-        """Seconds until `key` may have one more event (0.0: now). Records nothing."""
-        with self._lock:
-            q = self._events.get(key)
-            if not q or len(q) < self.limit:
-                return 0.0
-            return max(0.0, self.window_s - (self.clock() - q[-self.limit]))
-
-    def refund(self, key: str) -> None:
-        """Give back the newest event of `key` (a request refused after it was counted)."""
-        with self._lock:
-            q = self._events.get(key)
-            if q:
-                q.pop()
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._events.pop(key, None)
-
-    def keys(self) -> int:
-        with self._lock:
-            return len(self._events)
 
 
 # ---------------------------------------------------------------- submit

@@ -101,6 +101,9 @@ def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, A
         # page names them by the serving deployment then), and that deployment's name
         "label_names": [label_name(y, job.space.class_names) for y in labels] if job.space else None,
         "deployment": job.deployment,
+        # a text job's prompt and what guidance steered away from (None: a class job; the empty prompt)
+        "prompt": spec.prompt if spec else None,
+        "negative_prompt": spec.negative_prompt if spec else None,
         "priority": job.priority or 0,
         "cols": grid_cols(labels) if labels else 1,
         "strategy": job.strategy if job.strategy is not None else (spec.strategy if spec else None),

@@ -6,7 +6,9 @@ GET  /api/config                    the serving deployment (experts, strategies,
 GET  /api/cluster                   live workers and queue depths
 GET  /api/jobs                      recent jobs
 POST /api/jobs                      submit {"labels", "n_per_label", "steps", "strategy", "guidance", "seed",
-                                    "solver", "grid"}
+                                    "solver", "grid", "prompt", "negative_prompt"} (a text deployment:
+                                    a prompt instead of labels); a refusal is 4xx (kind bad_input: 400,
+                                    413 for a body over MAX_CONTENT_LENGTH, 415 for one not JSON)
                                     (with `Authorization: Bearer TOKEN` when DDM_UI_TOKEN is set)
 GET  /api/jobs/<id>                 one job's status
 POST /api/jobs/<id>/cancel          stop it at its next step (the token a submit needs, when set)
@@ -28,8 +30,9 @@ from flask import Flask, Response, jsonify, render_template, request
 
 from ddm.client.errors import JobNotFoundError
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
+from ddm.schema.conditioning import MAX_PROMPT_CHARS
 from ddm.schema.descriptor import DIGITS, UNCONDITIONAL
-from ddm.schema.errors import SchemaError, ServiceUnavailableError
+from ddm.schema.errors import SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NULL_CLASS
 from ddm.schema.messages import JobStatus
 from ddm.schema.names import check_job_id
@@ -99,7 +102,11 @@ def _register_page(app: Flask, state) -> None:
 
     @app.errorhandler(413)
     def too_large(exc):
-        return _error("bad_input", "request too large", 413)
+        # far above any job (two prompts at the schema's limit, every character escaped as JSON, fit):
+        # name both limits, so a pasted book reads as a prompt too long, not as a broken server
+        cap, got = app.config["MAX_CONTENT_LENGTH"], request.content_length
+        what = f"a request body of at most {cap} bytes (a prompt is at most {MAX_PROMPT_CHARS} characters)"
+        return _error("bad_input", "request too large: " + expected(what, f"{got or 'more'} bytes"), 413)
 
     @app.get("/")
     def index():
@@ -113,6 +120,7 @@ def _register_page(app: Flask, state) -> None:
             class_names=class_names,
             named_classes=class_names != list(DIGITS),  # chips as wide as their names (app.css)
             null_label=dep["null_label"] if dep else NULL_CLASS,
+            prompted=bool(dep) and dep["conditioning_kind"] == "text",  # a prompt box, not label chips
             null_name=UNCONDITIONAL,
             max_images=MAX_IMAGES,
             jobs_per_minute=state.config.jobs_per_minute,

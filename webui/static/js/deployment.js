@@ -21,8 +21,10 @@ export function applyDeployment(dep, error) {
     submit.title = "no router serves a deployment yet";
     return;
   }
-  if ($("classes").querySelectorAll("input").length !== dep.class_names.length) {
-    location.reload(); // another number of classes than the page was drawn with: the server draws its chips
+  const prompted = dep.conditioning_kind === "text";
+  if ($("classes").querySelectorAll("input").length !== dep.class_names.length || prompted === $("prompt-field").hidden) {
+    // another number of classes, or prompts instead of labels (or back): the server draws the form
+    location.reload();
     return;
   }
   hideAlert(banner);
@@ -30,7 +32,7 @@ export function applyDeployment(dep, error) {
   submit.title = "";
   const key = JSON.stringify([
     dep.name, dep.strategies, dep.default_strategy, dep.default_guidance, dep.class_names, dep.experts, dep.sampling,
-    dep.sample_space,
+    dep.sample_space, dep.conditioning_kind, dep.example_prompts, dep.max_prompt_chars,
   ]);
   if (key === deploymentKey) return;
   deploymentKey = key;
@@ -44,6 +46,7 @@ export function applyDeployment(dep, error) {
       ? "samples " + dep.sample_text
       : "";
   state.classNames = dep.class_names.slice();
+  state.prompted = prompted;
   if (dep.null_label !== undefined) state.nullLabel = dep.null_label;
   if (dep.null_name) state.nullName = dep.null_name;
   formForDeployment(dep);

@@ -43,6 +43,16 @@ export function labelsText(labels, names) {
   return parts.join(digits && !all ? " " : ", ");
 }
 
+// A text job's prompt (null: a class job, or a text job with the empty prompt: its label names it)
+export function promptOf(job) {
+  return job && job.prompt !== undefined && job.prompt !== null ? job.prompt : null;
+}
+
+// "“a red apple”", and what guidance steered away from: "“a red apple” · not “blurry”"
+export function promptText(prompt, negative) {
+  return "“" + prompt + "”" + (negative ? " · not “" + negative + "”" : "");
+}
+
 export function strategyHint(s) {
   if (!s) return "the serving deployment's default strategy";
   const dep = state.deployment;

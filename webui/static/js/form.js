@@ -1,5 +1,6 @@
-// ddm web UI: the job form: labels, images, steps, strategy, solver, grid, guidance, seed; its summary
-// line and hints; the submit over the socket.
+// ddm web UI: the job form: labels (or a text deployment's prompt, its negative prompt and example
+// prompts to click), images, steps, strategy, solver, grid, guidance, seed; its summary line and hints;
+// the submit over the socket.
 
 import { $, el, hideAlert, showAlert } from "./dom.js";
 import { state } from "./state.js";
@@ -40,8 +41,28 @@ function fillMenu(id, names, def) {
   if (!keep) menuChosen[id] = false;
 }
 
+// a text deployment's example prompts (the descriptor's, from its deployment file): one click fills the box
+function renderExamples(dep) {
+  const box = $("examples");
+  box.replaceChildren();
+  for (const text of dep.example_prompts || []) {
+    const b = el("button", "btn-small example-prompt", text);
+    b.type = "button";
+    b.title = "use this prompt";
+    b.addEventListener("click", () => {
+      $("prompt").value = text;
+      $("prompt").focus();
+      updateSummary();
+    });
+    box.append(b);
+  }
+  box.hidden = !box.children.length;
+  if (dep.conditioning_text) $("prompt-hint").textContent = "read as " + dep.conditioning_text;
+}
+
 // a new descriptor: the class chips' names, the strategy, solver and grid menus, the default guidance
 export function formForDeployment(dep) {
+  renderExamples(dep);
   classBoxes.forEach((b) => (b.parentNode.querySelector("span").textContent = className(Number(b.value))));
   $("classes").classList.toggle("classes-named", state.classNames.some((c, i) => c !== String(i)));
   $("all-classes").textContent = "All " + state.classNames.length;
@@ -77,6 +98,7 @@ function followDefault(labels) {
 }
 
 function chosenLabels() {
+  if (state.prompted) return [state.nullLabel]; // each image of a text job carries the null label
   const chosen = classBoxes.filter((b) => b.checked).map((b) => Number(b.value));
   return unconditionalBox && unconditionalBox.checked ? chosen.concat([state.nullLabel]) : chosen;
 }
@@ -95,8 +117,10 @@ export function updateSummary() {
   const images = typeof n === "number" ? chosen.length * n : NaN;
   const steps = numberOrNull("steps");
   const solver = $("solver").value;
+  const prompt = $("prompt").value;
+  const of = state.prompted ? (prompt ? " of the prompt" : " of the empty prompt (unconditional)") : "";
   const text = chosen.length
-    ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + " · " +
+    ? (isFinite(images) ? images : "?") + " image" + (images === 1 ? "" : "s") + of + " · " +
       evaluationsText(steps, solverStages(solver))
     : "no label chosen";
   $("form-summary").textContent = text;
@@ -152,6 +176,13 @@ form.addEventListener("submit", (ev) => {
     solver: menuChosen.solver ? $("solver").value || null : null,
     grid: menuChosen.grid ? $("grid").value || null : null,
   };
+  if (state.prompted) {
+    // a text deployment's job: no labels (each image its null label), the prompt as typed (empty: none,
+    // the empty prompt) and the optional negative prompt; the server checks both (schema: check_prompt)
+    delete data.labels;
+    data.prompt = $("prompt").value || null;
+    data.negative_prompt = $("negative_prompt").value || null;
+  }
   if (tokenField) {
     data.token = tokenField.value.trim();
     localStorage.setItem(TOKEN_KEY, data.token);

@@ -3,7 +3,7 @@
 
 import { $, announce, b64ToBytes, hideAlert, showAlert } from "./dom.js";
 import { state } from "./state.js";
-import { evaluationsText, labelsText, sampleShape } from "./facts.js";
+import { evaluationsText, labelsText, promptOf, promptText, sampleShape } from "./facts.js";
 import { authHeaders, currentToken, tokenField } from "./auth.js";
 import { socket } from "./connection.js";
 import { buildTiles, drawFrame, relabelTiles } from "./tiles.js";
@@ -11,10 +11,14 @@ import { buildStrip } from "./strip.js";
 import { stopPlaying } from "./playback.js";
 
 export function newJob(id, spec) {
+  const prompt = spec && spec.prompt !== undefined ? spec.prompt : null;
   return {
     id: id,
     steps: spec ? spec.steps : 0,
-    labels: spec ? spec.labels : [],
+    // a text job's prompt (null: none); its images' labels are its null label, which names nothing here
+    prompt: prompt,
+    negativePrompt: spec && spec.negative_prompt !== undefined ? spec.negative_prompt : null,
+    labels: spec && prompt === null ? spec.labels : [],
     labelNames: null, // the names of its labels as its own deployment named them (the job payload's)
     n: spec ? spec.labels.length : 0,
     cols: 1,
@@ -59,9 +63,13 @@ export function watch(jobId, spec) {
   $("tiles").replaceChildren();
   $("download").hidden = true;
   $("scrub-row").hidden = true;
+  $("job-prompt").hidden = true; // the last job's, until this one's status says
   setStatus("queued");
   showQueue(null);
-  if (spec) setupJob({ job_id: jobId, steps: spec.steps, labels: spec.labels, n: spec.labels.length });
+  if (spec) {
+    const prompts = { prompt: spec.prompt ?? null, negative_prompt: spec.negative_prompt ?? null };
+    setupJob({ job_id: jobId, steps: spec.steps, labels: spec.labels, n: spec.labels.length, ...prompts });
+  }
   sendWatch();
 }
 
@@ -115,8 +123,12 @@ export function showQueue(place) {
 export function setupJob(info) {
   const job = state.job;
   if (info.steps && job.steps !== info.steps) job.steps = info.steps;
+  if (info.prompt !== undefined) {
+    job.prompt = info.prompt;
+    job.negativePrompt = info.negative_prompt ?? null;
+  }
   if (info.labels && info.labels.length) {
-    job.labels = info.labels;
+    job.labels = promptOf(job) === null ? info.labels : []; // a text job's images: #1, #2, ...
     job.n = info.labels.length;
   }
   if (info.label_names && info.label_names.length === job.labels.length) job.labelNames = info.label_names;
@@ -129,7 +141,8 @@ export function setupJob(info) {
   const title = "Job " + job.id.slice(0, 8);
   $("job-title").textContent = title;
   const bits = [];
-  if (job.n) bits.push(job.n + " image" + (job.n === 1 ? "" : "s") + " of " + labelsText(job.labels, job.labelNames));
+  const of = promptOf(job) === null ? " of " + labelsText(job.labels, job.labelNames) : "";
+  if (job.n) bits.push(job.n + " image" + (job.n === 1 ? "" : "s") + of);
   if (info.strategy) bits.push(info.strategy);
   // the solver, grid and evaluations the router resolved (before it starts: what the job asked for)
   if (info.solver || info.grid) {
@@ -141,6 +154,10 @@ export function setupJob(info) {
   if (info.guidance !== undefined && info.guidance !== null) bits.push("guidance " + info.guidance);
   if (info.seed !== undefined && info.seed !== null) bits.push("seed " + info.seed);
   $("job-sub").textContent = bits.join(" · ");
+  // the prompt, as text (never markup): the job's own, whatever the form holds now
+  const prompt = promptOf(job);
+  $("job-prompt").hidden = prompt === null;
+  $("job-prompt").textContent = prompt === null ? "" : promptText(prompt, job.negativePrompt);
   updateProgress();
   announce("ddm:job", { id: job.id });
 }

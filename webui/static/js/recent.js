@@ -2,7 +2,7 @@
 
 import { $, el, fmtAgo, fmtDuration } from "./dom.js";
 import { state } from "./state.js";
-import { labelsText } from "./facts.js";
+import { labelsText, promptText } from "./facts.js";
 import { authHeaders, setDownload, setImageSrc } from "./auth.js";
 import { socket } from "./connection.js";
 import { renderCluster } from "./cluster.js";
@@ -68,7 +68,7 @@ function recentRow(j) {
     thumb,
     idCell,
     st,
-    el("td", null, labelsText(j.labels, j.label_names)),
+    conditionCell(j),
     el("td", null, j.n ?? ""),
     el("td", null, j.steps ?? ""),
     el("td", "mono", j.strategy ?? ""),
@@ -83,6 +83,15 @@ function recentRow(j) {
   }
   tr.append(act);
   return tr;
+}
+
+// what the job's images are of: its labels' names, or a text job's prompt (as text, cut short by the
+// CSS: the whole of it in the tooltip)
+function conditionCell(j) {
+  if (j.prompt === undefined || j.prompt === null) return el("td", null, labelsText(j.labels, j.label_names));
+  const td = el("td", "prompt-cell", promptText(j.prompt, j.negative_prompt));
+  td.title = td.textContent;
+  return td;
 }
 
 let recentTimer = null;

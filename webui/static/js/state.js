@@ -10,5 +10,6 @@ export const state = {
   classNames: ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"], // the deployment's, once known
   nullLabel: 10, // the null label: an unconditional image (the deployment says so too)
   nullName: "unconditional",
+  prompted: false, // the deployment reads a prompt (text conditioning), not class labels: the prompt box
   noRouter: null, // why no router serves (null: one does, or not known yet)
 };
