@@ -15,10 +15,10 @@ import numpy as np
 
 from ddm.router.policies import RoutingPolicy, build_policy
 from ddm.schema.autoencoder_card import AutoencoderCard, DecoderInfo, split_latent_name
-from ddm.schema.conditioning import check_encoder
+from ddm.schema.conditioning import Conditioning, check_encoder
 from ddm.schema.deployment import Deployment
 from ddm.schema.descriptor import DeploymentDescriptor, ExpertInfo
-from ddm.schema.errors import ConfigError, SchemaError
+from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.expert_card import ExpertCard, card_of
 from ddm.schema.sample_space import SampleSpace
 from ddm.schema.strategy import default_strategy
@@ -198,7 +198,29 @@ def _policy(deployment: Deployment, label_counts: np.ndarray) -> RoutingPolicy:
                 f"space than the deployment's {deployment.sample_space.describe()}: {difference} (the "
                 "router's first)"
             )
+        if learned.cfg.text_width:
+            _check_prompt_router(deployment, learned)
     return build_policy(deployment.router.kind, label_counts, learned)
+
+
+def _check_prompt_router(deployment: Deployment, learned) -> None:
+    """A prompt-aware router reads the pooled embeddings of the deployment's own encoder: refused
+    otherwise, naming what differs."""
+    where = f"{deployment.path}: the learned router {deployment.router.checkpoint} reads prompts"
+    text = deployment.conditioning.text
+    if text is None or text.form != "pooled" or text.width != learned.cfg.text_width:
+        raise ConfigError(
+            f"{where} ({learned.cfg.text_width}-wide pooled embeddings): "
+            + expected(
+                "a text deployment with a pooled encoder of that width", deployment.conditioning.describe()
+            )
+        )
+    try:
+        check_encoder(
+            Conditioning.from_dict(learned.meta.get("conditioning"), "router"), deployment.conditioning
+        )
+    except SchemaError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def load_experts(deployment: Deployment, device: str | None = None) -> dict:

@@ -35,6 +35,14 @@ class JobRun:
     step_ms_total: float = 0.0
     steps_run: int = 0
     degraded: dict[int, list[int]] = field(default_factory=dict)  # expert -> steps done without it
+    # what a prompt-aware router reads per row (the prompt's pooled embedding, f32 [n, width]), set
+    # when the job's embeddings are at hand; None: the router reads the labels
+    prompt_rows: np.ndarray | None = None
+
+    @property
+    def routing_input(self) -> np.ndarray:
+        """The router's y for this job's rows: the prompt's embedding, or the labels."""
+        return self.arrays.labels if self.prompt_rows is None else self.prompt_rows
 
     @property
     def job_id(self) -> str:

@@ -24,11 +24,19 @@ WEIGHTS = "model.msgpack"
 ROUTER_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16)
 
 
+def condition_struct(cfg: RouterConfig, batch: int) -> jax.ShapeDtypeStruct:
+    """What the router reads as y for `batch` rows: class ids, or pooled prompt embeddings."""
+    if cfg.text_width:
+        return jax.ShapeDtypeStruct((batch, cfg.text_width), jnp.float32)
+    return jax.ShapeDtypeStruct((batch,), jnp.int32)
+
+
 def init_router_params(model: RouterNet, seed: int = 0) -> dict:
     size, channels = model.cfg.image_size, model.cfg.in_channels
     x = jnp.zeros((1, size, size, channels), jnp.float32)
+    y = condition_struct(model.cfg, 1)
     init = jax.jit(model.init)
-    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros((1,), jnp.int32))[
+    return init(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), jnp.zeros(y.shape, y.dtype))[
         "params"
     ]
 
@@ -58,7 +66,7 @@ class LearnedRouter:
                 params,
                 jax.ShapeDtypeStruct((b, cfg.in_channels, cfg.image_size, cfg.image_size), jnp.float32),
                 jax.ShapeDtypeStruct((b,), jnp.float32),
-                jax.ShapeDtypeStruct((b,), jnp.int32),
+                condition_struct(cfg, b),
             ).compile()
             for b in self.buckets
         }
@@ -68,12 +76,13 @@ class LearnedRouter:
         return self.cfg.num_clusters
 
     def probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """x f32 [B,C,H,W] (its config's sample shape), t f32 [B], y int [B] -> p(cluster) f32 [B, K]."""
+        """x f32 [B,C,H,W] (its config's sample shape), t f32 [B], y int [B] (a prompt-aware router: f32
+        [B, text_width], the pooled prompt embeddings) -> p(cluster) f32 [B, K]."""
 
         def forward(xs, ts, ys):
             return self._compiled[len(xs)](self._params, xs, ts, ys)
 
-        y = np.asarray(y, np.int32)
+        y = np.asarray(y, condition_struct(self.cfg, 1).dtype)
         return run_bucketed(forward, (x, t, y), self.buckets, self.buckets[-1])
 
 

@@ -110,6 +110,12 @@ class RoutingPolicy:
     def num_experts(self) -> int:
         return self.router.num_experts
 
+    @property
+    def reads_prompts(self) -> bool:
+        """True when the router reads each row's pooled prompt embedding as y (a prompt-aware learned
+        router, router/router_net.py text_width), not its label."""
+        return bool(getattr(getattr(self.router, "cfg", None), "text_width", 0))
+
     def strategies(self) -> tuple[str, ...]:
         """Every strategy this policy routes (schema.strategy.accepted_strategies: the one rule)."""
         return accepted_strategies(self.num_experts, has_oracle=self.oracle is not None)
@@ -139,7 +145,15 @@ class RoutingPolicy:
             if nulls:  # the null row of the oracle's table is a placeholder, not a routing
                 raise SchemaError(oracle_null_error(str(strategy), nulls, null_class=null_class))
             return self.oracle.probs(x, t, y)
-        return strategy_weights(self.router.probs(x, t, y), strategy)
+        return strategy_weights(self.route_probs(x, t, y), strategy)
+
+    def route_probs(self, x: np.ndarray, t: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The router's p(expert) [B, K]; SchemaError when y is not what it reads (labels [B], or a
+        prompt-aware router's embeddings [B, width])."""
+        if self.reads_prompts != (np.ndim(y) == 2):
+            want = "each row's prompt embedding [B, width]" if self.reads_prompts else "labels [B]"
+            raise SchemaError(expected(f"the router's input {want}", f"shape {list(np.shape(y))}"))
+        return np.asarray(self.router.probs(x, t, y), dtype=np.float32)
 
 
 def without_gone(
@@ -157,7 +171,7 @@ def without_gone(
     if not gone or not strategy.mixes:
         w = policy.weights(x, t, y, strategy)
         return w, w
-    probs = np.asarray(policy.router.probs(x, t, y), dtype=np.float32)
+    probs = policy.route_probs(x, t, y)
     weights = strategy_weights(probs, strategy)
     live = np.ones(probs.shape[1], bool)
     live[sorted(gone)] = False

@@ -6,12 +6,13 @@ DDM paper's router costs about 4% of expert training compute, and it runs once p
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from ddm.schema.sample_space import LEGACY, SampleSpace
+from ddm.workers.config import config_to_dict
 from ddm.workers.jax_common import PAD1, timestep_embedding
 
 
@@ -25,9 +26,12 @@ class RouterConfig:
     # the sample space it reads (a config written before the fields: the legacy 1x32x32)
     in_channels: int = LEGACY.shape[0]
     image_size: int = LEGACY.shape[1]
+    # a prompt-aware router's: the width of the pooled prompt embedding it reads as y (f32 [B, width])
+    # in the label embedding's place, as a text expert does; 0: y is a class id
+    text_width: int = 0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return config_to_dict(self)  # without text_width when 0: a class router's meta.json is unchanged
 
     @classmethod
     def for_space(cls, num_clusters: int, space: SampleSpace, **fields) -> RouterConfig:
@@ -47,7 +51,8 @@ class RouterConfig:
 
 
 class RouterNet(nn.Module):
-    """x [B,H,W,C] (NHWC; the sample space), t [B], y [B] int (num_classes = null) -> logits [B, K]."""
+    """x [B,H,W,C] (NHWC; the sample space), t [B], y [B] int (num_classes = null) or, for a prompt-aware
+    router, f32 [B, text_width] (the empty prompt's embedding: no prompt) -> logits [B, K]."""
 
     cfg: RouterConfig
 
@@ -55,7 +60,10 @@ class RouterNet(nn.Module):
     def __call__(self, x: jnp.ndarray, t: jnp.ndarray, y: jnp.ndarray) -> jnp.ndarray:
         c, e = self.cfg.channels, self.cfg.emb_dim
         emb = nn.silu(nn.Dense(e, name="time")(timestep_embedding(t, e)))
-        emb = emb + nn.Embed(self.cfg.num_classes + 1, e, name="label")(y)  # [B, e]
+        if self.cfg.text_width:
+            emb = emb + nn.Dense(e, name="prompt")(y)  # [B, e]
+        else:
+            emb = emb + nn.Embed(self.cfg.num_classes + 1, e, name="label")(y)  # [B, e]
         h = x
         for i, width in enumerate((c, 2 * c, 4 * c)):  # 32 -> 16 -> 8 -> 4 (H / 8 at the end)
             h = nn.Conv(width, (3, 3), padding=PAD1, name=f"conv{i}")(h)

@@ -187,22 +187,27 @@ def sample_local(
     policy: RoutingPolicy,
     resolved: ResolvedJob,
     on_step: Callable[[int, float, np.ndarray, StepPlan], None] | None = None,
+    prompt: np.ndarray | None = None,
 ) -> np.ndarray:
     """Sample a resolved job in-process, in its space (resolved.space). Returns x at t = 1, float32
-    [n, C, H, W].
+    [n, C, H, W]. prompt: a text job's prompt embedding, which a prompt-aware router reads on every row
+    (text_rows.job_velocities gives it).
 
     on_step(step, t, x, plan) is called after each step with the new x (step counts from 1) and the
     routing of the step's first evaluation (the one at x before the step, which frames record).
     """
     job = JobArrays.of(resolved)
     spec = resolved.spec
+    route_y = job.labels
+    if policy.reads_prompts and prompt is not None:
+        route_y = np.repeat(np.asarray(prompt, np.float32)[None], spec.n, axis=0)
     x, history = job.noise(), SolverHistory()
     for i in range(spec.steps):
         mixed: list[np.ndarray] = []
         plans: list[StepPlan] = []
         for _ in range(job.solver.stages):
             x_eval, t_eval = job.eval_point(x, i, mixed)
-            plan = plan_step(policy, job.strategy, x_eval, t_eval, job.labels)
+            plan = plan_step(policy, job.strategy, x_eval, t_eval, route_y)
             velocities = {k: experts[k](*job.inputs(x_eval, t_eval, rows)) for k, rows in plan.rows.items()}
             mixed.append(combine(plan, velocities, spec.n, job.space.shape))
             plans.append(plan)

@@ -202,7 +202,7 @@ class Scheduler(Sweeping):
                     strategy,
                     [j.x_eval for j in jobs],
                     [j.t_eval for j in jobs],
-                    [j.arrays.labels for j in jobs],
+                    [j.routing_input for j in jobs],
                     gone if around else frozenset(),
                 )
             except DDMError as exc:

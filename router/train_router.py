@@ -18,6 +18,7 @@ from ddm.router.learned import WEIGHTS, init_router_params
 from ddm.router.router_net import RouterConfig, RouterNet
 from ddm.schema.checkpoint_meta import read_meta, write_meta
 from ddm.schema.flow import NULL_CLASS, interpolate
+from ddm.workers.text_conditions import PromptTable
 
 T_BINS = 10
 
@@ -31,15 +32,22 @@ def router_batch(
     step: int,
     label_dropout: float,
     null_class: int = NULL_CLASS,
+    text: PromptTable | None = None,
 ):
     """x_t f32 [B,C,H,W], t f32 [B], y i64 [B] (null_class where dropped), cluster i64 [B]; a pure
-    function of (seed, step)."""
+    function of (seed, step). With `text` (row i: image i's prompts) y is f32 [B, width] instead: one of
+    the image's prompt embeddings per row, the empty prompt's where dropped (label_dropout 1: always,
+    an x_t-only router on the same footing)."""
     rng = np.random.default_rng([seed, step, 7])
     idx = rng.integers(0, len(images), size=batch)
     x1 = images[idx]
     x0 = rng.standard_normal(x1.shape, dtype=np.float32)
     t = rng.random(batch, dtype=np.float32)
-    y = np.where(rng.random(batch) < label_dropout, null_class, labels[idx]).astype(np.int64)
+    drop = rng.random(batch) < label_dropout
+    if text is not None:
+        y = text.pick(idx, drop, rng)
+    else:
+        y = np.where(drop, null_class, labels[idx]).astype(np.int64)
     return interpolate(x0, x1, t).astype(np.float32), t, y, clusters[idx]
 
 
@@ -57,9 +65,10 @@ def train_router(
     seed: int = 0,
     label_dropout: float = 0.1,
     progress: bool = True,
+    text: PromptTable | None = None,
 ) -> dict:
     """images f32 [N,C,H,W] (cfg's sample shape), labels i64 [N], clusters i64 [N] -> checkpoint in
-    out_dir; returns meta."""
+    out_dir; returns meta. With `text` (cfg.text_width its width) the router reads the prompts."""
     model = RouterNet(cfg)
     params = init_router_params(model, seed)
     tx = optax.adamw(
@@ -72,7 +81,7 @@ def train_router(
     bar = tqdm(range(steps), desc="router", disable=not progress)
     for step in bar:
         x_t, t, y, k = router_batch(
-            images, labels, clusters, batch, seed, step, label_dropout, cfg.num_classes
+            images, labels, clusters, batch, seed, step, label_dropout, cfg.num_classes, text
         )
         params, opt, loss = step_fn(params, opt, jnp.asarray(x_t.transpose(0, 2, 3, 1)), t, y, k)
         recent = (recent + [float(loss)])[-100:]
@@ -106,23 +115,15 @@ def _step(model, tx, params, opt, x_t, t, y, k):
     return optax.apply_updates(params, updates), opt, loss
 
 
-def accuracy_by_t(
-    router,
-    images: np.ndarray,
-    labels: np.ndarray,
-    clusters: np.ndarray,
-    seed: int = 1,
-    conditional: bool = True,
-) -> dict:
-    """Top-1 accuracy of router.probs against the true clusters, in T_BINS equal bins of t.
+def accuracy_by_t(router, images: np.ndarray, y: np.ndarray, clusters: np.ndarray, seed: int = 1) -> dict:
+    """Top-1 accuracy of router.probs(x_t, t, y) against the true clusters, in T_BINS equal bins of t.
 
-    Every held-out image is noised once per bin (t drawn inside the bin), so each bin sees them all.
+    Every held-out image is noised once per bin (t drawn inside the bin), so each bin sees them all;
+    y: what the router reads beside x_t, row for row (labels, the null class, prompt embeddings).
     Returns {"t_mid": [...], "accuracy": [...], "n": N}.
     """
     rng = np.random.default_rng(seed)
     mids, accs = [], []
-    null_class = getattr(getattr(router, "cfg", None), "num_classes", NULL_CLASS)
-    y = labels if conditional else np.full(len(labels), null_class, np.int64)
     for b in range(T_BINS):
         lo, hi = b / T_BINS, (b + 1) / T_BINS
         t = rng.uniform(lo, hi, len(images)).astype(np.float32)
@@ -164,21 +165,24 @@ def save_eval(out_dir: Path, curves: dict[str, dict]) -> None:
     write_meta(out_dir, {**meta, "accuracy_by_t": curves})
 
 
+def class_conditions(labels: np.ndarray, null_class: int) -> dict[str, np.ndarray]:
+    """A class router's two readings of held-out images: with their labels, and with none."""
+    return {"with label y": labels, "unconditional (y = null)": np.full(len(labels), null_class, np.int64)}
+
+
 def evaluate_router(
-    out_dir: Path, images: np.ndarray, labels: np.ndarray, clusters: np.ndarray, where: str
+    out_dir: Path, images: np.ndarray, conditions: dict[str, np.ndarray], clusters: np.ndarray, where: str
 ) -> dict[str, dict]:
-    """Accuracy by t of the router trained in out_dir, with and without the label, on images f32
-    [N,1,32,32] whose true clusters are known; recorded in its meta.json and plotted beside it.
+    """Accuracy by t of the router trained in out_dir under each named condition (its y for every
+    image: class_conditions, or prompt embeddings), on images f32 [N,C,H,W] whose true clusters are
+    known; recorded in its meta.json and plotted beside it.
 
     where: what the images are (e.g. "held-out mnist test[8000:]"), written into each curve.
     """
     from ddm.router.learned import load_router
 
     router = load_router(out_dir)
-    curves = {
-        "with label y": accuracy_by_t(router, images, labels, clusters, conditional=True),
-        "unconditional (y = null)": accuracy_by_t(router, images, labels, clusters, conditional=False),
-    }
+    curves = {name: accuracy_by_t(router, images, y, clusters) for name, y in conditions.items()}
     for curve in curves.values():
         curve["data"] = where
     save_eval(out_dir, curves)

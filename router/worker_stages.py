@@ -94,6 +94,12 @@ class StageGlue:
         if keys and not job.finished and self.embeddings.missing(keys):
             self._publish_call(self.stage_calls.start(job, time.monotonic(), "encode"))
             return
+        if keys and not job.finished and self.scheduler.policy.reads_prompts:
+            [prompt] = self.embeddings.get(keys[:1])
+            if prompt is None:  # expired since it was found: encode it again
+                self._publish_call(self.stage_calls.start(job, time.monotonic(), "encode"))
+                return
+            _route_on_prompt(job, prompt)
         self._carry_out(lambda out: self.scheduler.start(job, out))
 
     def _encoded(self, job: JobRun, reply: EncodeReply) -> None:
@@ -104,6 +110,8 @@ class StageGlue:
                 self.descriptor.conditioning.text.max_tokens,
             )
         self.embeddings.put(_keys(job), reply.embeddings)
+        if self.scheduler.policy.reads_prompts:
+            _route_on_prompt(job, reply.embeddings[0])
         self._carry_out(lambda out: self.scheduler.start(job, out))
 
     # ------------------------------------------------------------ the decoder
@@ -117,3 +125,8 @@ def _keys(job: JobRun) -> list[bytes]:
     """A text job's two embedding keys (its prompt's, then the guidance null's); [] for a class job."""
     keys = job.arrays.text_keys
     return [] if keys is None else [bytes(k) for k in np.asarray(keys[0])]
+
+
+def _route_on_prompt(job: JobRun, prompt: np.ndarray) -> None:
+    """A prompt-aware router reads the job's prompt embedding on every row (its images share it)."""
+    job.prompt_rows = np.repeat(np.asarray(prompt, np.float32)[None], job.arrays.spec.n, axis=0)

@@ -7,10 +7,12 @@ ddm/runtime/embeddings.py) and for the in-process sampler (a dict of the job's o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from ddm.schema.errors import SchemaError
+from ddm.schema.text_messages import embedding_key
 
 # keys -> their embeddings, None where one is not stored (EmbeddingStore.get, or a dict's)
 Lookup = Callable[[Sequence[bytes]], Sequence[np.ndarray | None]]
@@ -66,7 +68,6 @@ def local_lookup(spec, prompts: Sequence[str]) -> tuple[Lookup, list[bool]]:
     """The in-process sampler's lookup: `prompts` encoded here by the encoder `spec` names (a
     TextEncoderSpec; ConfigError if the installed weights are other ones), keyed as the router keys
     them; and which prompts were cut to the token limit."""
-    from ddm.schema.text_messages import embedding_key
     from ddm.workers.text_encoder import load_text_encoder
 
     embeddings, truncated = load_text_encoder(spec=spec).encode(list(prompts))
@@ -74,11 +75,19 @@ def local_lookup(spec, prompts: Sequence[str]) -> tuple[Lookup, list[bool]]:
     return dict_lookup(stored), list(truncated)
 
 
-def job_velocities(velocities: dict, job) -> tuple[dict, list[bool]]:
+class LocalJob(NamedTuple):
+    """What the in-process sampler needs of a resolved job beside the job (job_velocities)."""
+
+    velocities: dict  # expert id -> VelocityFn
+    truncated: list[bool]  # which prompts were cut to the token limit
+    prompt: np.ndarray | None  # a text job's prompt embedding: what a prompt-aware router reads
+
+
+def job_velocities(velocities: dict, job) -> LocalJob:
     """The in-process sampler's VelocityFns for a resolved job: a text job's read its prompts' embeddings,
-    encoded here once (local_lookup); a class job's are `velocities` as given. Also which prompts
-    were cut to the token limit."""
+    encoded here once (local_lookup); a class job's are `velocities` as given."""
     if job.text is None:
-        return velocities, []
+        return LocalJob(velocities, [], None)
     lookup, truncated = local_lookup(job.text, job.prompts)
-    return {k: with_text(f, lookup) for k, f in velocities.items()}, truncated
+    [prompt] = lookup([embedding_key(job.text, job.prompts[0])])
+    return LocalJob({k: with_text(f, lookup) for k, f in velocities.items()}, truncated, prompt)

@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
     decoder = load_decoder(deployment, device=args.device)  # a latent deployment's: as the pipeline's stage
     load_s = time.perf_counter() - t0
     # a text job's prompts are encoded here, once, as the text-encoder stage does for the pipeline
-    fns, truncated = job_velocities({k: e.velocity for k, e in experts.items()}, job)
+    fns, truncated, prompt = job_velocities({k: e.velocity for k, e in experts.items()}, job)
     if any(truncated):
         print(f"warning: the prompt was cut to the encoder's {job.text.max_tokens} tokens", file=sys.stderr)
     used = np.zeros(deployment.num_experts, np.int64)
@@ -77,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
         bar.update(1)
 
     t0 = time.perf_counter()
-    x = sample_local(fns, policy, job, on_step=on_step)
+    x = sample_local(fns, policy, job, on_step=on_step, prompt=prompt)
     bar.close()
     value_range = deployment.sample_space.value_range
     if decoder is not None:  # the final latents to pixels, as the decoder worker does for the pipeline

@@ -93,6 +93,7 @@ def _configure_router(sub) -> None:
         "(with labels a label partition is trivial to route)",
     )
     r.add_argument("--seed", type=int, default=0, help="seed of the init and the data order")
+    add_text_flag(r)  # a prompt-aware router (--label-dropout 1: the x_t-only one it is compared with)
     r.add_argument(
         "--eval-split", default=None, help="held-out split (default: the rest of the manifest's split)"
     )
@@ -198,8 +199,9 @@ def train_router_command(args: argparse.Namespace) -> int:
     from ddm.ops.data.dataset import load_dataset
     from ddm.ops.eval.router_data import router_eval_set
     from ddm.router.router_net import RouterConfig
-    from ddm.router.train_router import evaluate_router, train_router
+    from ddm.router.train_router import class_conditions, evaluate_router, train_router
     from ddm.schema.checkpoint_meta import utc_now
+    from ddm.schema.errors import ConfigError, expected
     from ddm.schema.partition import read_manifest
 
     manifest = read_manifest(args.partition)
@@ -209,23 +211,48 @@ def train_router_command(args: argparse.Namespace) -> int:
         f"training router for {manifest.num_clusters} clusters on {len(dataset)} samples of "
         f"{manifest.dataset} {manifest.split} -> {args.out}"
     )
+    # the dataset's sample space: channels, size and classes (1x32x32, 10 for MNIST as before); a
+    # prompt-aware router's: the space without classes, and the prompts' width
+    space, sizing, text, meta = dataset.sample_space, {"channels": args.channels}, None, {}
+    if args.text:
+        from ddm.ops.cli.train_text import prepare_text
+
+        text = prepare_text(
+            args.text,
+            manifest.dataset,
+            manifest.split,
+            args.data_dir,
+            np.arange(len(dataset)),
+            dataset.sample_space,
+            args.prompt_embeddings,
+        )
+        space, sizing["text_width"] = text.space, text.table.width
+        meta = {"prompts": text.record, "conditioning": text.conditioning.to_dict()}
     final = train_router(
         dataset.as_model_input(),
         np.asarray(dataset.labels),
         np.asarray(manifest.assignments),
-        # the dataset's sample space: channels, size and classes (1x32x32, 10 for MNIST as before)
-        RouterConfig.for_space(manifest.num_clusters, dataset.sample_space, channels=args.channels),
+        RouterConfig.for_space(manifest.num_clusters, space, **sizing),
         args.out,
-        {"partition": manifest.identity(), "created": utc_now()},
+        {"partition": manifest.identity(), "created": utc_now(), **meta},
         steps=args.steps,
         batch=args.batch,
         lr=args.lr,
         seed=args.seed,
         label_dropout=args.label_dropout,
         progress=not args.no_progress,
+        text=text.table if text else None,
     )
     held = router_eval_set(manifest, dataset, args.eval_split, args.data_dir)
-    curves = evaluate_router(args.out, held.images, held.labels, held.clusters, held.where)
+    if text:
+        if held.split is None:
+            raise ConfigError(
+                expected("--eval-split naming a held-out split with captions (e.g. test)", held.where)
+            )
+        conditions = text.heldout_conditions(manifest.dataset, held.split, args.data_dir)
+    else:
+        conditions = class_conditions(held.labels, space.num_classes)
+    curves = evaluate_router(args.out, held.images, conditions, held.clusters, held.where)
     print(
         f"done: {final['steps']} steps, {final['wall_time_s']} s, loss {final['final_loss']:.4f}; "
         f"accuracy on {held.where}:"

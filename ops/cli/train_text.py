@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+import numpy as np
+
 from ddm.schema.conditioning import TEXT_FORMS, Conditioning, text_sample_space
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.sample_space import SampleSpace
-from ddm.workers.text_conditions import PromptTable
+from ddm.workers.text_conditions import PromptEncoder, PromptTable
 
 SUPPORTED_FORMS = ("pooled",)  # "tokens" (cross-attention) is not built yet
 
@@ -43,6 +45,17 @@ class TextTraining:
     conditioning: Conditioning  # kind text, the encoder's spec
     table: PromptTable  # row i: image i of the cluster's prompts, encoded
     record: dict  # meta.json's "prompts": where the captions came from, how many, how many cut
+    encoder: PromptEncoder  # what encoded them (the encoder, or the stored file)
+
+    def heldout_conditions(self, dataset_name: str, split: str, data_dir) -> dict[str, np.ndarray]:
+        """A prompt-aware router's two readings of `split`'s images (row for row): each image's caption
+        (its CLDR name) and the empty prompt (x_t alone)."""
+        from ddm.ops.data.emoji_captions import load_captions
+
+        names = load_captions(dataset_name, split, data_dir).captions
+        prompts, _ = self.encoder.encode(list(names))  # an uncaptioned image's name is "": the empty prompt
+        empty = np.repeat(self.table.empty[None], len(names), axis=0)
+        return {"with the prompt": np.asarray(prompts, np.float32), "x_t only (empty prompt)": empty}
 
 
 def prepare_text(
@@ -77,4 +90,4 @@ def prepare_text(
         "uncaptioned": table.uncaptioned,
         "truncated": table.truncated,
     }
-    return TextTraining(text_sample_space(space), Conditioning("text", encoder.spec), table, record)
+    return TextTraining(text_sample_space(space), Conditioning("text", encoder.spec), table, record, encoder)

@@ -229,13 +229,16 @@ def load_captions(
     seed: int = 0,
     count: int = DEFAULT_VARIANTS,
 ) -> EmojiCaptions:
-    """The captions of load_dataset(name, split_spec) (emoji, emoji-64), aligned row by row with its
-    images and labels; the dataset itself is unchanged (captions are not part of its cache or sha256)."""
+    """The captions of load_dataset(name, split_spec) (emoji, emoji-64, a latent dataset of them),
+    aligned row by row with its images and labels; the dataset itself is unchanged (captions are not
+    part of its cache or sha256)."""
     from ddm.ops.data.dataset import rendered_rows
+    from ddm.schema.autoencoder_card import split_latent_name
 
     paths = caption_sources()
     table = load_annotations(paths)
-    rendered, rows = rendered_rows(name, split_spec, data_dir)
+    latent = split_latent_name(name)  # a latent dataset's rows are its source split's, one for one
+    rendered, rows = rendered_rows(latent[0] if latent else name, split_spec, data_dir)
     hexes = rendered.arrays["codepoints"][rows].tolist()
     captions, all_variants = caption_rows(hexes, table, seed=seed, count=count)
     return EmojiCaptions(tuple(hexes), captions, all_variants, {str(p): annotations_sha256(p) for p in paths})

@@ -23,6 +23,7 @@ class RouterEvalSet:
     labels: np.ndarray  # int64 [N]
     clusters: np.ndarray  # int64 [N]: each image's true cluster
     where: str  # what the images are, for reports and plots
+    split: str | None = None  # the held-out split they are, row for row (None: a sample of the training rows)
 
 
 def router_eval_set(
@@ -44,6 +45,7 @@ def router_eval_set(
             np.asarray(held.labels),
             assign_clusters(manifest, rows, held.labels),
             f"held-out {manifest.dataset} {held.split}",
+            eval_split,
         )
     idx = np.random.default_rng(0).permutation(len(dataset))[:TRAINING_SAMPLE]
     why = (

@@ -35,6 +35,45 @@ def text_deployment(tmp_path_factory):
     return write_text_deployment_file(root, ["e0", "e1"], router="label-prior", strategy="full", guidance=2.0)
 
 
+@pytest.fixture(scope="module")
+def prompt_router_deployment(tmp_path_factory):
+    """The same two experts behind a prompt-aware learned router (top1), trained for a few steps to send
+    "a red apple" to expert 0 and "a blue heart" to expert 1 whatever x_t is."""
+    needs_text_encoder()
+    from ddm.ops.random_experts import make_random_expert
+    from ddm.router.router_net import RouterConfig
+    from ddm.router.train_router import train_router
+    from ddm.workers.text_conditions import encode_prompts
+    from tests.support.text import text_encoder
+
+    root = tmp_path_factory.mktemp("prompt-router")
+    conditioning = Conditioning("text", text_spec())
+    for k, framework in enumerate(("torch", "jax")):
+        make_random_expert(
+            root / f"e{k}", framework, (), sample_space=TEXT_SPACE, conditioning=conditioning, seed=k
+        )
+    n = 32
+    clusters = np.arange(n) % 2
+    table = encode_prompts([[PROMPTS[k]] for k in clusters], text_encoder())
+    images = np.random.default_rng(0).uniform(-1, 1, (n, *TEXT_SPACE.shape)).astype(np.float32)
+    cfg = RouterConfig.for_space(2, TEXT_SPACE, channels=4, text_width=table.width)
+    meta = {"partition": {}, "conditioning": conditioning.to_dict()}
+    train_router(
+        images,
+        np.zeros(n, np.int64),
+        clusters,
+        cfg,
+        root / "router",
+        meta,
+        steps=40,
+        batch=16,
+        progress=False,
+        text=table,
+    )
+    return write_text_deployment_file(root, ["e0", "e1"], router="learned", strategy="top1", guidance=2.0)
+
+
+PROMPTS = ("a red apple", "a blue heart")
 SPECS = [
     JobSpec.new([0, 0], steps=6, seed=1, prompt="a red apple"),  # guided against the empty prompt
     JobSpec.new([0, 0], steps=6, seed=2, prompt="a blue heart", negative_prompt="red", guidance=3.0),
@@ -55,6 +94,35 @@ def test_text_jobs_equal_the_in_process_sampler_with_guidance_and_negative_promp
         assert pipe.counter("text", "requests", 2) == 2  # once per job, not per step
         stored = pipe.redis.keys(f"{pipe.prefix}ddm:text:*")
         assert len(stored) == 4  # two prompts, the empty prompt and "red"
+
+
+def test_a_prompt_aware_router_routes_each_prompt_to_its_expert_in_the_pipeline(
+    prompt_router_deployment, tmp_path
+):
+    """The router worker reads each job's prompt embedding (stored once by the encoder stage), and the
+    image equals the in-process sampler's, which reads the same embedding; the two prompts go to two
+    different experts from the first step, where x_t is noise and says nothing."""
+    from ddm.router.deployment_loader import load_policy
+    from ddm.schema.deployment import Deployment
+    from tests.support.text import text_encoder
+
+    policy = load_policy(Deployment.load(prompt_router_deployment))
+    embeddings, _ = text_encoder().encode(list(PROMPTS))
+    noise = np.random.default_rng(3).standard_normal((2, *TEXT_SPACE.shape)).astype(np.float32)
+    assert policy.reads_prompts
+    assert policy.route_probs(noise, np.zeros(2, np.float32), embeddings).argmax(1).tolist() == [0, 1]
+    specs = [JobSpec.new([0, 0], steps=4, seed=5, prompt=p) for p in PROMPTS]
+    with Pipeline(prompt_router_deployment, tmp_path) as pipe:
+        pipe.start_text_encoder("text")
+        pipe.up({"e0": 0, "e1": 1})
+        pipe.wait_ready("text")
+        client = pipe.client()
+        for spec in specs:
+            client.submit(spec)
+        for spec, expert in zip(specs, (0, 1), strict=True):
+            x = client.result(spec.job_id, timeout=120)
+            assert np.abs(x - local_reference(prompt_router_deployment, spec)).max() <= 1e-4
+            assert {f.experts for f in client.frames(spec.job_id, follow=False)} == {(expert,)}
 
 
 def test_a_text_requests_rows_carry_keys_not_embeddings(text_deployment):

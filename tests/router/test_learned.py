@@ -70,3 +70,39 @@ def test_router_batches_are_pure_functions_of_seed_and_step():
 def test_missing_router_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="router checkpoint"):
         load_router(tmp_path)
+
+
+def test_a_prompt_aware_router_reads_pooled_embeddings_and_a_class_router_keeps_its_config(tmp_path):
+    """Two clusters told apart by the prompt alone (their images are the same noise-free grey): the
+    prompt-aware router learns them at every t, and with the empty prompt it cannot. A class router's
+    config omits text_width, so its meta.json is as before the field."""
+    from ddm.schema.conditioning import TextEncoderSpec
+    from ddm.workers.text_conditions import PromptTable
+
+    n, width = 64, 8
+    clusters = np.arange(n) % 2
+    images = np.zeros((n, 1, 32, 32), np.float32)
+    embeddings = np.zeros((3, width), np.float32)  # row 0: the empty prompt
+    embeddings[1, 0], embeddings[2, 1] = 1.0, 1.0
+    spec = TextEncoderSpec("test/enc", "0" * 64, "wordpiece", 8, width, "pooled")
+    table = PromptTable(embeddings, np.arange(n + 1, dtype=np.int64), 1 + clusters.astype(np.int64), spec)
+    cfg = RouterConfig(num_clusters=2, channels=4, num_classes=0, text_width=width)
+    train_router(
+        images,
+        np.zeros(n, np.int64),
+        clusters,
+        cfg,
+        tmp_path,
+        {"partition": {}},
+        steps=60,
+        batch=32,
+        progress=False,
+        text=table,
+    )
+    router = load_router(tmp_path, buckets=(8,))
+    t = np.full(8, 0.1, np.float32)
+    with_prompt = router.probs(images[:8], t, embeddings[1 + clusters[:8]]).argmax(1)
+    assert (with_prompt == clusters[:8]).all()
+    empty = router.probs(images[:8], t, np.zeros((8, width), np.float32))
+    np.testing.assert_allclose(empty, empty[:1].repeat(8, 0), atol=1e-6)  # x_t alone says nothing here
+    assert "text_width" not in RouterConfig(num_clusters=2).to_dict()

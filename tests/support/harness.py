@@ -238,4 +238,8 @@ def local_references(deployment_path, specs: list[JobSpec]) -> list[np.ndarray]:
     velocities = {k: e.velocity for k, e in experts.items()}
     descriptor = describe(deployment, policy, "local")
     jobs = [descriptor.resolve(spec) for spec in specs]
-    return [sample_local(job_velocities(velocities, job)[0], policy, job) for job in jobs]
+    local = [job_velocities(velocities, job) for job in jobs]
+    return [
+        sample_local(lj.velocities, policy, job, prompt=lj.prompt)
+        for lj, job in zip(local, jobs, strict=True)
+    ]
