@@ -151,6 +151,7 @@ def create_app(
     UIConfig.from_env(settings=settings)).
     """
     from ddm.webui.events import register_events
+    from ddm.webui.openai_api import register_openai
     from ddm.webui.routes import register_routes
 
     config = config or UIConfig.from_env(settings=settings)
@@ -181,5 +182,6 @@ def create_app(
     state = UIState(socketio, config)
     app.extensions["ddm"] = state
     register_routes(app, state)
+    register_openai(app, state)  # /v1: the OpenAI-compatible images API (openai_api.py)
     register_events(socketio, state)
     return app

@@ -338,10 +338,11 @@ class JobService:
             self._client = self._make_client() if self._make_client else Client(settings=self.settings)
         return self._client
 
-    def submit(self, data: object, remote: str, token: str | None = None) -> JobSpec:
+    def submit(self, data: object, remote: str, token: str | None = None, **queue) -> JobSpec:
         """Validate and queue a job from form `data` sent by client address `remote` with `token`.
         A wrong token counts against the address's budget of wrong tokens (access.py); a queued job
-        against its rate limit, and a request refused for any other reason gives its place back."""
+        against its rate limit, and a request refused for any other reason gives its place back.
+        queue: Client.submit's priority and deadline_s (the OpenAI endpoint's extras: openai_api.py)."""
         key = remote or "?"
         self.access.check(token, key, "submit jobs")
         wait = self.limiter.hit(key)  # counted first, so two requests at once cannot both take the last place
@@ -353,12 +354,12 @@ class JobService:
                 retry_after_s=wait,
             )
         try:
-            return self._submit(data)
+            return self._submit(data, queue)
         except SubmitError:
             self.limiter.refund(key)
             raise
 
-    def _submit(self, data: object) -> JobSpec:
+    def _submit(self, data: object, queue: dict) -> JobSpec:
         try:
             descriptor, refused = self.monitor.deployment(), None
         except SubmitError as exc:  # bad input is still said first, read in the legacy space
@@ -369,7 +370,7 @@ class JobService:
         self.check(spec, descriptor)
         with self._lock:
             try:
-                self.client.submit(spec, check=False)  # checked above, against the live descriptor
+                self.client.submit(spec, check=False, **queue)  # checked above, against the live descriptor
             except SchemaError as exc:
                 raise SubmitError("bad_input", str(exc)) from None
             except ServiceUnavailableError as exc:
