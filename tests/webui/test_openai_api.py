@@ -15,6 +15,7 @@ gevent worker) with DDM_UI_TOKEN set, which the client sends as its api_key.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import shlex
@@ -23,6 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,8 +33,9 @@ from ddm.ops.up.supervisor import stop_processes
 from ddm.ops.up.ui import PRODUCTION_COMMAND
 from ddm.schema.flow import to_uint8
 from ddm.schema.messages import JobSpec
-from tests.support.harness import Pipeline, local_reference
+from tests.support.harness import Pipeline, local_reference, service_env
 from tests.support.services import free_port, wait_healthy
+from tests.support.text import TEXT_SPACE, needs_text_encoder, text_conditioning, write_text_deployment_file
 
 openai = pytest.importorskip("openai")  # the dev extra pins it
 
@@ -41,29 +44,32 @@ STEPS = 6
 EXTRAS = {"seed": 5, "steps": STEPS, "strategy": "full", "guidance_scale": 1.5}
 
 
+@contextlib.contextmanager
+def production_ui(env: dict[str, str], logs: Path):
+    """The UI's production command (gunicorn, one gevent worker) with `env`, on a free port, a token set;
+    yields its URL once /healthz answers."""
+    port = free_port()
+    env = {**env, "DDM_UI_BIND": f"127.0.0.1:{port}", "DDM_UI_TOKEN": TOKEN, "DDM_LOG_LEVEL": "warning"}
+    path = logs / f"ui-{port}.log"
+    with open(path, "wb") as log:
+        argv = [sys.executable, "-m", *shlex.split(PRODUCTION_COMMAND)]
+        proc = subprocess.Popen(argv, env=env, cwd=logs, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, proc, path)
+            yield url
+        finally:
+            stop_processes([proc], grace_s=20)
+
+
 @pytest.fixture(scope="module")
 def stack(shared_labels_deployment, tmp_path_factory):
     """(the pipeline, the UI's URL): experts a0 and b0, a router, and the gunicorn UI with a token."""
     logs = tmp_path_factory.mktemp("openai-logs")
     with Pipeline(shared_labels_deployment, logs) as pipe:
         pipe.up({"a0": 0, "b0": 1})
-        port = free_port()
-        env = {
-            **pipe.env,
-            "DDM_UI_BIND": f"127.0.0.1:{port}",
-            "DDM_UI_TOKEN": TOKEN,
-            "DDM_LOG_LEVEL": "warning",
-        }
-        path = logs / "ui.log"
-        with open(path, "wb") as log:
-            argv = [sys.executable, "-m", *shlex.split(PRODUCTION_COMMAND)]
-            proc = subprocess.Popen(argv, env=env, cwd=logs, stdout=log, stderr=subprocess.STDOUT)
-            try:
-                url = f"http://127.0.0.1:{port}"
-                wait_healthy(url, proc, path)
-                yield pipe, url
-            finally:
-                stop_processes([proc], grace_s=20)
+        with production_ui(pipe.env, logs) as url:
+            yield pipe, url
 
 
 def client(url: str, key: str = TOKEN):
@@ -148,6 +154,29 @@ def test_stream_sends_partial_images_then_the_completed_ones(stack):
 
     plain = client(url).images.generate(model=name, prompt="7", n=2, extra_body=EXTRAS)
     assert np.array_equal(np.stack([decode(d.b64_json) for d in plain.data]), streamed)
+    # the partials are the job's frames at steps 2 and 4, drawn as the page draws them (the same spec and
+    # seed: the same trajectory as the plain request's job)
+    frames = {f.step: f for f in stack[0].client().frames(plain.to_dict()["job_id"], follow=False)}
+    want = np.concatenate([to_uint8(frames[step].x.astype(np.float32)) for step in (2, 4)])
+    assert np.array_equal(partials, want)
+
+
+def test_a_stream_closed_early_cancels_its_job(stack):
+    pipe, url = stack
+    c = pipe.client()
+    stream = client(url).images.generate(
+        model=model_name(stack), prompt="4", n=4, stream=True, partial_images=3, extra_body={"steps": 400}
+    )
+    first = next(iter(stream))
+    assert first.type == "image_generation.partial_image"
+    stream.close()
+    (job_id, job), *_ = c.recent(1)
+    deadline = time.monotonic() + 120
+    while not job.status.terminal and time.monotonic() < deadline:
+        time.sleep(0.2)
+        job = c.status(job_id)
+    print(f"closed after step 100: job {job.status.value} at step {job.step}/{job.steps}")
+    assert job.status.value == "cancelled" and job.step < job.steps
 
 
 def test_refusals_are_openai_errors(stack):
@@ -172,6 +201,9 @@ def test_refusals_are_openai_errors(stack):
     with pytest.raises(openai.BadRequestError) as steps:
         client(url).images.generate(model=name, prompt="3", extra_body={"steps": 0})
     assert "steps" in steps.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as negative:
+        client(url).images.generate(model=name, prompt="3", extra_body={"negative_prompt": "blurry"})
+    assert negative.value.body["param"] == "negative_prompt"
     with pytest.raises(openai.BadRequestError) as priority:
         client(url).images.generate(model=name, prompt="3", extra_body={"priority": 99})
     assert "priority" in priority.value.body["message"]
@@ -191,3 +223,67 @@ def test_refusals_are_openai_errors(stack):
     assert none.value.code == 401
     error = json.loads(none.value.read())["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["code"] == "invalid_api_key"
+
+
+def test_no_router_and_too_many_wrong_keys(prefix, tmp_path):
+    """A UI on a prefix no router serves: no models, 503 for a generation; 30 wrong keys from one
+    address in a minute (DDM_UI_JOBS_PER_MINUTE), then 429 with Retry-After, the right key too."""
+    with production_ui(service_env(prefix), tmp_path) as url:
+        assert client(url).models.list().data == []
+        with pytest.raises(openai.InternalServerError) as none:
+            client(url).images.generate(prompt="3")
+        assert none.value.status_code == 503 and none.value.body["code"] == "no_deployment"
+        for i in range(30):
+            with pytest.raises(openai.AuthenticationError):
+                client(url, key=f"wrong-{i}").models.list()
+        for key in ("wrong-again", TOKEN):
+            with pytest.raises(openai.RateLimitError) as limited:
+                client(url, key=key).images.generate(prompt="3")
+            assert limited.value.body["type"] == "rate_limit_error"
+            assert int(limited.value.response.headers["Retry-After"]) >= 1
+
+
+@pytest.fixture(scope="module")
+def text_stack(tmp_path_factory):
+    """A text deployment: two random-weight PyTorch experts conditioned on prompts (3x16x16 RGB), the
+    real text encoder worker, the router (label prior, full, guidance 2) and the UI."""
+    needs_text_encoder()
+    from ddm.ops.random_experts import make_random_expert
+
+    root = tmp_path_factory.mktemp("openai-text")
+    for k in range(2):
+        make_random_expert(
+            root / f"e{k}", "torch", (), sample_space=TEXT_SPACE, conditioning=text_conditioning(), seed=k
+        )
+    deployment = write_text_deployment_file(
+        root, ["e0", "e1"], name="prompts", router="label-prior", strategy="full", guidance=2.0
+    )
+    with Pipeline(deployment, root) as pipe:
+        pipe.start_text_encoder()
+        pipe.up({"t0": 0, "t1": 1})
+        pipe.wait_ready("text")
+        with production_ui(pipe.env, root) as url:
+            yield pipe, url, deployment
+
+
+def test_a_text_prompt_equals_the_local_sampler(text_stack):
+    pipe, url, deployment = text_stack
+    t0 = time.monotonic()
+    resp = client(url).images.generate(
+        model="prompts", prompt="a red heart", n=2, size="16x16",
+        extra_body={"negative_prompt": "blue", "seed": 4, "steps": STEPS},
+    )  # fmt: skip
+    print(f"text images.generate: {time.monotonic() - t0:.2f} s")
+    got = np.stack([decode(d.b64_json) for d in resp.data])
+    assert got.shape == (2, 16, 16, 3)  # RGB
+    job_id = resp.to_dict()["job_id"]
+    spec = pipe.client().status(job_id).spec
+    assert (spec.prompt, spec.negative_prompt, spec.labels) == ("a red heart", "blue", (0, 0))
+    assert np.array_equal(got, to_uint8(pipe.client().result(job_id, timeout=30)))
+    want = JobSpec.new([0, 0], steps=STEPS, seed=4, prompt="a red heart", negative_prompt="blue")
+    diff = np.abs(got.astype(int) - to_uint8(local_reference(deployment, want)).astype(int))
+    print(f"text uint8 |endpoint - local|: max {diff.max()}, {int((diff > 0).sum())} of {diff.size} differ")
+    assert diff.max() <= 1
+    with pytest.raises(openai.BadRequestError) as size:
+        client(url).images.generate(model="prompts", prompt="a red heart", size="32x32")
+    assert "'16x16'" in size.value.body["message"]
