@@ -169,6 +169,12 @@ def test_a_stream_closed_early_cancels_its_job(stack):
     )
     first = next(iter(stream))
     assert first.type == "image_generation.partial_image"
+    # the waiting request holds up nobody: the UI answers others meanwhile (expected: milliseconds)
+    t0 = time.monotonic()
+    with urllib.request.urlopen(url + "/healthz", timeout=30) as health:
+        assert health.status == 200
+    assert time.monotonic() - t0 < 5.0
+    assert c.status(c.recent(1)[0][0]).status.value == "running"  # ... while the job runs
     stream.close()
     (job_id, job), *_ = c.recent(1)
     deadline = time.monotonic() + 120
