@@ -7,6 +7,7 @@ What each kind must record:
                 existed have none
     router      kind = "router", framework, config (RouterConfig), partition
     classifier  kind = "classifier", framework, dataset
+    retrieval   kind = "retrieval", framework, dataset, encoder (the image tower of R-precision)
     autoencoder kind = "autoencoder", framework, config, card (schema/autoencoder_card.py)
 
 Here `framework` is a string and `config` a JSON object; what they may hold is not this module's to
@@ -33,11 +34,12 @@ from ddm.schema.errors import ConfigError, expected
 
 META_FILE = "meta.json"
 META_FORMAT = 1
-KINDS = ("expert", "router", "classifier", "autoencoder")
+KINDS = ("expert", "router", "classifier", "retrieval", "autoencoder")
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "expert": ("framework", "config"),
     "router": ("framework", "config", "partition"),
     "classifier": ("framework", "dataset"),
+    "retrieval": ("framework", "dataset", "encoder"),
     "autoencoder": ("framework", "config", "card"),
 }
 

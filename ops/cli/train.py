@@ -1,7 +1,7 @@
-"""`ddm train expert|router|classifier|autoencoder`: one expert alone on one cluster of a partition
-manifest, the learned router on the manifest, the evaluation classifier, or a latent deployment's
-autoencoder (ops/cli/train_autoencoder.py). The work is done in workers/, router/
-and ops/eval/."""
+"""`ddm train expert|router|classifier|retrieval|autoencoder`: one expert alone on one cluster of a
+partition manifest, the learned router on the manifest, the evaluation classifier, R-precision's image
+tower (ops/cli/train_retrieval.py), or a latent deployment's autoencoder (ops/cli/train_autoencoder.py).
+The work is done in workers/, router/ and ops/eval/."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from ddm.ops.cli.train_autoencoder import configure as configure_autoencoder
+from ddm.ops.cli.train_retrieval import configure as configure_retrieval
 from ddm.ops.cli.train_text import add_text_flag
 from ddm.schema.expert_card import OBJECTIVES, SCHEDULES, TIME_CONVENTIONS
 from ddm.workers.architectures import DEFAULT_ARCHITECTURE, architecture_names, preset_names
@@ -21,6 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _configure_expert(sub)
     _configure_router(sub)
     configure_autoencoder(sub)
+    configure_retrieval(sub)
     _configure_classifier(sub)
 
 
@@ -130,6 +132,10 @@ def main(args: argparse.Namespace) -> int:
         return train_router_command(args)
     if args.what == "classifier":
         return train_classifier_command(args)
+    if args.what == "retrieval":
+        from ddm.ops.cli.train_retrieval import main as train_retrieval_command
+
+        return train_retrieval_command(args)
     if args.what == "autoencoder":
         from ddm.ops.cli.train_autoencoder import main as train_autoencoder_command
 

@@ -15,7 +15,7 @@ import numpy as np
 from ddm.schema.conditioning import TEXT_FORMS, Conditioning, text_sample_space
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.sample_space import SampleSpace
-from ddm.workers.text_conditions import PromptEncoder, PromptTable
+from ddm.workers.text_conditions import EMPTY_PROMPT, PromptEncoder, PromptTable
 
 SUPPORTED_FORMS = ("pooled",)  # "tokens" (cross-attention) is not built yet
 
@@ -52,10 +52,10 @@ class TextTraining:
         (its CLDR name) and the empty prompt (x_t alone)."""
         from ddm.ops.data.emoji_captions import load_captions
 
-        names = load_captions(dataset_name, split, data_dir).captions
-        prompts, _ = self.encoder.encode(list(names))  # an uncaptioned image's name is "": the empty prompt
+        names = [name or EMPTY_PROMPT for name in load_captions(dataset_name, split, data_dir).captions]
+        prompts, _ = self.encoder.encode(names)  # an uncaptioned image (no name) reads the empty prompt
         empty = np.repeat(self.table.empty[None], len(names), axis=0)
-        return {"with the prompt": np.asarray(prompts, np.float32), "x_t only (empty prompt)": empty}
+        return {"with the prompt": np.asarray(prompts, np.float32), "the empty prompt": empty}
 
 
 def prepare_text(

