@@ -37,7 +37,7 @@ from ddm.webui.openai_stream import (
     partial_steps,
     result_pngs,
 )
-from ddm.webui.routes import _bearer_token, _value_range
+from ddm.webui.routes import bearer_token, result_value_range
 
 WAIT_S = 600.0  # longest a request waits for its job (queued and running); then 504, the job goes on
 
@@ -65,7 +65,7 @@ def _openai(view):
 
 
 def _check_key(state, action: str) -> None:
-    state.access.check(_bearer_token(), request.remote_addr or "?", action)
+    state.access.check(bearer_token(), request.remote_addr or "?", action)
 
 
 def _job_error(exc: Exception, job_id: str) -> OpenAIError:
@@ -119,7 +119,7 @@ def register_openai(app: Flask, state) -> None:
             raise OpenAIError(413, f"expected a request body of at most {cap} bytes") from None
         descriptor = state.monitor.deployment()
         req = images_request(data, descriptor)
-        spec = state.jobs.submit(req.form, request.remote_addr or "?", _bearer_token(), **req.queue)
+        spec = state.jobs.submit(req.form, request.remote_addr or "?", bearer_token(), **req.queue)
         if req.stream:
             steps = partial_steps(spec.steps, req.partial_images)
             resp = Response(_events(state, spec.job_id, steps, req.size), mimetype="text/event-stream")
@@ -158,7 +158,7 @@ def register_openai(app: Flask, state) -> None:
             )
         if not 0 <= index < len(x):
             raise OpenAIError(404, f"job {job_id} has images 0..{len(x) - 1}, not {index}", code="not_found")
-        png = result_pngs(x[index : index + 1], _value_range(state, status, x))[0]
+        png = result_pngs(x[index : index + 1], result_value_range(state, status, x))[0]
         resp = Response(png, mimetype="image/png")
         resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
         return resp
@@ -176,7 +176,7 @@ def _model(descriptor) -> dict:
 def _result_pngs(state, job_id: str) -> list[bytes]:
     """Wait for the job; its images as PNGs, drawn as the page draws them."""
     x = state.client.result(job_id, timeout=WAIT_S, on_degraded="ignore")
-    return result_pngs(x, _value_range(state, state.client.status(job_id), x))
+    return result_pngs(x, result_value_range(state, state.client.status(job_id), x))
 
 
 def _events(state, job_id: str, steps: list[int], size: str):

@@ -51,7 +51,7 @@ def _error(kind: str, message: str, status: int):
     return jsonify({"ok": False, "kind": kind, "error": message}), status
 
 
-def _bearer_token() -> str | None:
+def bearer_token() -> str | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else None
 
@@ -70,7 +70,7 @@ def _reading(state, what: str):
         @functools.wraps(view)
         def guarded(*args, **kwargs):
             try:
-                state.access.check(_bearer_token(), request.remote_addr or "?", what)
+                state.access.check(bearer_token(), request.remote_addr or "?", what)
             except SubmitError as exc:
                 return _refusal(exc)
             return view(*args, **kwargs)
@@ -169,7 +169,7 @@ def _register_jobs(app: Flask, state) -> None:
         except BodyError as exc:
             return _error("bad_input", exc.message, exc.status)
         try:
-            spec = state.jobs.submit(data, request.remote_addr or "?", _bearer_token())
+            spec = state.jobs.submit(data, request.remote_addr or "?", bearer_token())
         except SubmitError as exc:
             return _refusal(exc)
         return jsonify({"ok": True, "job_id": spec.job_id, "spec": spec.to_dict()}), 201
@@ -219,7 +219,7 @@ def _with_result(state, failed_is_conflict: bool = False):
     return wrap
 
 
-def _value_range(state, status, x) -> tuple[float, float]:
+def result_value_range(state, status, x) -> tuple[float, float]:
     """The value range the job's pictures are drawn in: the one it recorded (schema/jobs.py), else, for
     a job from before the record, the serving deployment's for that shape."""
     space = status.picture_space()
@@ -239,7 +239,8 @@ def _register_results(app: Flask, state) -> None:
         scale_arg = request.args.get("scale", "3")
         scale = min(4, max(1, int(scale_arg))) if scale_arg.isdigit() and len(scale_arg) < 4 else 3
         # drawn from the sample space's value range (greyscale or RGB as the latent has it)
-        png = png_bytes(x, cols=grid_cols(labels), scale=scale, value_range=_value_range(state, status, x))
+        value_range = result_value_range(state, status, x)
+        png = png_bytes(x, cols=grid_cols(labels), scale=scale, value_range=value_range)
         resp = Response(png, mimetype="image/png")
         disposition = "attachment" if request.args.get("download") == "1" else "inline"
         resp.headers["Content-Disposition"] = f'{disposition}; filename="ddm-{job_id}.png"'
@@ -254,7 +255,7 @@ def _register_results(app: Flask, state) -> None:
 
         from ddm.webui.pixels import to_pixels
 
-        pixels, channels = to_pixels(x, _value_range(state, status, x))
+        pixels, channels = to_pixels(x, result_value_range(state, status, x))
         resp = jsonify(
             {
                 "n": int(x.shape[0]),
@@ -273,7 +274,7 @@ def _register_cancel(app: Flask, state) -> None:
         """The Cancel button: the router stops the job at its next step (Client.cancel)."""
         try:
             check_job_id(job_id)
-            status = state.jobs.cancel(job_id, request.remote_addr or "?", _bearer_token())
+            status = state.jobs.cancel(job_id, request.remote_addr or "?", bearer_token())
         except SubmitError as exc:
             return _refusal(exc)
         except SchemaError as exc:
