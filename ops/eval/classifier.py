@@ -117,26 +117,35 @@ def fit_classifier(
 ) -> Classifier:
     """images f32 [N,C,S,S], labels i64 [N] in 0..num_classes-1 -> the trained classifier (eval mode)."""
     torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
     model = Classifier(images.shape[1], num_classes, images.shape[2])
-    steps = epochs * (len(images) // batch)
+
+    def loss(idx: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
+        x = torch.from_numpy(augment(images[idx], rng))
+        return F.cross_entropy(model(x), torch.from_numpy(labels[idx]))
+
+    fit_epochs(model, loss, len(images), epochs, batch, lr, seed, "classifier" if progress else None)
+    return model.eval()
+
+
+def fit_epochs(model: nn.Module, loss, n: int, epochs: int, batch: int, lr: float, seed: int, desc) -> None:
+    """AdamW under a one-cycle schedule, `epochs` passes over n rows in shuffled batches: loss(idx, rng)
+    -> the batch's loss tensor. desc: the progress bar's name (None: no bar)."""
+    rng = np.random.default_rng(seed)
+    steps = epochs * (n // batch)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
-    bar = tqdm(total=steps, desc="classifier", disable=not progress)
+    bar = tqdm(total=steps, desc=desc, disable=desc is None)
     for _ in range(epochs):
-        order = rng.permutation(len(images))
-        for s in range(len(images) // batch):
-            idx = order[s * batch : (s + 1) * batch]
-            x = torch.from_numpy(augment(images[idx], rng))
-            loss = F.cross_entropy(model(x), torch.from_numpy(labels[idx]))
+        order = rng.permutation(n)
+        for s in range(n // batch):
+            value = loss(order[s * batch : (s + 1) * batch], rng)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            value.backward()
             opt.step()
             sched.step()
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
+            bar.set_postfix(loss=f"{value.item():.3f}")
     bar.close()
-    return model.eval()
 
 
 @torch.inference_mode()

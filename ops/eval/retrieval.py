@@ -16,9 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.numpy import load_file, save_file
-from tqdm import tqdm
 
-from ddm.ops.eval.classifier import Classifier, augment
+from ddm.ops.eval.classifier import Classifier, augment, fit_epochs
 from ddm.schema.checkpoint_meta import read_meta, utc_now, write_meta
 from ddm.schema.errors import ConfigError, expected
 from ddm.workers.text_conditions import PromptTable
@@ -34,29 +33,17 @@ def fit_image_tower(
     """images f32 [N,C,S,S]; table row i: image i's prompts -> a network whose output f32 [B, width]
     points (after L2 normalisation) at its image's prompt embeddings."""
     torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
     model = Classifier(images.shape[1], table.width, images.shape[2])
-    steps = epochs * (len(images) // batch)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
-    bar = tqdm(total=steps, desc="image tower", disable=not progress)
     keep = np.zeros(batch, bool)  # no prompt dropped: every image is matched to one of its captions
-    for _ in range(epochs):
-        order = rng.permutation(len(images))
-        for s in range(len(images) // batch):
-            idx = order[s * batch : (s + 1) * batch]
-            text = torch.from_numpy(table.pick(idx, keep, rng))
-            image = F.normalize(model(torch.from_numpy(augment(images[idx], rng))), dim=1)
-            logits = image @ F.normalize(text, dim=1).T / TEMPERATURE
-            target = torch.arange(len(idx))
-            loss = (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    bar.close()
+
+    def loss(idx: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
+        text = F.normalize(torch.from_numpy(table.pick(idx, keep[: len(idx)], rng)), dim=1)
+        image = F.normalize(model(torch.from_numpy(augment(images[idx], rng))), dim=1)
+        logits = image @ text.T / TEMPERATURE
+        target = torch.arange(len(idx))
+        return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+
+    fit_epochs(model, loss, len(images), epochs, batch, lr, seed, "image tower" if progress else None)
     return model.eval()
 
 

@@ -23,15 +23,7 @@ from tests.support.text import TEXT_SPACE, needs_text_encoder, text_spec, write_
 @pytest.fixture(scope="module")
 def text_deployment(tmp_path_factory):
     """Two random-weight text experts (pooled), torch and JAX, mixed by their data share."""
-    needs_text_encoder()
-    from ddm.ops.random_experts import make_random_expert
-
-    root = tmp_path_factory.mktemp("text")
-    conditioning = Conditioning("text", text_spec())
-    for k, framework in enumerate(("torch", "jax")):
-        make_random_expert(
-            root / f"e{k}", framework, (), sample_space=TEXT_SPACE, conditioning=conditioning, seed=k
-        )
+    root = _two_text_experts(tmp_path_factory.mktemp("text"))
     return write_text_deployment_file(root, ["e0", "e1"], router="label-prior", strategy="full", guidance=2.0)
 
 
@@ -39,25 +31,18 @@ def text_deployment(tmp_path_factory):
 def prompt_router_deployment(tmp_path_factory):
     """The same two experts behind a prompt-aware learned router (top1), trained for a few steps to send
     "a red apple" to expert 0 and "a blue heart" to expert 1 whatever x_t is."""
-    needs_text_encoder()
-    from ddm.ops.random_experts import make_random_expert
     from ddm.router.router_net import RouterConfig
     from ddm.router.train_router import train_router
     from ddm.workers.text_conditions import encode_prompts
     from tests.support.text import text_encoder
 
-    root = tmp_path_factory.mktemp("prompt-router")
-    conditioning = Conditioning("text", text_spec())
-    for k, framework in enumerate(("torch", "jax")):
-        make_random_expert(
-            root / f"e{k}", framework, (), sample_space=TEXT_SPACE, conditioning=conditioning, seed=k
-        )
+    root = _two_text_experts(tmp_path_factory.mktemp("prompt-router"))
     n = 32
     clusters = np.arange(n) % 2
     table = encode_prompts([[PROMPTS[k]] for k in clusters], text_encoder())
     images = np.random.default_rng(0).uniform(-1, 1, (n, *TEXT_SPACE.shape)).astype(np.float32)
     cfg = RouterConfig.for_space(2, TEXT_SPACE, channels=4, text_width=table.width)
-    meta = {"partition": {}, "conditioning": conditioning.to_dict()}
+    meta = {"partition": {}, "conditioning": Conditioning("text", text_spec()).to_dict()}
     train_router(
         images,
         np.zeros(n, np.int64),
@@ -71,6 +56,19 @@ def prompt_router_deployment(tmp_path_factory):
         text=table,
     )
     return write_text_deployment_file(root, ["e0", "e1"], router="learned", strategy="top1", guidance=2.0)
+
+
+def _two_text_experts(root):
+    """root/e0 (torch) and root/e1 (JAX): random-weight pooled text experts of TEXT_SPACE."""
+    needs_text_encoder()
+    from ddm.ops.random_experts import make_random_expert
+
+    conditioning = Conditioning("text", text_spec())
+    for k, framework in enumerate(("torch", "jax")):
+        make_random_expert(
+            root / f"e{k}", framework, (), sample_space=TEXT_SPACE, conditioning=conditioning, seed=k
+        )
+    return root
 
 
 PROMPTS = ("a red apple", "a blue heart")
