@@ -44,6 +44,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     write.add_argument("--strategy", default=None)
     write.add_argument("--class-names", default=None, help="comma-separated, one per class")
     write.add_argument("--on-expert-loss", choices=EXPERT_LOSS_POLICIES, default=None)
+    write.add_argument(
+        "--example-prompt",
+        action="append",
+        default=[],
+        help="a text deployment's example prompt for the web UI (repeat: up to 8)",
+    )
     write.add_argument("--comment", default="", help="lines put first in the file as # comments")
     write.add_argument("--json", action="store_true", help="print what was written as JSON")
 
@@ -64,9 +70,14 @@ def main(args: argparse.Namespace) -> int:
     if args.decoder:
         folder, _, device = args.decoder.partition(":")
         given["decoder"] = {"checkpoint": folder, "device": device or "auto"}
-    space = expert_space(Path(args.out).parent, experts[0])
+    if args.example_prompt:
+        given["example_prompts"] = tuple(args.example_prompt)
+    card = expert_card(Path(args.out).parent, experts[0])
+    space = card.sample_space if card is not None else LEGACY
     if space != LEGACY:  # declared from the experts' cards; `ddm up` refuses experts that differ
         given["sample_space"] = space
+    if card is not None and card.conditioning is not None:  # a text expert's encoder: the deployment's
+        given["conditioning"] = card.conditioning
     deployment = Deployment.build(args.out, experts, kind, router_folder or None, **given)
     path = deployment.write(comment=args.comment.replace("\\n", "\n"))
     if args.json:
@@ -76,14 +87,14 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def expert_space(base: Path, entry):
-    """The sample space in the card of the expert `entry` (FOLDER or (FOLDER, DEVICE), relative to the
-    deployment's folder `base`): what the file declares. A folder with no checkpoint yet: the legacy
-    space (`ddm up` checks the file against the experts it finds)."""
+def expert_card(base: Path, entry):
+    """The card of the expert `entry` (FOLDER or (FOLDER, DEVICE), relative to the deployment's folder
+    `base`): its sample space and conditioning are what the file declares. None for a folder with no
+    checkpoint yet: the legacy space (`ddm up` checks the file against the experts it finds)."""
     from ddm.schema.checkpoint_meta import META_FILE
     from ddm.schema.expert_card import card_of
     from ddm.workers.checkpoint import read_meta
 
     folder = Path(entry if isinstance(entry, str) else entry[0])
     folder = folder if folder.is_absolute() else base / folder
-    return card_of(read_meta(folder)).sample_space if (folder / META_FILE).is_file() else LEGACY
+    return card_of(read_meta(folder)) if (folder / META_FILE).is_file() else None

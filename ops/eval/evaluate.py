@@ -95,9 +95,9 @@ class CountingExpert:
         self.forwards = 0
         self.seconds = 0.0
 
-    def __call__(self, x, t, y, g):
+    def __call__(self, x, t, y, g, **text):
         t0 = time.perf_counter()
-        v = self.expert.velocity(x, t, y, g)
+        v = self.expert.velocity(x, t, y, g, **text)  # a text expert's cond and uncond embeddings
         self.seconds += time.perf_counter() - t0
         self.forwards += len(x) + int(np.count_nonzero(np.asarray(g) != 1.0))
         return v
