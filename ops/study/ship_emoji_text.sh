@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Build the shipped text deployment, checkpoints/emoji-text/, from the latent run of
+# ops/study/emoji_text.sh (sixth argument emoji~ae-b16d56a8f95f: experts on the 4x8x8 latents of the
+# shipped autoencoder, checkpoints/emoji-latent/decoder): the four text experts (PyTorch and Flax
+# UNets), a prompt-aware learned router trained here on the same partition and captions, the
+# autoencoder as the [decoder], example prompts from the held-out names, and R-precision's image tower.
+# Copies inference weights only, evaluates (ops/eval/text_eval.py: train and held-out prompts per
+# strategy, and a guidance sweep) and writes a model card per checkpoint.
+#
+#   bash ops/study/ship_emoji_text.sh [runs=runs/emoji-text] [out=checkpoints/emoji-text] [count=128]
+#
+# Needs: the captions file the experts trained on ($runs/captions.npz), the retrieval tower
+# ($runs/retrieval: `ddm train retrieval`), the emoji classifier (checkpoints/emoji/classifier).
+set -euo pipefail
+runs=${1:-runs/emoji-text}
+out=${2:-checkpoints/emoji-text}
+count=${3:-128}
+export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+for e in 0 1 2 3; do
+  [ -f "$runs/expert$e/.done" ] || { echo "expert $e of $runs is not trained: run ops/study/emoji_text.sh" >&2; exit 1; }
+done
+[ -f "$runs/router/meta.json" ] || ddm train router --partition "$runs/partition.json" --text pooled \
+  --prompt-embeddings "$runs/captions.npz" --eval-split test --out "$runs/router" --no-progress
+[ -f "$runs/retrieval/meta.json" ] || ddm train retrieval --prompt-embeddings "$runs/captions.npz" \
+  --out "$runs/retrieval" --no-progress
+mkdir -p "$out"
+copy() { # source-folder name weights-file
+  mkdir -p "$out/$2"
+  cp "$1/meta.json" "$1/$3" "$out/$2/"
+  for extra in loss.csv accuracy_by_t.png; do [ -f "$1/$extra" ] && cp "$1/$extra" "$out/$2/"; done
+  return 0
+}
+copy "$runs/expert0" expert0_torch_unet model.safetensors
+copy "$runs/expert1" expert1_jax_unet model.msgpack
+copy "$runs/expert2" expert2_torch_unet model.safetensors
+copy "$runs/expert3" expert3_jax_unet model.msgpack
+copy "$runs/router" router model.msgpack
+copy "$runs/retrieval" retrieval model.safetensors
+copy checkpoints/emoji-latent/decoder decoder autoencoder.safetensors
+cp "$runs/partition.json" "$out/"
+ddm deployment write "$out/deployment.toml" --name emoji-text --strategy top1 --guidance 3 \
+  --expert expert0_torch_unet --expert expert1_jax_unet --expert expert2_torch_unet --expert expert3_jax_unet \
+  --router learned:router --decoder decoder \
+  --example-prompt "red heart" --example-prompt "grinning face" --example-prompt "flag: Japan" \
+  --example-prompt "pizza" --example-prompt "dog face" --example-prompt "sun" \
+  --comment "The shipped text deployment: a prompt becomes a pooled all-MiniLM-L6-v2 embedding once per job (the
+text-encoder stage), and four experts trained alone on the CLDR captions of their k-means cluster of emoji
+learn flows in the 4x8x8 latents of the shipped autoencoder (decoder/): two PyTorch and two Flax UNets. The
+learned router reads latent x_t and the prompt; guidance is against the empty prompt (or a negative one)."
+
+evaluate() { # split strategy guidance
+  local file="$runs/eval/$1_${2/:/}_g$3.json"
+  [ -f "$file" ] || python -m ddm.ops.eval.text_eval --deployment "$out/deployment.toml" --retrieval "$out/retrieval" \
+    --classifier checkpoints/emoji/classifier --prompt-embeddings "$runs/captions.npz" --split "$1" \
+    --count "$count" --strategy "$2" --guidance "$3" --out "$file"
+}
+for split in train test; do for strategy in top1 topk:2 full; do evaluate "$split" "$strategy" 3; done; done
+for g in 1 2 5; do evaluate train top1 "$g"; done
+mkdir -p "$out/eval"
+cp "$runs"/eval/*.json "$out/eval/"
+cp "$runs/eval/train_top1_g3.png" "$out/samples_train_top1.png"
+cp "$runs/eval/test_top1_g3.png" "$out/samples_heldout_top1.png"
+for name in expert0_torch_unet expert1_jax_unet expert2_torch_unet expert3_jax_unet router; do
+  python -m ddm.ops.study.model_card "$out/$name"
+done
+du -sh "$out"
