@@ -373,7 +373,7 @@ class Client(JobFollowing, JobListing, QueueReading):
 
     def generate(
         self,
-        labels: int | Sequence[int],
+        labels: int | Sequence[int] | None = None,
         n: int = 1,
         *,
         queue_anyway: bool = False,
@@ -385,13 +385,17 @@ class Client(JobFollowing, JobListing, QueueReading):
 
         labels: one label or a list (the null class, the deployment's class count, 10 for MNIST: an
         unconditional image); the list is repeated n times (n images per label, as `ddm submit --labels
-        3,8 --n 2` gives 3,8,3,8). options: the job's options, JobSpec's fields (schema/messages.py
-        JOB_OPTIONS): steps (50), seed (0), and strategy, guidance, on_expert_loss, solver and grid,
-        which unset take the serving deployment's defaults (a solver or grid it does not serve is
-        refused, naming the ones it does). on_degraded as in result(). Raises
-        what submit and result raise (JobFailedError, JobTimeoutError, ExpertUnavailableError and
-        DecoderUnavailableError unless queue_anyway, JobDegradedError with on_degraded="raise", ...).
+        3,8 --n 2` gives 3,8,3,8). None: n images of the serving deployment's null label, what a text
+        deployment's job carries (`generate(prompt="red heart", n=4)`). options: the job's options,
+        JobSpec's fields (schema/messages.py JOB_OPTIONS): steps (50), seed (0), and strategy, guidance,
+        on_expert_loss, solver, grid, prompt and negative_prompt, which unset take the serving
+        deployment's defaults (a solver or grid it does not serve is refused, naming the ones it does).
+        on_degraded as in result(). Raises what submit and result raise (JobFailedError,
+        JobTimeoutError, ExpertUnavailableError and DecoderUnavailableError unless queue_anyway,
+        JobDegradedError with on_degraded="raise", ...).
         """
+        if labels is None:
+            labels = self.deployment().sample_space.null_class
         base = [labels] if isinstance(labels, int | np.integer) else list(labels)
         if not isinstance(n, int | np.integer) or n < 1:
             raise SchemaError(expected("n >= 1 images per label", n))

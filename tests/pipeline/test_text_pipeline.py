@@ -90,8 +90,11 @@ def test_text_jobs_equal_the_in_process_sampler_with_guidance_and_negative_promp
             x = client.result(spec.job_id, timeout=120)
             assert np.abs(x - local_reference(text_deployment, spec)).max() <= 1e-4
         assert pipe.counter("text", "requests", 2) == 2  # once per job, not per step
+        # Client.generate(prompt=...): no labels to give, the deployment's null label on every image
+        x = client.generate(prompt="a red apple", n=2, steps=6, seed=1, timeout=120)
+        assert np.abs(x - local_reference(text_deployment, SPECS[0])).max() <= 1e-4
         stored = pipe.redis.keys(f"{pipe.prefix}ddm:text:*")
-        assert len(stored) == 4  # two prompts, the empty prompt and "red"
+        assert len(stored) == 4  # two prompts, the empty prompt and "red" (the third job's are stored)
 
 
 def test_a_prompt_aware_router_routes_each_prompt_to_its_expert_in_the_pipeline(
