@@ -2,7 +2,7 @@
 
     names.job(id)     hash   JobHash: status, spec, strategy, guidance, step, steps, n, router,
                              resumed_from, attempts, created_at, started_at, updated_at, finished_at,
-                             error, mean_step_ms, cancel_requested_at, deadline_at (all values strings)
+                             error, mean_step_ms, cancel_requested_at, deadline_at, owner (all values strings)
     names.traj(id)    stream one entry per step: {FRAME_FIELD: Frame.encode()}
     names.state(id)   hash   ResumeState: {"step": str, "x": float32 [n,1,32,32] raw bytes}
     names.result(id)  string encode_result(x) = codec.packb(float32 [n,1,32,32])
@@ -106,6 +106,7 @@ class JobHash:
     deployment: str | None = None
     space: SampleSpace | None = None
     image_space: SampleSpace | None = None
+    owner: str | None = None  # the user whose API key submitted it (owner_fields; None: no key, or older)
 
     @property
     def labels(self) -> tuple[int, ...]:
@@ -262,6 +263,11 @@ def queued_fields(spec: JobSpec, now: float) -> dict[str, str]:
         "created_at": t,
         "updated_at": t,
     }
+
+
+def owner_fields(owner: str) -> dict[str, str]:
+    """What the web UI writes after a submit made with an API key (schema/api_keys.py check_user)."""
+    return {"owner": owner}
 
 
 def deadline_error(deadline_at: float, now: float) -> str:

@@ -18,6 +18,7 @@ JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 WORKER_ID_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 MAX_EXPERT_ID = 1023
 DIGEST_RE = re.compile(r"[0-9a-f]{32}")
+KEY_ID_RE = re.compile(r"[0-9a-f]{8,32}")  # an API key's public id (schema/api_keys.py)
 
 
 def check_job_id(job_id: object) -> str:
@@ -40,6 +41,13 @@ def check_expert_id(expert_id: object) -> int:
     if type(expert_id) is not int or not 0 <= expert_id <= MAX_EXPERT_ID:
         raise SchemaError(expected(f"expert_id int in 0..{MAX_EXPERT_ID}", expert_id))
     return expert_id
+
+
+def check_key_id(key_id: object) -> str:
+    """Return `key_id` if it is 8..32 lowercase hex digits (an API key's id), else raise SchemaError."""
+    if not isinstance(key_id, str) or not KEY_ID_RE.fullmatch(key_id):
+        raise SchemaError(expected("an API key id of 8..32 hex digits [0-9a-f]", key_id))
+    return key_id
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,17 @@ class Names:
         """List of the latest job ends a router measured (schema/queue.py JobEnd), newest first: the
         throughput behind queue ETAs."""
         return f"{self.prefix}ddm:ends"
+
+    def api_key(self, key_id: str) -> str:
+        """Hash of one web UI API key (schema/api_keys.py ApiKeyRecord): its user, scope, limits and the
+        salted hash of its secret, never the secret."""
+        return f"{self.prefix}ddm:apikey:{check_key_id(key_id)}"
+
+    @property
+    def api_keys(self) -> str:
+        """Set of every API key id created under the prefix, revoked ones too: keys are on while it is
+        not empty (webui/keys.py)."""
+        return f"{self.prefix}ddm:apikeys"
 
 
 # Reading a name back: which prefix and which Names member made it (`ddm cleanup` deletes exactly one

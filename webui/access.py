@@ -1,6 +1,10 @@
-"""The one door for DDM_UI_TOKEN: whether a request may read or act, and a per-address budget of wrong
-tokens so the token cannot be guessed quickly. Every HTTP route and Socket.IO event that needs the token
-asks here (a later per-user key check replaces this class, nothing else).
+"""The one door for DDM_UI_TOKEN and the per-user API keys (keys.py): who a request is (a Principal),
+whether it may read or act, and a per-address budget of wrong tokens and keys so neither can be guessed
+quickly. Every HTTP route and Socket.IO event that needs a token or key asks here.
+
+A token is needed once DDM_UI_TOKEN is set or any API key exists under the prefix (keys.py KeyStore.enabled).
+DDM_UI_TOKEN is an admin key; an API key is its user with its scope (read < submit < admin): a scope too
+small for the action is refused with 403 (forbidden), a wrong, malformed or revoked key with 401.
 
 What stays open without a token: the page (`/`), its static files, `/healthz` and `/api/config` (the
 serving deployment as the page draws its form, and whether a token is needed) - so a person can load the
@@ -21,27 +25,40 @@ import hmac
 import math
 
 from ddm.webui.jobs import SubmitError
+from ddm.webui.keys import OPEN, TOKEN_ADMIN, KeyStore, Principal
 from ddm.webui.rate_limit import RateLimiter
 
 
 class Access:
-    def __init__(self, token: str, failures_per_minute: int):
+    def __init__(self, token: str, failures_per_minute: int, keys: KeyStore | None = None):
         self._token = token
+        self.keys = keys
         self.failures = RateLimiter(failures_per_minute)
 
     @property
     def required(self) -> bool:
-        return bool(self._token)
+        """Whether a request needs a token or key (DDM_UI_TOKEN set, or keys on: one Redis read)."""
+        return bool(self._token) or (self.keys is not None and self.keys.enabled())
+
+    def identify(self, token: str | None) -> Principal | None:
+        """Who `token` is (DDM_UI_TOKEN: an admin; an API key: its user), or None. Counts nothing."""
+        if not token:
+            return None
+        if self._token and hmac.compare_digest(token.encode(), self._token.encode()):
+            return TOKEN_ADMIN
+        record = self.keys.verify(token) if self.keys is not None else None
+        return None if record is None else Principal(record.user, record.scope, record.key_id)
 
     def allows(self, token: str | None) -> bool:
-        """Whether `token` is the server's (always, when it has none). Counts nothing: check() does."""
-        return not self._token or hmac.compare_digest((token or "").encode(), self._token.encode())
+        """Whether `token` may read (always, when none is needed). Counts nothing: check() does."""
+        return not self.required or self.identify(token) is not None
 
-    def check(self, token: str | None, address: str, action: str) -> None:
-        """SubmitError unless `token` may `action` ("read jobs", "watch jobs", ...): unauthorized (no or a
-        wrong token; a wrong one counts against `address`), rate_limited (`address` used its budget)."""
-        if not self._token:
-            return
+    def check(self, token: str | None, address: str, action: str, needed: str = "read") -> Principal:
+        """Who may `action` ("read jobs", "watch jobs", ...) with `token`, needing scope `needed`; else
+        SubmitError: unauthorized (no or a wrong token or key; a wrong one counts against `address`),
+        rate_limited (`address` used its budget), forbidden (the key's scope is too small)."""
+        if not self.required:
+            return OPEN
         wait = self.failures.wait(address) if token else 0.0
         if wait:
             raise SubmitError(
@@ -50,13 +67,18 @@ class Access:
                 f"({address}); try again in {math.ceil(wait)} s",
                 retry_after_s=wait,
             )
-        if self.allows(token):
-            return
-        if token:
-            self.failures.hit(address)  # the next wrong one may find the budget spent
-        what = "a wrong token" if token else "no token"
-        raise SubmitError(
-            "unauthorized",
-            f"this server needs an access token to {action}, and the request carried {what}: "
-            "enter the token you were given in the form (API: `Authorization: Bearer TOKEN`)",
-        )
+        who = self.identify(token)
+        if who is None:
+            if token:
+                self.failures.hit(address)  # the next wrong one may find the budget spent
+            what = "a wrong token" if token else "no token"
+            raise SubmitError(
+                "unauthorized",
+                f"this server needs an access token or API key to {action}, and the request carried {what}: "
+                "enter the token you were given in the form (API: `Authorization: Bearer TOKEN`)",
+            )
+        if not who.may(needed):
+            raise SubmitError(
+                "forbidden", f"this API key's scope is {who.scope!r}; to {action} a key needs {needed!r}"
+            )
+        return who

@@ -37,9 +37,10 @@ from ddm.webui.access import Access
 from ddm.webui.cluster import ClusterMonitor
 from ddm.webui.config import UIConfig
 from ddm.webui.connection_cap import ConnectionCap
-from ddm.webui.events import READERS
+from ddm.webui.events import READERS, user_room
 from ddm.webui.idle import IdleSockets
 from ddm.webui.jobs import JobService
+from ddm.webui.keys import OPEN, KeyStore, Principal, redact
 from ddm.webui.payloads import job_payload
 from ddm.webui.rate_limit import RateLimiter
 from ddm.webui.redis_pool import UIClient, ui_redis
@@ -66,7 +67,7 @@ class UIState:
         self.monitor = ClusterMonitor(self.client, gone_keep_s=config.gone_keep_s)
         self.limiter = RateLimiter(config.jobs_per_minute)
         # DDM_UI_TOKEN: one door for every read and action; wrong tokens per address, as many as submits
-        self.access = Access(config.token, config.jobs_per_minute)
+        self.access = Access(config.token, config.jobs_per_minute, KeyStore(self.redis, self.client.names))
         self.jobs = JobService(
             self.settings,
             self.monitor,
@@ -88,20 +89,30 @@ class UIState:
         )
         self.idle = IdleSockets(socketio, config.idle_s, is_watching=lambda sid: sid in self.hub.viewers)
         self.clients = 0  # connected Socket.IO clients
+        self.readers: dict[str, Principal] = {}  # sid -> who, for the sockets that may read (events.py)
         self._lock = threading.Lock()
         self._overview_started = False
         self._closed = threading.Event()
 
     # ------------------------------------------------------------ what every page gets
 
-    def recent_jobs(self) -> list[dict[str, Any]]:
-        return [job_payload(job) for _, job in self.client.recent(self.config.recent_jobs) if job is not None]
+    def recent_jobs(self, who: Principal = OPEN) -> list[dict[str, Any]]:
+        return self.recent_view(who)["jobs"]
 
-    def overview(self) -> dict[str, Any]:
-        """The cluster snapshot and the recent jobs (pushed to every page every few seconds)."""
-        out: dict[str, Any] = {"cluster": self.monitor.snapshot()}
+    def recent_view(self, who: Principal = OPEN, jobs=None) -> dict[str, Any]:
+        """{"jobs": the recent jobs `who` may see} and, for a key that is not an admin's, {"others": the
+        rest counted by status} (no id, no prompt, no image: keys.py redact)."""
+        if jobs is None:
+            jobs = [job for _, job in self.client.recent(self.config.recent_jobs) if job is not None]
+        mine, others = redact(who, jobs)
+        out: dict[str, Any] = {"jobs": [job_payload(job) for job in mine]}
+        return out if others is None else out | {"others": others}
+
+    def overview(self, who: Principal = OPEN, cluster=None, jobs=None) -> dict[str, Any]:
+        """The cluster snapshot and the recent jobs `who` may see (pushed to every page every few seconds)."""
+        out: dict[str, Any] = {"cluster": self.monitor.snapshot() if cluster is None else cluster}
         try:
-            out["jobs"] = self.recent_jobs()
+            out |= self.recent_view(who, jobs)
         except Exception as exc:  # noqa: BLE001 - Redis down: the cluster snapshot says so too
             out["jobs"] = None
             out["jobs_error"] = f"cannot read recent jobs: {exc}"
@@ -125,9 +136,22 @@ class UIState:
             if self.clients == 0:
                 continue
             try:
-                self.socketio.emit("overview", self.overview(), to=READERS, namespace="/")
+                self._push_overview()
             except Exception:  # noqa: BLE001 - keep pushing; the next snapshot may work
                 log.exception("overview push failed")
+
+    def _push_overview(self) -> None:
+        """One reading of the cluster and the recent jobs: all of it to the admins' room (READERS), each
+        signed-in user's own jobs to that user's room (events.py user_room)."""
+        cluster = self.monitor.snapshot()
+        try:
+            jobs = [job for _, job in self.client.recent(self.config.recent_jobs) if job is not None]
+        except Exception:  # noqa: BLE001 - overview() reads again and says why
+            jobs = None
+        self.socketio.emit("overview", self.overview(OPEN, cluster, jobs), to=READERS, namespace="/")
+        for user in {who.user for who in list(self.readers.values()) if not who.admin}:
+            view = self.overview(Principal(user, "read"), cluster, jobs)
+            self.socketio.emit("overview", view, to=user_room(user), namespace="/")
 
     def close(self) -> None:
         """Stop background tasks and close connections (tests; a server just exits)."""

@@ -3,7 +3,8 @@ the serving router's deployment descriptor), refuse a job no live worker could s
 client address, then Client.submit.
 
 Errors are SubmitError with a `kind` the page shows as a heading and an HTTP status for the API:
-bad_input (400), unauthorized (401: DDM_UI_TOKEN is set and the token is missing or wrong),
+bad_input (400), unauthorized (401: DDM_UI_TOKEN is set or keys are on, and the token or key is missing
+or wrong), forbidden (403: the API key's scope is too small),
 rate_limited (429), too_many_watches (429, watching: watch_gate.py), no_deployment (503: no router
 publishes a descriptor), no_worker (503), unavailable (503).
 
@@ -24,10 +25,12 @@ from ddm.schema.conditioning import MAX_PROMPT_CHARS
 from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, ExpertInfo, label_name
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
+from ddm.schema.jobs import owner_fields
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
 from ddm.schema.solver import Grid, Solver
 from ddm.schema.strategy import Strategy
 from ddm.webui.cards import card_detail, card_text
+from ddm.webui.keys import visible
 from ddm.webui.rate_limit import RateLimiter
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
@@ -38,6 +41,7 @@ FORM_KEYS = {
 KIND_STATUS = {
     "bad_input": 400,
     "unauthorized": 401,
+    "forbidden": 403,
     "rate_limited": 429,
     "too_many_watches": 429,
     "no_deployment": 503,
@@ -344,7 +348,7 @@ class JobService:
         against its rate limit, and a request refused for any other reason gives its place back.
         queue: Client.submit's priority and deadline_s (the OpenAI endpoint's extras: openai_api.py)."""
         key = remote or "?"
-        self.access.check(token, key, "submit jobs")
+        who = self.access.check(token, key, "submit jobs", needed="submit")
         wait = self.limiter.hit(key)  # counted first, so two requests at once cannot both take the last place
         if wait is not None:
             raise SubmitError(
@@ -354,10 +358,13 @@ class JobService:
                 retry_after_s=wait,
             )
         try:
-            return self._submit(data, queue)
+            spec = self._submit(data, queue)
         except SubmitError:
             self.limiter.refund(key)
             raise
+        if who.owner is not None:  # before its id is answered: its owner never sees it without one
+            self.client.redis.hset(self.client.names.job(spec.job_id), mapping=owner_fields(who.owner))
+        return spec
 
     def _submit(self, data: object, queue: dict) -> JobSpec:
         try:
@@ -385,8 +392,10 @@ class JobService:
         return spec
 
     def cancel(self, job_id: str, remote: str, token: str | None = None):
-        """Ask the router to stop a job (Client.cancel); the token a submit needs, cancelling needs too."""
-        self.access.check(token, remote or "?", "cancel jobs")
+        """Ask the router to stop a job (Client.cancel); the token a submit needs, cancelling needs too, and
+        a key's user may cancel only their own jobs (another's: JobNotFoundError, as for no job)."""
+        who = self.access.check(token, remote or "?", "cancel jobs", needed="submit")
+        visible(who, self.client, job_id)
         with self._lock:
             return self.client.cancel(job_id)
 

@@ -6,8 +6,9 @@ POST /v1/images/generations         OpenAI's request and response (openai_reques
                                     extras); `stream: true` answers server-sent events (openai_stream.py)
 GET  /v1/images/<job_id>/<i>.png    image i of a finished job, at its own size (response_format "url")
 
-Auth is the UI API's (access.py: DDM_UI_TOKEN, as `Authorization: Bearer TOKEN`, which is how the openai
-client sends its api_key); a job is validated, rate-limited and queued by the page's own JobService.
+Auth is the UI API's (access.py: DDM_UI_TOKEN or a user's API key, as `Authorization: Bearer KEY`, which
+is how the openai client sends its api_key; a key user's job records its owner, and its image URLs answer
+only that user and the admins); a job is validated, rate-limited and queued by the page's own JobService.
 Waiting for it reads Redis through the UI's Client (XREAD BLOCK of at most half a second at a time, on
 the UI's pool): under gunicorn's gevent worker the socket is cooperative, under `ddm ui` each request
 has its own thread, so a waiting request freezes no viewer. Every refusal is OpenAI's error object.
@@ -27,6 +28,7 @@ from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.schema.names import check_job_id
 from ddm.webui.body import BodyError, json_body
 from ddm.webui.jobs import SubmitError
+from ddm.webui.keys import visible
 from ddm.webui.openai_request import OpenAIError, images_request
 from ddm.webui.openai_stream import (
     COMPLETED,
@@ -64,8 +66,9 @@ def _openai(view):
     return answered
 
 
-def _check_key(state, action: str) -> None:
-    state.access.check(bearer_token(), request.remote_addr or "?", action)
+def _check_key(state, action: str):
+    """Who the request is (keys.py Principal), or SubmitError (answered as OpenAI's error object)."""
+    return state.access.check(bearer_token(), request.remote_addr or "?", action)
 
 
 def _job_error(exc: Exception, job_id: str) -> OpenAIError:
@@ -143,10 +146,10 @@ def register_openai(app: Flask, state) -> None:
     @app.get("/v1/images/<job_id>/<int:index>.png", endpoint="openai_image")
     @_openai
     def image(job_id: str, index: int):
-        _check_key(state, "read results")
+        who = _check_key(state, "read results")
         try:
             check_job_id(job_id)
-            status = state.client.status(job_id)
+            status = visible(who, state.client, job_id)  # another user's job: 404, as no job
         except SchemaError as exc:
             raise OpenAIError(400, str(exc), param="job_id") from None
         except JobNotFoundError as exc:

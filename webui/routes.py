@@ -17,16 +17,18 @@ GET  /api/jobs/<id>/result.pixels   the final images as a frame's pixels ({"n", 
                                    "pixels"}): a latent deployment's decoded image replaces the previews
 GET  /healthz                       200 when Redis answers
 
-With DDM_UI_TOKEN set every route but `/`, `/healthz` and `/api/config` (and the static files) needs
-`Authorization: Bearer TOKEN` (access.py says why those stay open); a refusal is 401 (kind unauthorized)
-or, once an address has sent too many wrong tokens, 429 (rate_limited).
+With DDM_UI_TOKEN set or API keys on (keys.py), every route but `/`, `/healthz` and `/api/config` (and the
+static files) needs `Authorization: Bearer TOKEN` or `Bearer KEY` (access.py says why those stay open); a
+refusal is 401 (kind unauthorized), 403 (forbidden: a key's scope too small) or, once an address has sent
+too many wrong tokens, 429 (rate_limited). A key's user reads, fetches and cancels only their own jobs
+(another's is 404, as no job is) and sees others' recent jobs as counts by status ("others").
 """
 
 from __future__ import annotations
 
 import functools
 
-from flask import Flask, Response, jsonify, render_template, request
+from flask import Flask, Response, g, jsonify, render_template, request
 
 from ddm.client.errors import JobNotFoundError
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
@@ -38,6 +40,7 @@ from ddm.schema.messages import JobStatus
 from ddm.schema.names import check_job_id
 from ddm.webui.body import BodyError, json_body
 from ddm.webui.jobs import MAX_IMAGES, SubmitError
+from ddm.webui.keys import visible
 from ddm.webui.payloads import grid_cols, job_payload
 
 # The page loads only its own files: no CDN, no inline script (Socket.IO's client is in static/).
@@ -64,13 +67,14 @@ def _refusal(exc: SubmitError):
 
 
 def _reading(state, what: str):
-    """Decorator: the route answers only a request with the token (when DDM_UI_TOKEN is set)."""
+    """Decorator: the route answers only a request with the token or a key (when DDM_UI_TOKEN is set or
+    keys are on); who it is goes to flask.g.principal (keys.py Principal)."""
 
     def wrap(view):
         @functools.wraps(view)
         def guarded(*args, **kwargs):
             try:
-                state.access.check(bearer_token(), request.remote_addr or "?", what)
+                g.principal = state.access.check(bearer_token(), request.remote_addr or "?", what)
             except SubmitError as exc:
                 return _refusal(exc)
             return view(*args, **kwargs)
@@ -124,7 +128,7 @@ def _register_page(app: Flask, state) -> None:
             null_name=UNCONDITIONAL,
             max_images=MAX_IMAGES,
             jobs_per_minute=state.config.jobs_per_minute,
-            token_required=bool(state.config.token),
+            token_required=state.access.required,
         )
 
     @app.get("/api/config")
@@ -134,7 +138,7 @@ def _register_page(app: Flask, state) -> None:
                 **state.monitor.deployment_view(),
                 "max_images": MAX_IMAGES,
                 "jobs_per_minute": state.config.jobs_per_minute,
-                "token_required": bool(state.config.token),
+                "token_required": state.access.required,
                 "prefix": state.settings.prefix,
             }
         )
@@ -158,7 +162,7 @@ def _register_jobs(app: Flask, state) -> None:
     @_reading(state, "read jobs")
     def recent():
         try:
-            return jsonify({"jobs": state.recent_jobs()})
+            return jsonify(state.recent_view(g.principal))
         except REDIS_CONNECTION_ERRORS as exc:
             return _error("unavailable", f"Redis unreachable: {exc}", 503)
 
@@ -185,10 +189,10 @@ def _register_jobs(app: Flask, state) -> None:
 
 
 def _job_status(state, job_id: str):
-    """(the job's JobHash, None), or (None, the error response)."""
+    """(the job's JobHash, None), or (None, the error response); another user's job reads as no job."""
     try:
         check_job_id(job_id)
-        return state.client.status(job_id), None
+        return visible(g.principal, state.client, job_id), None
     except SchemaError as exc:
         return None, _error("bad_input", str(exc), 400)
     except JobNotFoundError as exc:

@@ -37,6 +37,7 @@ from ddm.schema.jobs import JobHash, decode_traj_entry
 from ddm.schema.messages import Frame, JobStatus
 from ddm.schema.names import check_job_id
 from ddm.webui.backlog import NAMESPACE, Backlogs
+from ddm.webui.keys import Principal, visible
 from ddm.webui.payloads import frame_payload, job_payload
 from ddm.webui.pixels import DEFAULT_RANGE
 from ddm.webui.replay import Replayer
@@ -104,24 +105,25 @@ class TailHub:
     # ------------------------------------------------------------ viewers
 
     def watch(
-        self, sid: str, job_id: object, address: str, token: str | None = None, authenticated: bool = False
+        self, sid: str, job_id: object, address: str, token: str | None = None, authenticated=None
     ) -> dict[str, Any]:
         """Make `sid` a viewer of `job_id` (it stops watching any other job). Returns the job payload.
-        authenticated: the socket connected with the right token (then the request needs none).
+        authenticated: who the socket connected as (keys.py Principal; then the request needs no token).
+        A key user may watch only their own jobs: another's is JobNotFoundError, as no job is.
 
         Raises SubmitError (too_many_watches, unauthorized, rate_limited), SchemaError for a malformed id,
         JobNotFoundError for an unknown or expired job.
         """
         try:
-            self.gate.admit(sid, token, address, authenticated)
-            return self._watch(sid, job_id, address)
+            who = self.gate.admit(sid, token, address, authenticated)
+            return self._watch(sid, job_id, address, who)
         finally:
             if not self.socketio.server.manager.is_connected(sid, NAMESPACE):
                 self.leave(sid)  # it disconnected while this ran: its leave() may have come first
 
-    def _watch(self, sid: str, job_id: object, address: str) -> dict[str, Any]:
+    def _watch(self, sid: str, job_id: object, address: str, who: Principal) -> dict[str, Any]:
         check_job_id(job_id)
-        job = self.client.status(job_id)
+        job = visible(who, self.client, job_id)
         queued = job.status is JobStatus.QUEUED
         status = job_payload(job, self.queue_positions().get(job_id) if queued else None)
         self.unwatch(sid)

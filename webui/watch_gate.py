@@ -22,10 +22,11 @@ class WatchGate:
         self.access = access  # webui.access.Access
         self._rate = RateLimiter(per_minute)
 
-    def admit(self, sid: str, token: str | None, address: str, authenticated: bool = False) -> None:
+    def admit(self, sid: str, token: str | None, address: str, authenticated=None):
         """Count one watch request of socket `sid` from `address`; SubmitError when over its budget or
-        unauthorized. `authenticated`: the socket connected with the right token (events.py), so a
-        request without a token of its own may watch."""
+        unauthorized. `authenticated`: who the socket connected as (keys.py Principal, events.py), so a
+        request without a token of its own may watch as that. Returns who watches (its token's, else the
+        socket's)."""
         wait = self._rate.hit(sid)
         if wait is not None:
             raise SubmitError(
@@ -35,7 +36,8 @@ class WatchGate:
                 retry_after_s=wait,
             )
         if token is not None or not authenticated:
-            self.access.check(token, address, "watch jobs")
+            return self.access.check(token, address, "watch jobs")
+        return authenticated
 
     def check_address(self, address: str, watching: int) -> None:
         """`watching`: sockets of `address` watching now, not counting the one asking."""

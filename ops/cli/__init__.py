@@ -47,6 +47,7 @@ COMMANDS: list[tuple[str, str, str]] = [
         "ddm.ops.cli.resubmit",
         "queue an earlier job's spec again under a new id (--seed: another)",
     ),
+    ("keys", "ddm.ops.cli.keys", "create, list and revoke the web UI's per-user API keys"),
     ("workers", "ddm.ops.cli.workers", "list the live workers from their heartbeats, with queue depths"),
     ("cleanup", "ddm.ops.cli.cleanup", "delete a prefix's queues and Redis keys (asks first, or --yes)"),
     ("doctor", "ddm.ops.cli.doctor", "check broker, Redis, permissions, deployment, packages, data"),
