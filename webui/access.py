@@ -24,6 +24,7 @@ from __future__ import annotations
 import hmac
 import math
 
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.webui.jobs import SubmitError
 from ddm.webui.keys import OPEN, TOKEN_ADMIN, KeyStore, Principal
 from ddm.webui.rate_limit import RateLimiter
@@ -67,7 +68,10 @@ class Access:
                 f"({address}); try again in {math.ceil(wait)} s",
                 retry_after_s=wait,
             )
-        who = self.identify(token)
+        try:
+            who = self.identify(token)
+        except REDIS_CONNECTION_ERRORS as exc:
+            raise SubmitError("unavailable", f"cannot check the key: Redis unreachable: {exc}") from None
         if who is None:
             if token:
                 self.failures.hit(address)  # the next wrong one may find the budget spent

@@ -143,6 +143,7 @@ class UIState:
     def _push_overview(self) -> None:
         """One reading of the cluster and the recent jobs: all of it to the admins' room (READERS), each
         signed-in user's own jobs to that user's room (events.py user_room)."""
+        self._close_stale_readers()
         cluster = self.monitor.snapshot()
         try:
             jobs = [job for _, job in self.client.recent(self.config.recent_jobs) if job is not None]
@@ -152,6 +153,21 @@ class UIState:
         for user in {who.user for who in list(self.readers.values()) if not who.admin}:
             view = self.overview(Principal(user, "read"), cluster, jobs)
             self.socketio.emit("overview", view, to=user_room(user), namespace="/")
+
+    def _close_stale_readers(self) -> None:
+        """Disconnect the sockets whose rights are gone: those that connected while the server was open,
+        once a key or token is needed, and those whose key was revoked (their pages connect again and
+        must give a key). One lookup per distinct key."""
+        readers = list(self.readers.items())
+        stale = set()
+        if any(who.open for _, who in readers) and self.access.required:
+            stale |= {sid for sid, who in readers if who.open}
+        keyed = {who.key_id for _, who in readers if who.key_id is not None}
+        revoked = self.access.keys.revoked(keyed) if keyed and self.access.keys is not None else set()
+        stale |= {sid for sid, who in readers if who.key_id in revoked}
+        for sid in stale:
+            self.readers.pop(sid, None)
+            self.socketio.server.disconnect(sid, namespace="/")
 
     def close(self) -> None:
         """Stop background tasks and close connections (tests; a server just exits)."""

@@ -110,6 +110,8 @@ def register_events(socketio: SocketIO, state) -> None:
         job_id = data.get("job_id") if isinstance(data, dict) else data
         try:
             address, who = request.remote_addr or "?", readers.get(request.sid)
+            if who is not None and who.open and state.access.required:
+                who = None  # it connected while the server was open: keys or a token are needed now
             job = state.hub.watch(request.sid, job_id, address, token, authenticated=who)
         except SubmitError as exc:
             return exc.to_dict()

@@ -16,8 +16,9 @@ import time
 from typing import NamedTuple
 
 from ddm.client.errors import JobNotFoundError
+from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.api_keys import SALT_BYTES, ApiKeyRecord, hash_secret, scope_allows, split_key
-from ddm.schema.errors import SchemaError
+from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.schema.jobs import JobHash
 from ddm.schema.names import Names, check_key_id
 
@@ -30,6 +31,7 @@ class Principal(NamedTuple):
     user: str | None
     scope: str
     key_id: str | None = None
+    open: bool = False  # no token and no keys were set when it came: it loses its rights once they are
 
     @property
     def admin(self) -> bool:
@@ -48,7 +50,7 @@ class Principal(NamedTuple):
         return self.user if self.key_id is not None else None
 
 
-OPEN = Principal(None, "admin")  # no token and no keys: everyone, as before keys
+OPEN = Principal(None, "admin", open=True)  # no token and no keys: everyone, as before keys
 TOKEN_ADMIN = Principal(None, "admin")  # DDM_UI_TOKEN: an admin key without a user
 
 
@@ -91,8 +93,16 @@ class KeyStore:
         self.names = names
 
     def enabled(self) -> bool:
-        """Whether keys are on under this prefix: any key was ever created (revoked ones count)."""
-        return bool(self.redis.exists(self.names.api_keys))
+        """Whether keys are on under this prefix: any key was ever created (revoked ones count). Redis
+        unreachable: on (closed), since nothing says they are off."""
+        try:
+            return bool(self.redis.exists(self.names.api_keys))
+        except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError):
+            return True
+
+    def revoked(self, key_ids: set[str]) -> set[str]:
+        """Those of `key_ids` that are revoked or gone (the sockets that connected with them are closed)."""
+        return {k for k in key_ids if (record := self.get(k)) is None or record.revoked}
 
     def create(
         self, user: str, scope: str = "submit", rate_per_min: int | None = None, max_jobs: int | None = None
