@@ -140,8 +140,9 @@ UI_HELP: dict[str, str] = {
     "TOKEN` over HTTP; Socket.IO: `auth: {token}` on connect, or an event's `token`; the page sends what "
     "its token field holds). A wrong token counts against its client address, at most "
     "DDM_UI_JOBS_PER_MINUTE a minute on all paths together; past that the address is refused "
-    "(`rate_limited`) until the minute frees a place. Empty: anyone who reaches the UI may read, submit "
-    "and watch.",
+    "(`rate_limited`) until the minute frees a place. It is an admin API key: it sees and cancels every "
+    "job. Empty: anyone who reaches the UI may read, submit and watch, unless per-user API keys exist "
+    "(`ddm keys create`, docs/DEPLOY.md section 14): then a key or this token is needed.",
     "bind": "gunicorn: host:port to listen on (0.0.0.0:8000 in a container).",
     "threads": "Requests and Socket.IO events that may use Redis at once: the UI's Redis pool holds at most "
     "this many connections plus a few for its own tasks; a request that finds them all busy waits for "
