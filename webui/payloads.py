@@ -120,6 +120,7 @@ def job_payload(job: JobHash, queue: QueuePosition | None = None) -> dict[str, A
         # steps run without an expert that had no live worker: not the model that was asked for there
         "degraded": degraded_text(job.degraded) if job.degraded else None,
         "queue": queue.to_dict() if queue is not None and job.status is JobStatus.QUEUED else None,
+        "owner": job.owner,  # the user whose API key submitted it (None: no key): it and admins see the job
     }
     if job.status is JobStatus.DONE:
         out["result_png"] = f"/api/jobs/{job.job_id}/result.png"

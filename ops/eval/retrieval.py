@@ -57,22 +57,33 @@ def embed_images(model: Classifier, x: np.ndarray, batch: int = 256) -> np.ndarr
 
 
 def r_precision_hits(
-    image_embeddings: np.ndarray, prompts: list[str], embeddings: np.ndarray, seed: int = 0
+    image_embeddings: np.ndarray,
+    prompts: list[str],
+    embeddings: np.ndarray,
+    seed: int = 0,
+    pool: tuple[list[str], np.ndarray] | None = None,
 ) -> np.ndarray:
     """bool [N]: image i's prompt scores highest among it and CANDIDATES - 1 prompts drawn from the
-    other DISTINCT prompts of the set (fewer when the set has fewer). embeddings f32 [N, width]: row i is
-    prompts[i]'s embedding."""
+    other DISTINCT prompts of the pool (fewer when it has fewer). embeddings f32 [N, width]: row i is
+    prompts[i]'s embedding. pool: (prompts, their embeddings) to draw from (None: the set's own), so
+    a sample of a split's prompts is scored against the same candidates as the whole split."""
     rng = np.random.default_rng(seed)
-    distinct = {p: i for i, p in enumerate(prompts)}  # one row per distinct prompt
+    pool_prompts, pool_embeddings = pool if pool is not None else (prompts, embeddings)
+    distinct = {p: i for i, p in enumerate(pool_prompts)}  # one row per distinct prompt
     rows = np.fromiter(distinct.values(), np.int64)
-    text = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True).clip(1e-12)
+    own = _unit(embeddings)
+    candidates = _unit(pool_embeddings)
     hits = np.zeros(len(prompts), bool)
     for i, prompt in enumerate(prompts):
         others = rows[[p != prompt for p in distinct]]
         drawn = rng.choice(others, min(CANDIDATES - 1, len(others)), replace=False)
-        scores = text[np.concatenate([[i], drawn])] @ image_embeddings[i]
-        hits[i] = scores[0] > scores[1:].max(initial=-np.inf)
+        mine = own[i] @ image_embeddings[i]
+        hits[i] = mine > (candidates[drawn] @ image_embeddings[i]).max(initial=-np.inf)
     return hits
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True).clip(1e-12)
 
 
 def train_image_tower(

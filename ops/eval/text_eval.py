@@ -79,7 +79,11 @@ def evaluate_text(args: argparse.Namespace) -> tuple[dict, np.ndarray]:
         args.deployment, prompts, args.strategy, args.steps, args.guidance, args.seed, encoder
     )
     embeddings, _ = encoder.encode(prompts)
-    hits = r_precision_hits(embed_images(tower, pictures), prompts, np.asarray(embeddings, np.float32))
+    every = [name for name in names if name]  # the candidates: every name of the split, as the ceiling's
+    pool = (every, np.asarray(encoder.encode(every)[0], np.float32))
+    hits = r_precision_hits(
+        embed_images(tower, pictures), prompts, np.asarray(embeddings, np.float32), pool=pool
+    )
     real_f = features(classifier, data.as_model_input())
     groups = np.asarray(data.labels)[rows]
     scores = score_features(

@@ -293,3 +293,49 @@ def test_a_revoked_key_and_an_open_socket_lose_their_sockets(make_app, fake):
         time.sleep(0.1)
     assert not alice.is_connected() and not opened.is_connected()
     assert app.test_client().get(f"/api/jobs/{job}", headers=bearer(key)).status_code == 401
+
+
+def test_keys_on_the_production_server_with_the_openai_package(production_ui, fake):
+    """The production command (gunicorn, gevent): the openai package's client with a key, real websockets."""
+    import urllib.error
+    import urllib.request
+
+    import openai
+    import socketio
+
+    store = KeyStore(fake.r, fake.names)
+    alice, bob = store.create("alice")[1], store.create("bob", "read")[1]
+    ui = production_ui()  # no DDM_UI_TOKEN: the keys alone
+    job = owned_done_job(fake, "alice")
+
+    def get(path, key):
+        request = urllib.request.Request(ui.url + path, headers=bearer(key))
+        try:
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert [get(p, alice) for p in reads(job)] == [200] * 4
+    assert [get(p, bob) for p in reads(job)] == [404] * 4
+    assert [get(p, None) for p in reads(job)] == [401] * 4
+    client = openai.OpenAI(base_url=ui.url + "/v1", api_key=bob, max_retries=0)
+    assert [m.id for m in client.models.list()]  # a read key lists models
+    with pytest.raises(openai.PermissionDeniedError):
+        client.images.generate(model=client.models.list().data[0].id, prompt="1")
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=ui.url + "/v1", api_key=alice[:-1], max_retries=0).models.list()
+
+    got = []
+    sock = socketio.Client(reconnection=False)
+    sock.on("overview", lambda data: got.append(data))
+    sock.connect(ui.url, auth={"token": bob}, transports=["websocket"], wait_timeout=10)
+    try:
+        assert sock.call("watch", {"job_id": job}, timeout=10)["kind"] == "not_found"
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            sock.sleep(0.1)
+        assert got and got[0]["jobs"] == [] and got[0]["others"] == {"done": 1}
+        assert sock.call("watch", {"job_id": job, "token": alice}, timeout=10)["ok"]
+    finally:
+        sock.disconnect()
