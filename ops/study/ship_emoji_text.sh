@@ -19,24 +19,22 @@ export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_
 for e in 0 1 2 3; do
   [ -f "$runs/expert$e/.done" ] || { echo "expert $e of $runs is not trained: run ops/study/emoji_text.sh" >&2; exit 1; }
 done
+# half the router's rows read the empty prompt: it routes a job without a prompt on x_t alone too
 [ -f "$runs/router/meta.json" ] || ddm train router --partition "$runs/partition.json" --text pooled \
-  --prompt-embeddings "$runs/captions.npz" --eval-split test --out "$runs/router" --no-progress
+  --prompt-embeddings "$runs/captions.npz" --label-dropout 0.5 --eval-split test --out "$runs/router" \
+  --no-progress
 [ -f "$runs/retrieval/meta.json" ] || ddm train retrieval --prompt-embeddings "$runs/captions.npz" \
   --out "$runs/retrieval" --no-progress
 mkdir -p "$out"
-copy() { # source-folder name weights-file
-  mkdir -p "$out/$2"
-  cp "$1/meta.json" "$1/$3" "$out/$2/"
-  for extra in loss.csv accuracy_by_t.png; do [ -f "$1/$extra" ] && cp "$1/$extra" "$out/$2/"; done
-  return 0
-}
-copy "$runs/expert0" expert0_torch_unet model.safetensors
-copy "$runs/expert1" expert1_jax_unet model.msgpack
-copy "$runs/expert2" expert2_torch_unet model.safetensors
-copy "$runs/expert3" expert3_jax_unet model.msgpack
-copy "$runs/router" router model.msgpack
-copy "$runs/retrieval" retrieval model.safetensors
-copy checkpoints/emoji-latent/decoder decoder autoencoder.safetensors
+source "$(dirname "$0")/ship_lib.sh"
+ship_copy "$out" "$runs/expert0" expert0_torch_unet model.safetensors
+ship_copy "$out" "$runs/expert1" expert1_jax_unet model.msgpack
+ship_copy "$out" "$runs/expert2" expert2_torch_unet model.safetensors
+ship_copy "$out" "$runs/expert3" expert3_jax_unet model.msgpack
+ship_copy "$out" "$runs/router" router model.msgpack
+ship_copy "$out" "$runs/retrieval" retrieval model.safetensors
+ship_copy "$out" checkpoints/emoji-latent/decoder decoder autoencoder.safetensors
+cp checkpoints/emoji-latent/decoder/MODEL_CARD.md "$out/decoder/"
 cp "$runs/partition.json" "$out/"
 ddm deployment write "$out/deployment.toml" --name emoji-text --strategy top1 --guidance 3 \
   --expert expert0_torch_unet --expert expert1_jax_unet --expert expert2_torch_unet --expert expert3_jax_unet \

@@ -5,6 +5,8 @@
 #       once, each skipped when RUNS/<PREFIX><strategy>/metrics.json exists), then OUT/eval_<s>.json and
 #       OUT/samples_top1.png; sets SHIP_METRICS to those files
 #   ship_cards OUT NAME...      MODEL_CARD.md of OUT/NAME for each NAME, with SHIP_METRICS
+#   ship_copy OUT SRC NAME WEIGHTS   SRC's meta.json, WEIGHTS file (and loss.csv, accuracy_by_t.png)
+#                                    into OUT/NAME: inference files only, no train state
 
 ship_evaluate() {
   local runs=$1 out=$2 n=$3 jobs=$4 prefix=$5
@@ -32,4 +34,12 @@ ship_cards() {
   local out=$1
   shift
   for name in "$@"; do python -m ddm.ops.study.model_card "$out/$name" --metrics "${SHIP_METRICS[@]}"; done
+}
+
+ship_copy() {
+  local out=$1 src=$2 name=$3 weights=$4
+  mkdir -p "$out/$name"
+  cp "$src/meta.json" "$src/$weights" "$out/$name/"
+  for extra in loss.csv accuracy_by_t.png; do [ -f "$src/$extra" ] && cp "$src/$extra" "$out/$name/"; done
+  return 0
 }
