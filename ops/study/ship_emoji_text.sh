@@ -46,14 +46,20 @@ text-encoder stage), and four experts trained alone on the CLDR captions of thei
 learn flows in the 4x8x8 latents of the shipped autoencoder (decoder/): two PyTorch and two Flax UNets. The
 learned router reads latent x_t and the prompt; guidance is against the empty prompt (or a negative one)."
 
+export SHIP_RUNS="$runs" SHIP_OUT="$out" SHIP_COUNT="$count"
 evaluate() { # split strategy guidance
-  local file="$runs/eval/$1_${2/:/}_g$3.json"
-  [ -f "$file" ] || python -m ddm.ops.eval.text_eval --deployment "$out/deployment.toml" --retrieval "$out/retrieval" \
-    --classifier checkpoints/emoji/classifier --prompt-embeddings "$runs/captions.npz" --split "$1" \
-    --count "$count" --strategy "$2" --guidance "$3" --out "$file"
+  local file="$SHIP_RUNS/eval/$1_${2/:/}_g$3.json"
+  [ -f "$file" ] || python -m ddm.ops.eval.text_eval --deployment "$SHIP_OUT/deployment.toml" \
+    --retrieval "$SHIP_OUT/retrieval" --classifier checkpoints/emoji/classifier \
+    --prompt-embeddings "$SHIP_RUNS/captions.npz" --split "$1" --count "$SHIP_COUNT" --strategy "$2" \
+    --guidance "$3" --out "$file" > "${file%.json}.log" 2>&1 || { echo "FAILED: $file"; return 1; }
+  tail -1 "${file%.json}.log"
 }
-for split in train test; do for strategy in top1 topk:2 full; do evaluate "$split" "$strategy" 3; done; done
-for g in 1 2 5; do evaluate train top1 "$g"; done
+export -f evaluate
+mkdir -p "$runs/eval"
+# per split and strategy at the deployment's guidance, then a guidance sweep; two at once
+{ for split in train test; do for strategy in top1 topk:2 full; do echo "$split $strategy 3"; done; done
+  for g in 1 2 5; do echo "train top1 $g"; done; } | xargs -P 2 -L 1 bash -c 'evaluate "$@"' _
 mkdir -p "$out/eval"
 cp "$runs"/eval/*.json "$out/eval/"
 cp "$runs/eval/train_top1_g3.png" "$out/samples_train_top1.png"
