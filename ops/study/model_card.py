@@ -104,6 +104,14 @@ def card(folder: Path, metrics: list[dict]) -> str:
             f"docs/PROTOCOL.md, expert cards). Sample space: {expert_card.sample_space.describe()}.",
             "",
         ]
+        if expert_card.conditioning is not None and "prompts" in meta:  # a text expert: its captions
+            p = meta["prompts"]
+            lines += [
+                f"Conditioned on {expert_card.conditioning.describe()}: {p.get('captions')}, "
+                f"{p.get('distinct_prompts')} distinct prompts for its {p.get('images')} images "
+                f"({p.get('uncaptioned')} without a caption train on the empty prompt).",
+                "",
+            ]
     rows = {
         "training samples": meta.get("num_train_samples"),
         "steps": meta.get("steps"),

@@ -35,7 +35,7 @@ ship_copy "$out" "$runs/router" router model.msgpack
 ship_copy "$out" "$runs/retrieval" retrieval model.safetensors
 ship_copy "$out" checkpoints/emoji-latent/decoder decoder autoencoder.safetensors
 cp checkpoints/emoji-latent/decoder/MODEL_CARD.md "$out/decoder/"
-cp "$runs/partition.json" "$out/"
+# the partition (3 MB of k-means centroids) stays in the run: `ddm partition` remakes it (seed 0)
 ddm deployment write "$out/deployment.toml" --name emoji-text --strategy top1 --guidance 3 \
   --expert expert0_torch_unet --expert expert1_jax_unet --expert expert2_torch_unet --expert expert3_jax_unet \
   --router learned:router --decoder decoder \
@@ -64,7 +64,7 @@ mkdir -p "$out/eval"
 cp "$runs"/eval/*.json "$out/eval/"
 cp "$runs/eval/train_top1_g3.png" "$out/samples_train_top1.png"
 cp "$runs/eval/test_top1_g3.png" "$out/samples_heldout_top1.png"
-for name in expert0_torch_unet expert1_jax_unet expert2_torch_unet expert3_jax_unet router; do
+for name in expert0_torch_unet expert1_jax_unet expert2_torch_unet expert3_jax_unet router retrieval; do
   python -m ddm.ops.study.model_card "$out/$name"
 done
 du -sh "$out"
