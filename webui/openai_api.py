@@ -133,15 +133,7 @@ def register_openai(app: Flask, state) -> None:
             pngs = _result_pngs(state, spec.job_id)
         except WAIT_ERRORS as exc:
             raise _job_error(exc, spec.job_id) from None
-        if req.response_format == "url":
-            urls = [
-                url_for("openai_image", job_id=spec.job_id, index=i, _external=True) for i in range(len(pngs))
-            ]
-            images = [{"url": u} for u in urls]
-        else:
-            images = [{"b64_json": b64(png)} for png in pngs]
-        body = {"created": int(time.time()), "data": images, "output_format": "png", "size": req.size}
-        return jsonify({**body, "job_id": spec.job_id})
+        return jsonify(_images_body(spec.job_id, pngs, req))
 
     @app.get("/v1/images/<job_id>/<int:index>.png", endpoint="openai_image")
     @_openai
@@ -165,6 +157,18 @@ def register_openai(app: Flask, state) -> None:
         resp = Response(png, mimetype="image/png")
         resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
         return resp
+
+
+def _images_body(job_id: str, pngs: list[bytes], req) -> dict:
+    """OpenAI's images response for a finished job's PNGs: URLs of our per-image route, or base64."""
+    if req.response_format == "url":
+        images = [
+            {"url": url_for("openai_image", job_id=job_id, index=i, _external=True)} for i in range(len(pngs))
+        ]
+    else:
+        images = [{"b64_json": b64(png)} for png in pngs]
+    body = {"created": int(time.time()), "data": images, "output_format": "png", "size": req.size}
+    return {**body, "job_id": job_id}
 
 
 def _model(descriptor) -> dict:

@@ -104,14 +104,7 @@ def card(folder: Path, metrics: list[dict]) -> str:
             f"docs/PROTOCOL.md, expert cards). Sample space: {expert_card.sample_space.describe()}.",
             "",
         ]
-        if expert_card.conditioning is not None and "prompts" in meta:  # a text expert: its captions
-            p = meta["prompts"]
-            lines += [
-                f"Conditioned on {expert_card.conditioning.describe()}: {p.get('captions')}, "
-                f"{p.get('distinct_prompts')} distinct prompts for its {p.get('images')} images "
-                f"({p.get('uncaptioned')} without a caption train on the empty prompt).",
-                "",
-            ]
+        lines += _prompt_lines(expert_card, meta)
     rows = {
         "training samples": meta.get("num_train_samples"),
         "steps": meta.get("steps"),
@@ -170,3 +163,16 @@ if __name__ == "__main__":
 def write_model_card(folder: Path) -> None:
     """A checkpoint's MODEL_CARD.md with no study results (a distilled student's), beside its meta.json."""
     (Path(folder) / "MODEL_CARD.md").write_text(card(folder, []))
+
+
+def _prompt_lines(expert_card, meta: dict) -> list[str]:
+    """A text expert's captions, for its card ([] for any other expert)."""
+    if expert_card.conditioning is None or "prompts" not in meta:
+        return []
+    p = meta["prompts"]
+    return [
+        f"Conditioned on {expert_card.conditioning.describe()}: {p.get('captions')}, "
+        f"{p.get('distinct_prompts')} distinct prompts for its {p.get('images')} images "
+        f"({p.get('uncaptioned')} without a caption train on the empty prompt).",
+        "",
+    ]
