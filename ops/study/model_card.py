@@ -156,15 +156,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
-def write_model_card(folder: Path) -> None:
-    """A checkpoint's MODEL_CARD.md with no study results (a distilled student's), beside its meta.json."""
-    (Path(folder) / "MODEL_CARD.md").write_text(card(folder, []))
-
-
 def _prompt_lines(expert_card, meta: dict) -> list[str]:
     """A text expert's captions, for its card ([] for any other expert)."""
     if expert_card.conditioning is None or "prompts" not in meta:
@@ -176,3 +167,12 @@ def _prompt_lines(expert_card, meta: dict) -> list[str]:
         f"({p.get('uncaptioned')} without a caption train on the empty prompt).",
         "",
     ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+def write_model_card(folder: Path) -> None:
+    """A checkpoint's MODEL_CARD.md with no study results (a distilled student's), beside its meta.json."""
+    (Path(folder) / "MODEL_CARD.md").write_text(card(folder, []))
