@@ -73,8 +73,9 @@ def hash_secret(secret: str, salt: bytes, iterations: int = ITERATIONS) -> bytes
 
 @dataclass(frozen=True)
 class ApiKeyRecord:
-    """One key's record: who it is, what it may do, its limits (rate_per_min, max_jobs: recorded for the
-    quotas of issue 39 part 4, None: none), and the salted hash of its secret."""
+    """One key's record: who it is, what it may do, its quotas (rate_per_min: jobs a minute, max_jobs:
+    jobs queued or running at once, enforced by webui/quota.py; None: none), and the salted hash of its
+    secret."""
 
     key_id: str
     user: str

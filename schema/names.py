@@ -177,6 +177,15 @@ class Names:
         salted hash of its secret, never the secret."""
         return f"{self.prefix}ddm:apikey:{check_key_id(key_id)}"
 
+    def api_quota(self, key_id: str) -> str:
+        """Hash of one API key's submit rate, a token bucket (webui/quota.py): tokens left and when."""
+        return f"{self.prefix}ddm:apiquota:{check_key_id(key_id)}"
+
+    def api_jobs(self, key_id: str) -> str:
+        """Sorted set of one API key's queued and running jobs, for its limit of concurrent jobs
+        (webui/quota.py): job ids scored by when their place was reserved."""
+        return f"{self.prefix}ddm:apijobs:{check_key_id(key_id)}"
+
     @property
     def api_keys(self) -> str:
         """Set of every API key id created under the prefix, revoked ones too: keys are on while it is

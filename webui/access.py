@@ -48,7 +48,11 @@ class Access:
         if self._token and hmac.compare_digest(token.encode(), self._token.encode()):
             return TOKEN_ADMIN
         record = self.keys.verify(token) if self.keys is not None else None
-        return None if record is None else Principal(record.user, record.scope, record.key_id)
+        if record is None:
+            return None
+        return Principal(
+            record.user, record.scope, record.key_id, False, record.rate_per_min, record.max_jobs
+        )
 
     def allows(self, token: str | None) -> bool:
         """Whether `token` may read (always, when none is needed). Counts nothing: check() does."""

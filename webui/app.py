@@ -39,9 +39,10 @@ from ddm.webui.config import UIConfig
 from ddm.webui.connection_cap import ConnectionCap
 from ddm.webui.events import READERS, user_room
 from ddm.webui.idle import IdleSockets
-from ddm.webui.jobs import JobService
+from ddm.webui.job_service import JobService
 from ddm.webui.keys import OPEN, KeyStore, Principal, redact
 from ddm.webui.payloads import job_payload
+from ddm.webui.quota import Quotas
 from ddm.webui.rate_limit import RateLimiter
 from ddm.webui.redis_pool import UIClient, ui_redis
 from ddm.webui.server_model import async_mode
@@ -68,12 +69,14 @@ class UIState:
         self.limiter = RateLimiter(config.jobs_per_minute)
         # DDM_UI_TOKEN: one door for every read and action; wrong tokens per address, as many as submits
         self.access = Access(config.token, config.jobs_per_minute, KeyStore(self.redis, self.client.names))
+        self.quotas = Quotas(self.redis, self.client.names)  # the API keys' rates and concurrent jobs
         self.jobs = JobService(
             self.settings,
             self.monitor,
             self.limiter,
             self.access,
             make_client=lambda: UIClient(self.settings, self.redis),
+            quotas=self.quotas,
         )
         gate = WatchGate(
             per_minute=config.watches_per_minute, per_address=config.viewers_per_address, access=self.access

@@ -16,22 +16,17 @@ from __future__ import annotations
 
 import math
 import random
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.conditioning import MAX_PROMPT_CHARS
 from ddm.schema.descriptor import DIGITS, UNCONDITIONAL, DeploymentDescriptor, ExpertInfo, label_name
-from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError, expected
+from ddm.schema.errors import DDMError, SchemaError, expected
 from ddm.schema.flow import NULL_CLASS, NUM_CLASSES
-from ddm.schema.jobs import owner_fields
 from ddm.schema.messages import MAX_SAMPLES, MAX_SEED, JobSpec
 from ddm.schema.solver import Grid, Solver
 from ddm.schema.strategy import Strategy
 from ddm.webui.cards import card_detail, card_text
-from ddm.webui.keys import visible
-from ddm.webui.rate_limit import RateLimiter
 
 MAX_IMAGES = MAX_SAMPLES  # JobSpec's limit on labels (images) per job
 FORM_KEYS = {
@@ -315,126 +310,3 @@ def _labels(raw: object, classes: int, null: int) -> list[int]:
     if len(set(raw)) != len(raw):
         raise SubmitError("bad_input", f"labels: {expected('each label at most once', raw)}")
     return list(raw)
-
-
-# ---------------------------------------------------------------- submit
-
-
-class JobService:
-    """Validation and submission for the routes and the socket events (one per app)."""
-
-    def __init__(self, settings, monitor, limiter: RateLimiter, access, make_client=None):
-        """access: webui.access.Access (DDM_UI_TOKEN: who may submit and cancel).
-        make_client: () -> a ddm.client.client.Client (default: one on `settings`)."""
-        self.settings = settings
-        self.monitor = monitor
-        self.limiter = limiter
-        self.access = access
-        self._make_client = make_client
-        self._client = None
-        self._lock = threading.Lock()  # Client.submit is not thread-safe (one pika connection)
-
-    @property
-    def client(self):
-        if self._client is None:
-            from ddm.client.client import Client
-
-            self._client = self._make_client() if self._make_client else Client(settings=self.settings)
-        return self._client
-
-    def submit(self, data: object, remote: str, token: str | None = None, **queue) -> JobSpec:
-        """Validate and queue a job from form `data` sent by client address `remote` with `token`.
-        A wrong token counts against the address's budget of wrong tokens (access.py); a queued job
-        against its rate limit, and a request refused for any other reason gives its place back.
-        queue: Client.submit's priority and deadline_s (the OpenAI endpoint's extras: openai_api.py)."""
-        key = remote or "?"
-        who = self.access.check(token, key, "submit jobs", needed="submit")
-        wait = self.limiter.hit(key)  # counted first, so two requests at once cannot both take the last place
-        if wait is not None:
-            raise SubmitError(
-                "rate_limited",
-                f"too many jobs: at most {self.limiter.limit} per minute from one address; "
-                f"try again in {math.ceil(wait)} s",
-                retry_after_s=wait,
-            )
-        try:
-            spec = self._submit(data, queue)
-        except SubmitError:
-            self.limiter.refund(key)
-            raise
-        if who.owner is not None:  # before its id is answered: its owner never sees it without one
-            self.client.redis.hset(self.client.names.job(spec.job_id), mapping=owner_fields(who.owner))
-        return spec
-
-    def _submit(self, data: object, queue: dict) -> JobSpec:
-        try:
-            descriptor, refused = self.monitor.deployment(), None
-        except SubmitError as exc:  # bad input is still said first, read in the legacy space
-            descriptor, refused = None, exc
-        spec = parse_form(data, descriptor)
-        if refused is not None:
-            raise refused
-        self.check(spec, descriptor)
-        with self._lock:
-            try:
-                self.client.submit(spec, check=False, **queue)  # checked above, against the live descriptor
-            except SchemaError as exc:
-                raise SubmitError("bad_input", str(exc)) from None
-            except ServiceUnavailableError as exc:
-                raise SubmitError("unavailable", str(exc)) from None
-            except DDMError as exc:
-                raise SubmitError("unavailable", f"the broker refused the job: {exc}") from None
-            except Exception as exc:  # noqa: BLE001 - a broker connection lost mid-publish, say so plainly
-                self.client.close()
-                raise SubmitError(
-                    "unavailable", f"could not queue the job: {type(exc).__name__}: {exc}"
-                ) from None
-        return spec
-
-    def cancel(self, job_id: str, remote: str, token: str | None = None):
-        """Ask the router to stop a job (Client.cancel); the token a submit needs, cancelling needs too, and
-        a key's user may cancel only their own jobs (another's: JobNotFoundError, as for no job)."""
-        who = self.access.check(token, remote or "?", "cancel jobs", needed="submit")
-        visible(who, self.client, job_id)
-        with self._lock:
-            return self.client.cancel(job_id)
-
-    def check(self, spec: JobSpec, descriptor: DeploymentDescriptor) -> None:
-        """The descriptor's check the CLI makes, then: a live worker per needed expert, a live decoder for a
-        latent deployment, and a live router."""
-        try:
-            descriptor.check(spec)
-        except SchemaError as exc:
-            raise SubmitError("bad_input", str(exc)) from None
-        try:
-            live = self.monitor.live_workers()
-        except (*REDIS_CONNECTION_ERRORS, ServiceUnavailableError) as exc:
-            raise SubmitError("unavailable", f"cannot read worker heartbeats from Redis: {exc}") from None
-        experts_up = {w.expert_id for w in live.values() if w.role == "expert"}
-        missing = descriptor.unserved(spec, experts_up)
-        if missing:
-            who = ", ".join(describe_expert(descriptor, k) for k in missing)
-            raise SubmitError(
-                "no_worker",
-                f"no live worker for {who}, which this job needs: its heartbeat is missing or expired. "
-                f"Start one with `ddm worker expert --expert {missing[0]}` (or `ddm up`).",
-            )
-        if descriptor.decoder is not None and not any(w.role == "decoder" for w in live.values()):
-            raise SubmitError(
-                "no_worker",
-                "no live decoder worker, which this latent deployment needs to turn the job's latents into "
-                "pictures: its heartbeat is missing or expired. Start one with `ddm worker decoder` (or "
-                "`ddm up`).",
-            )
-        if not any(w.role == "router" for w in live.values()):
-            raise SubmitError(
-                "no_worker",
-                "no live router worker: the job would wait in the queue. Start one with "
-                "`ddm worker router` (or `ddm up`).",
-            )
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None

@@ -26,12 +26,15 @@ _DUMMY_SALT = b"\0" * SALT_BYTES
 
 
 class Principal(NamedTuple):
-    """Who a request is: `user` (None: DDM_UI_TOKEN, or an open server), its scope, its key id."""
+    """Who a request is: `user` (None: DDM_UI_TOKEN, or an open server), its scope, its key id and the
+    key's quotas."""
 
     user: str | None
     scope: str
     key_id: str | None = None
     open: bool = False  # no token and no keys were set when it came: it loses its rights once they are
+    rate_per_min: int | None = None  # the key's quotas (quota.py; None: no limit)
+    max_jobs: int | None = None
 
     @property
     def admin(self) -> bool:

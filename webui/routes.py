@@ -4,6 +4,9 @@ GET  /                              the page
 GET  /api/config                    the serving deployment (experts, strategies, defaults, class names;
                                     null with deployment_error when no router serves) and limits
 GET  /api/cluster                   live workers and queue depths
+GET  /api/me                        who the token or key is, and the key's quota left ({"user", "scope",
+                                    "key_id", "admin", "quota": {"rate_per_min", "tokens", "max_jobs",
+                                    "active_jobs"} or null}: webui/quota.py)
 GET  /api/jobs                      recent jobs
 POST /api/jobs                      submit {"labels", "n_per_label", "steps", "strategy", "guidance", "seed",
                                     "solver", "grid", "prompt", "negative_prompt"} (a text deployment:
@@ -158,6 +161,19 @@ def _register_page(app: Flask, state) -> None:
 
 
 def _register_jobs(app: Flask, state) -> None:
+    @app.get("/api/me")
+    @_reading(state, "read your key")
+    def me():
+        who = g.principal
+        body = {"user": who.user, "scope": who.scope, "key_id": who.key_id, "admin": who.admin}
+        if who.key_id is None:
+            return jsonify({**body, "quota": None})  # DDM_UI_TOKEN or an open server: no quotas
+        try:
+            left = state.quotas.left(who.key_id, who.rate_per_min, who.max_jobs)
+        except REDIS_CONNECTION_ERRORS as exc:
+            return _error("unavailable", f"Redis unreachable: {exc}", 503)
+        return jsonify({**body, "quota": left._asdict()})
+
     @app.get("/api/jobs")
     @_reading(state, "read jobs")
     def recent():

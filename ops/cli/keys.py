@@ -39,10 +39,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=_rate,
         default=None,
         metavar="N/min",
-        help="requests a minute (recorded, not enforced yet)",
+        help="jobs the key may submit a minute (a token bucket shared by every UI process; 429 past it)",
     )
     create.add_argument(
-        "--max-jobs", type=int, default=None, metavar="N", help="concurrent jobs (recorded; not enforced yet)"
+        "--max-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="jobs the key may have queued or running at once (429 past it)",
     )
     create.add_argument("--json", action="store_true", help="print the record and the key as JSON")
     listing = sub.add_parser("list", help="list the keys (never the key itself)")
