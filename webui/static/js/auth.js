@@ -1,12 +1,20 @@
-// ddm web UI: DDM_UI_TOKEN. The field exists only when the server asks for a token; kept in this browser.
-// With a token every read needs it: fetches send it as a Bearer header, the socket on connect (auth), and
-// images come through fetch as blob URLs (an <img> or a link cannot send a header).
+// ddm web UI: the sign-in field, for an API key (`ddm keys create`) or DDM_UI_TOKEN. It exists only when
+// the server asks for one; what is typed is kept for this browser tab's session (sessionStorage: gone
+// when the tab closes, never in a URL or on disk). With a key every read needs it: fetches send it as a
+// Bearer header, the socket on connect (auth), and images come through fetch as blob URLs (an <img> or a
+// link cannot send a header).
 
 import { $ } from "./dom.js";
 
-export const TOKEN_KEY = "ddm-ui-token";
+const TOKEN_KEY = "ddm-ui-token";
+localStorage.removeItem(TOKEN_KEY); // where pages before API keys kept the token: not on disk any more
 export const tokenField = $("token");
-if (tokenField) tokenField.value = localStorage.getItem(TOKEN_KEY) || "";
+if (tokenField) tokenField.value = sessionStorage.getItem(TOKEN_KEY) || "";
+
+// keep what the field holds for this tab's session
+export function rememberToken() {
+  sessionStorage.setItem(TOKEN_KEY, currentToken());
+}
 
 export function currentToken() {
   return tokenField ? tokenField.value.trim() : "";

@@ -3,7 +3,7 @@
 
 import { $, hideAlert, showAlert } from "./dom.js";
 import { state } from "./state.js";
-import { TOKEN_KEY, currentToken, tokenField } from "./auth.js";
+import { currentToken, rememberToken, tokenField } from "./auth.js";
 
 // auth is read on every (re)connect: a socket that connects with the token gets the overview pushes.
 // A token the server refused is not sent again until the field changes (the page still connects, and
@@ -16,7 +16,7 @@ export const socket = io({
 if (tokenField) {
   tokenField.addEventListener("change", () => {
     tokenRefused = false;
-    localStorage.setItem(TOKEN_KEY, currentToken());
+    rememberToken();
     if (!socket.connected || !currentToken()) return;
     socket.emit("auth", { token: currentToken() }, (res) => {
       if (res && !res.ok) showAlert($("job-error"), res.kind, res.error);

@@ -5,7 +5,7 @@
 import { $, el, hideAlert, showAlert } from "./dom.js";
 import { state } from "./state.js";
 import { className, evaluationsText, samplingHint, samplingOf, solverStages, strategyHint } from "./facts.js";
-import { TOKEN_KEY, tokenField } from "./auth.js";
+import { rememberToken, tokenField } from "./auth.js";
 import { socket } from "./connection.js";
 import { watch } from "./job.js";
 
@@ -164,7 +164,11 @@ form.addEventListener("submit", (ev) => {
   hideAlert($("form-error"));
   const chosen = chosenLabels();
   const data = {
-    labels: chosen.length === classBoxes.length && !chosen.includes(state.nullLabel) ? "all" : chosen,
+    // an unconditional image is null on the wire (the number K would be refused: a class past the last)
+    labels:
+      chosen.length === classBoxes.length && !chosen.includes(state.nullLabel)
+        ? "all"
+        : chosen.map((y) => (y === state.nullLabel ? null : y)),
     n_per_label: numberOrNull("n_per_label"),
     steps: numberOrNull("steps"),
     // left at the default: unset, and the server resolves it as the CLI does (top1 for unconditional
@@ -185,7 +189,7 @@ form.addEventListener("submit", (ev) => {
   }
   if (tokenField) {
     data.token = tokenField.value.trim();
-    localStorage.setItem(TOKEN_KEY, data.token);
+    rememberToken();
   }
   if (!socket.connected) {
     showAlert($("form-error"), "unavailable", "not connected to the UI server; retrying the connection…");
