@@ -52,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parse_labels(parser, text: str, space) -> list[int]:
-    """'3,null' or 'Dress,Bag' -> labels in the serving deployment's sample space (its class names, its
-    null label for `null`); a bad item ends the script naming it, as `ddm submit` does."""
+    """'3,null' or 'Dress,Bag' -> labels in the serving deployment's sample space (its class names; None,
+    an unconditional image, for `null`); a bad item ends the script naming it, as `ddm submit` does."""
     names = [n.lower() for n in space.class_names]
     labels = []
     for item in (s.strip() for s in text.split(",") if s.strip()):
         if item.lower() == "null":
-            labels.append(space.null_class)
+            labels.append(None)  # an unconditional image
         elif item.isdigit():
             labels.append(int(item))
         elif item.lower() in names:

@@ -144,8 +144,8 @@ class Intake:
                 solver=stored.solver or spec.solver,
                 grid=stored.grid or spec.grid,
             )
+        self.descriptor.check(spec)  # the labels as submitted: 0..K-1 or null (K inside, once resolved)
         resolved = self.descriptor.resolve(spec)
-        self.descriptor.check(resolved.spec)
         self.policy.check_strategy(resolved.strategy)
         return resolved
 

@@ -54,10 +54,10 @@ UNCONDITIONAL = "unconditional"  # how the null label (NULL_CLASS) is shown wher
 UNCONDITIONAL_DEFAULT_STRATEGY = "top1"
 
 
-def label_name(y: int, class_names: tuple[str, ...] | list[str] = DIGITS) -> str:
-    """A job label as people read it: its class name, or 'unconditional' for the null label (the
-    number of classes: schema/sample_space.py)."""
-    return UNCONDITIONAL if y == len(class_names) else class_names[y]
+def label_name(y: int | None, class_names: tuple[str, ...] | list[str] = DIGITS) -> str:
+    """A job label as people read it: its class name, or 'unconditional' for null (and for the null
+    class K, the number of classes, what a resolved job and a job hash from before null carry)."""
+    return UNCONDITIONAL if y is None or y == len(class_names) else class_names[y]
 
 
 def labels_summary(labels, class_names: tuple[str, ...] | list[str] = DIGITS) -> str:
@@ -291,11 +291,10 @@ class DeploymentDescriptor:
         """The null label (unconditional): the sample space's number of classes."""
         return self.sample_space.null_class
 
-    def nulls(self, spec: JobSpec) -> int:
-        """How many of a job's images are unconditional (this space's null label)."""
-        return sum(1 for y in spec.labels if y == self.null_class)
+    def nulls(self, spec: JobSpec) -> int:  # unconditional images: null, or this space's K inside
+        return spec.nulls(self.sample_space)
 
-    def label_name(self, y: int) -> str:
+    def label_name(self, y: int | None) -> str:
         """A job label by this deployment's class names ('unconditional' for the null label)."""
         return label_name(y, self.class_names)
 
@@ -303,6 +302,7 @@ class DeploymentDescriptor:
         """Refuse a job this deployment cannot serve (SchemaError naming the deployment): a strategy it
         does not route, a label no expert was trained on, or an unconditional image (the null label)
         under 'oracle', the strategy a job left unset included. Unset defaults are otherwise servable."""
+        spec.check_space(self.sample_space)  # 0..K-1 or null: K as a number is refused
         where = f"deployment {self.name!r} (served by {self.router_id})"
         self._check_conditioning(spec, where)
         if spec.strategy is not None and str(Strategy.parse(spec.strategy)) not in self.strategies:
@@ -311,7 +311,7 @@ class DeploymentDescriptor:
             self.sampling.check(spec.solver, spec.grid)
         except SchemaError as exc:
             raise SchemaError(f"{where}: {exc}") from None
-        unknown = sorted(set(spec.labels) - set(self.labels) - {self.null_class})
+        unknown = sorted(set(spec.labels) - set(self.labels) - {None})
         if unknown:
             raise SchemaError(
                 f"{where}: " + expected(f"labels some expert was trained on {list(self.labels)}", unknown)
@@ -325,10 +325,10 @@ class DeploymentDescriptor:
                 f"{where} is conditioned on {self.conditioning.describe()}, not prompts: "
                 + expected("no prompt (name classes with labels instead)", spec.prompt[:60])
             )
-        if self.conditioning.kind == "text" and set(spec.labels) - {self.null_class}:
+        if self.conditioning.kind == "text" and set(spec.labels) - {None}:
             raise SchemaError(
                 f"{where} is conditioned on {self.conditioning.describe()}, not class labels: "
-                + expected("a prompt, and no labels", sorted(set(spec.labels)))
+                + expected("a prompt, and no labels", sorted(set(spec.labels) - {None}))
             )
 
     def _check_oracle(self, spec: JobSpec, where: str) -> None:

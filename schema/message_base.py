@@ -113,6 +113,20 @@ def check_labels(name: str, labels, space: SampleSpace) -> None:
         raise SchemaError(expected(what, bad))
 
 
+def check_job_labels(name: str, labels, space: SampleSpace) -> None:
+    """A job's labels as a user gives them, against the live sample space: 0..K-1 a class, None (null)
+    an unconditional image. K itself, the null class inside, is refused as a number: typed, it is a class
+    past the last, not a wish for an unconditional image (issue 40 item 3)."""
+    bad = sorted({y for y in labels if y is not None and not 0 <= y < space.num_classes})
+    if bad:
+        what = (
+            f"{name} in 0..{space.num_classes - 1}, or null (an unconditional image)"
+            if space.conditional
+            else f"{name} null only (an unconditional image: the sample space has no classes)"
+        )
+        raise SchemaError(expected(what, bad))
+
+
 def _finite(name: str, a: np.ndarray) -> None:
     if not np.isfinite(a).all():
         raise SchemaError(expected(f"{name} all finite", f"{int((~np.isfinite(a)).sum())} NaN/inf values"))
@@ -132,12 +146,15 @@ def _batch(name: str, n: int, lo: int, hi: int) -> None:
         raise SchemaError(expected(f"{name} batch size in {lo}..{hi}", n))
 
 
-def _label(value: object) -> int:
-    """A JobSpec label, as far as it can be checked without the sample space: an int 0..MAX_CLASSES.
-    JobSpec.check_space (and the deployment descriptor's check) bound it by the live space."""
+def _label(value: object) -> int | None:
+    """A JobSpec label, as far as it can be checked without the sample space: None (null: an unconditional
+    image) or an int 0..MAX_CLASSES. JobSpec.check_space (and the deployment descriptor's check) bound it
+    by the live space: a class 0..K-1 (K, the null class inside, is refused there as a number)."""
+    if value is None:
+        return None
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value <= MAX_CLASSES
     if not ok:
-        what = f"label int in 0..{MAX_CLASSES} (a class 0..K-1, or K, the null class: unconditional)"
+        what = f"label int in 0..{MAX_CLASSES} (a class 0..K-1), or null (an unconditional image)"
         raise SchemaError(expected(what, value))
     return int(value)
 

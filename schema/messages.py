@@ -38,6 +38,7 @@ from .message_base import (
     _label,
     _Message,
     _samples,
+    check_job_labels,
     check_labels,
     check_samples,
 )
@@ -98,9 +99,11 @@ class JobSpec(_Message):
     """A sampling job: n = len(labels) images, `steps` steps of `solver` on `grid`, routing `strategy`.
 
     labels: one per image, 0..K-1 a class of the deployment's sample space (K = 10 in the legacy space),
-    or K, its null class (NULL_CLASS, 10, in the legacy space) for an unconditional image:
-    the null class of label dropout, so the router reads x_t and t alone for that row and its expert
-    computes v_null (guidance means nothing there). A job may mix both. The 'oracle' strategy routes
+    or None (null on the wire) for an unconditional image: the null class of label dropout, so the
+    router reads x_t and t alone for that row and its expert computes v_null (guidance means nothing
+    there). A job may mix both. K as a number is refused (check_space: a class past the last); inside,
+    once checked, a resolved job carries K for null (in_space), and so do job hashes stored before null
+    was the word (readers take both). The 'oracle' strategy routes
     by the label and cannot route a null row (DeploymentDescriptor.check refuses it; a job that leaves
     the strategy unset gets a router strategy instead, DeploymentDescriptor.resolve).
     strategy: 'oracle' (label -> expert), 'top1', 'topk:K' or 'full' (learned router).
@@ -122,7 +125,7 @@ class JobSpec(_Message):
     _OPTIONAL: ClassVar[tuple[str, ...]] = ("on_expert_loss", "solver", "grid", "prompt", "negative_prompt")
 
     job_id: str
-    labels: tuple[int, ...]
+    labels: tuple[int | None, ...]
     steps: int = 50
     strategy: str | None = None
     guidance: float | None = None
@@ -144,17 +147,32 @@ class JobSpec(_Message):
 
     @property
     def unconditional(self) -> int:
-        """How many of its images are unconditional in the legacy space (label NULL_CLASS); in another
-        space: nulls(space)."""
-        return sum(1 for y in self.labels if y == NULL_CLASS)
+        """How many of its images are unconditional in the legacy space (null, or NULL_CLASS inside); in
+        another space: nulls(space)."""
+        return sum(1 for y in self.labels if y is None or y == NULL_CLASS)
 
     def nulls(self, space: SampleSpace) -> int:
-        """How many of its images are unconditional in `space` (its null label)."""
-        return sum(1 for y in self.labels if y == space.null_class)
+        """How many of its images are unconditional in `space` (null, or its null class inside)."""
+        return sum(1 for y in self.labels if y is None or y == space.null_class)
 
     def check_space(self, space: SampleSpace) -> None:
-        """Its labels bound by the live sample space (SchemaError otherwise)."""
-        check_labels("labels", self.labels, space)
+        """Its labels as a user gives them, bound by the live sample space: 0..K-1 or null (SchemaError
+        naming the range otherwise; K as a number included)."""
+        check_job_labels("labels", self.labels, space)
+
+    def in_space(self, space: SampleSpace) -> JobSpec:
+        """The internal form, once checked: null labels as `space`'s null class K (what the router's
+        arrays and the experts' requests carry), every other label as it is."""
+        if None not in self.labels:
+            return self
+        k = space.null_class
+        return dataclasses.replace(self, labels=tuple(k if y is None else y for y in self.labels))
+
+    def as_submitted(self, space: SampleSpace) -> JobSpec:
+        """in_space undone: `space`'s null class K as None, how a user submits it (a job hash from
+        before null carries K; resubmitting it must not send K, which is refused)."""
+        k = space.null_class
+        return dataclasses.replace(self, labels=tuple(None if y == k else y for y in self.labels))
 
     def validate(self) -> None:
         """Check every field; normalises numeric types (numpy ints, list labels) to plain Python."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .conditioning import TextEncoderSpec
 from .errors import SchemaError, expected
-from .messages import DEFAULT_EXPERT_LOSS_POLICY, JobSpec
+from .messages import DEFAULT_EXPERT_LOSS_POLICY, JobSpec, check_labels
 from .sample_space import LEGACY, SampleSpace
 from .solver import DEFAULT_GRID, DEFAULT_SOLVER, Grid, Solver
 from .strategy import Strategy
@@ -40,8 +40,10 @@ class ResolvedJob:
         cls, spec: JobSpec, space: SampleSpace = LEGACY, text: TextEncoderSpec | None = None
     ) -> ResolvedJob:
         """A spec that names its strategy and guidance (on_expert_loss unset: 'wait', the default; solver
-        and grid unset: Euler on the uniform grid), in `space` (its labels checked against it)."""
-        spec.check_space(space)
+        and grid unset: Euler on the uniform grid), in `space` (its labels checked against it, null
+        labels as the space's null class K: the internal form, JobSpec.in_space)."""
+        spec = spec.in_space(space)
+        check_labels("labels", spec.labels, space)
         if spec.strategy is None or spec.guidance is None:
             raise SchemaError(
                 f"job {spec.job_id}: "

@@ -71,9 +71,9 @@ class SubmitError(DDMError):
 def labels_text(descriptor: DeploymentDescriptor | None, labels: Sequence[int]) -> str:
     """Labels by the deployment's class names: a run of digits as '5-9', other names listed, the null
     label as 'unconditional'."""
-    labels = sorted(set(labels))
     names = descriptor.class_names if descriptor is not None else DIGITS
     null = null_label(descriptor)
+    labels = sorted({null if y is None else y for y in labels})  # None: null, as a job now says it
     digits = all(y != null and names[y] == str(y) for y in labels)
     if digits and len(labels) > 2 and labels == list(range(labels[0], labels[-1] + 1)):
         return f"{labels[0]}-{labels[-1]}"
@@ -232,7 +232,8 @@ def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> 
     """The page's form (JSON) -> JobSpec, or SubmitError(bad_input) saying what is wrong. Labels are
     read in the serving `descriptor`'s sample space (None: the legacy one, 10 classes).
 
-    {"labels": [0..10, ...] or "all" (0..9; 10 = the null class: an unconditional image), "n_per_label":
+    {"labels": [0..9 or null, ...] or "all" (0..9; null or "unconditional": an unconditional image; 10,
+    the class count, is refused as a number: issue 40 item 3), "n_per_label":
     1.., "steps": 1..1000, "strategy": "oracle" | "top1" | "topk:K" | "full" or null, "guidance": 0..20 or
     null, "seed": 0..2^32-1 (left out: 0) or null (a random one), "solver": "euler" | "heun" | "midpoint"
     | "ab2" | "ab3" or null, "grid": "uniform" | "shift:S" | "edm[:R]" or null, "prompt" and
@@ -249,9 +250,9 @@ def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> 
     if unknown:
         raise SubmitError("bad_input", expected(f"only the fields {sorted(FORM_KEYS)}", unknown))
     labels = (
-        _prompt_labels(data.get("labels"), null_label(descriptor))
+        _prompt_labels(data.get("labels"))
         if prompted(descriptor)
-        else _labels(data.get("labels"), num_classes(descriptor), null_label(descriptor))
+        else _labels(data.get("labels"), num_classes(descriptor))
     )
     n = _number(data, "n_per_label", 1, integer=True)
     if not 1 <= n <= MAX_IMAGES:
@@ -274,7 +275,7 @@ def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> 
             raise SubmitError("bad_input", f"{key}: {expected('a string', data.get(key))}")
     try:
         return JobSpec.new(
-            [y for _ in range(n) for y in sorted(labels)],
+            [y for _ in range(n) for y in sorted(labels, key=lambda y: (y is None, y))],
             steps=steps,
             strategy=strategy,
             guidance=None if guidance is None else float(guidance),
@@ -288,24 +289,27 @@ def parse_form(data: object, descriptor: DeploymentDescriptor | None = None) -> 
         raise SubmitError("bad_input", str(exc)) from None
 
 
-def _prompt_labels(raw: object, null: int) -> list[int]:
-    """A text deployment's labels: left out (or null), its null label, one image per row. Labels sent
+def _prompt_labels(raw: object) -> list[int | None]:
+    """A text deployment's labels: left out (or null), one unconditional row (None). Labels sent
     anyway are read as sent, so that the descriptor's check refuses them in its own words."""
     if raw is None:
-        return [null]
-    if not isinstance(raw, list) or not raw or not all(type(y) is int for y in raw):
+        return [None]
+    if not isinstance(raw, list) or not raw or not all(y is None or type(y) is int for y in raw):
         raise SubmitError("bad_input", f"labels: {expected('none (leave them out and send a prompt)', raw)}")
     return list(raw)
 
 
-def _labels(raw: object, classes: int, null: int) -> list[int]:
+def _labels(raw: object, classes: int) -> list[int | None]:
+    """Classes 0..K-1, or null / "unconditional" (None: an unconditional image); K as a number is a class
+    past the last, refused naming the range."""
     if raw == "all":
         return list(range(classes))
     if not isinstance(raw, list) or not raw:
         raise SubmitError("bad_input", "labels: choose at least one label (or all)")
+    raw = [None if y == UNCONDITIONAL else y for y in raw]
     for y in raw:
-        if isinstance(y, bool) or not isinstance(y, int) or not (0 <= y < classes or y == null):
-            what = f"labels 0..{classes - 1}, or {null} for {UNCONDITIONAL} images"
+        if y is not None and (isinstance(y, bool) or not isinstance(y, int) or not 0 <= y < classes):
+            what = f"labels 0..{classes - 1}, or null (or {UNCONDITIONAL!r}) for {UNCONDITIONAL} images"
             raise SubmitError("bad_input", f"labels: {expected(what, y)}")
     if len(set(raw)) != len(raw):
         raise SubmitError("bad_input", f"labels: {expected('each label at most once', raw)}")

@@ -154,13 +154,13 @@ def _condition(data: dict, descriptor: DeploymentDescriptor) -> dict[str, Any]:
     return {"labels": [_label(prompt, descriptor)]}
 
 
-def _label(prompt: str, descriptor: DeploymentDescriptor) -> int:
+def _label(prompt: str, descriptor: DeploymentDescriptor) -> int | None:
     """A class deployment's prompt: a class name (any case), a label number (parse_form checks its
     range), or 'unconditional' (also an empty prompt, on a deployment without classes)."""
     space = descriptor.sample_space
     text = prompt.strip().lower()
     if text == UNCONDITIONAL or (not text and not space.conditional):
-        return space.null_class
+        return None  # an unconditional image
     names = [name.lower() for name in space.class_names]
     if text in names:
         return names.index(text)

@@ -192,8 +192,8 @@ class Client(JobFollowing, JobListing, QueueReading):
 
         Validation happens before anything is written: the JobSpec rules (steps 1..1000, 1..64 labels,
         strategy syntax, guidance 0..20) and, with check (the default), the live deployment's
-        (DeploymentDescriptor.check: labels in its sample space, 0..K-1 or K, its null class, for an
-        unconditional image (K = 10 for MNIST); a strategy it routes, labels some expert was trained on,
+        (DeploymentDescriptor.check: labels in its sample space, 0..K-1 or None for an unconditional
+        image, K itself refused (K = 10 for MNIST); a strategy it routes, labels some expert was trained on,
         no unconditional image under 'oracle'); no router serving raises
         NoDeploymentError. Unless queue_anyway, a job that a worker nobody runs would serve is refused
         too: ExpertUnavailableError (an expert it needs), DecoderUnavailableError (a latent deployment's
@@ -383,10 +383,10 @@ class Client(JobFollowing, JobListing, QueueReading):
     ) -> np.ndarray:
         """Submit, wait and return the images in one call: float32 [len(labels) * n, C, H, W].
 
-        labels: one label or a list (the null class, the deployment's class count, 10 for MNIST: an
-        unconditional image); the list is repeated n times (n images per label, as `ddm submit --labels
-        3,8 --n 2` gives 3,8,3,8). None: n images of the serving deployment's null label, what a text
-        deployment's job carries (`generate(prompt="red heart", n=4)`). options: the job's options,
+        labels: one label or a list, 0..K-1 or None (an unconditional image; K itself is refused); the
+        list is repeated n times (n images per label, as `ddm submit --labels 3,8 --n 2` gives 3,8,3,8).
+        None alone: n unconditional images, what a text deployment's job carries
+        (`generate(prompt="red heart", n=4)`). options: the job's options,
         JobSpec's fields (schema/messages.py JOB_OPTIONS): steps (50), seed (0), and strategy, guidance,
         on_expert_loss, solver, grid, prompt and negative_prompt, which unset take the serving
         deployment's defaults (a solver or grid it does not serve is refused, naming the ones it does).
@@ -394,9 +394,7 @@ class Client(JobFollowing, JobListing, QueueReading):
         JobTimeoutError, ExpertUnavailableError and DecoderUnavailableError unless queue_anyway,
         JobDegradedError with on_degraded="raise", ...).
         """
-        if labels is None:
-            labels = self.deployment().sample_space.null_class
-        base = [labels] if isinstance(labels, int | np.integer) else list(labels)
+        base = [labels] if labels is None or isinstance(labels, int | np.integer) else list(labels)
         if not isinstance(n, int | np.integer) or n < 1:
             raise SchemaError(expected("n >= 1 images per label", n))
         spec = JobSpec.new(base * int(n), **options)

@@ -28,8 +28,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "--labels",
         help="comma-separated labels 0..K-1 of the deployment's K classes, or class names; the whole list "
         "is repeated --n times, e.g. --labels 3,8 --n 2 gives 3,8,3,8 (one grid column per label); "
-        f"`{NULL_WORD}` is an unconditional image (the null label, K in the job: {LEGACY.null_class} for "
-        f"MNIST), e.g. --labels 3,{NULL_WORD}",
+        f"`{NULL_WORD}` is an unconditional image (the number K, {LEGACY.null_class} for MNIST, is refused: "
+        f"a class past the last), e.g. --labels 3,{NULL_WORD}",
     )
     who.add_argument(
         "--all-labels",
@@ -94,18 +94,19 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def job_labels(args: argparse.Namespace, space: SampleSpace = LEGACY) -> tuple[list[int], int]:
+def job_labels(args: argparse.Namespace, space: SampleSpace = LEGACY) -> tuple[list[int | None], int]:
     """(labels per image, grid columns) in the deployment's sample space `space`. Images are ordered
     row by row with one column per label: the label list is repeated --n times (--labels 3,8 --n 2 ->
-    [3, 8, 3, 8], 2 columns). A label outside 0..K-1 is refused naming the range and the classes."""
+    [3, 8, 3, 8], 2 columns; None: an unconditional image). A label outside 0..K-1 is refused naming the
+    range and the classes."""
     if args.labels:
         base = [_flag_label("--labels", s.strip(), space) for s in args.labels.split(",") if s.strip()]
     elif args.all_labels:
-        base = list(range(space.num_classes)) or [space.null_class]
+        base = list(range(space.num_classes)) or [None]
     elif args.unconditional or not space.conditional:
         if args.label is not None:
             raise ConfigError(f"expected no --label: the sample space is unconditional ({space.describe()})")
-        base = [space.null_class]
+        base = [None]
     else:
         base = [
             (3 if space.num_classes > 3 else 0)
@@ -113,7 +114,7 @@ def job_labels(args: argparse.Namespace, space: SampleSpace = LEGACY) -> tuple[l
             else _flag_label("--label", args.label, space)
         ]
     for y in base:
-        if not (0 <= y < space.num_classes or y == space.null_class):
+        if y is not None and not 0 <= y < space.num_classes:
             raise ConfigError(
                 f"expected labels 0..{space.num_classes - 1} ({_names(space)}) or {NULL_WORD}, got {y}"
             )
@@ -137,7 +138,7 @@ def _names(space: SampleSpace) -> str:
     return names or "none: unconditional"
 
 
-def _flag_label(flag: str, text: str, space: SampleSpace) -> int:
+def _flag_label(flag: str, text: str, space: SampleSpace) -> int | None:
     """One label as typed after `flag`; ConfigError naming the item that is neither a label nor a class."""
     try:
         label = _label(text, space)
@@ -145,8 +146,8 @@ def _flag_label(flag: str, text: str, space: SampleSpace) -> int:
         raise ConfigError(
             f"expected {flag} items like 0, 3 or {NULL_WORD}, or class names ({_names(space)}), got {text!r}"
         ) from None
-    if space.conditional and label == space.null_class and text.lower() != NULL_WORD:
-        # K is the null label on the wire; typed as a number it is a class past the last, not a wish
+    if space.conditional and label == space.null_class:
+        # K is the null class inside; typed as a number it is a class past the last, not a wish
         raise ConfigError(
             f"expected {flag} labels 0..{space.num_classes - 1} ({_names(space)}) or {NULL_WORD}, got "
             f"{text}: {text} is past the last class; write {NULL_WORD} for an unconditional image"
@@ -154,11 +155,11 @@ def _flag_label(flag: str, text: str, space: SampleSpace) -> int:
     return label
 
 
-def _label(text: str, space: SampleSpace = LEGACY) -> int:
-    """One --labels entry: an int, a class name of `space` (any case), or `null` for the null label
-    (an unconditional image)."""
+def _label(text: str, space: SampleSpace = LEGACY) -> int | None:
+    """One --labels entry: an int, a class name of `space` (any case), or `null`: None, an unconditional
+    image."""
     if text.lower() == NULL_WORD:
-        return space.null_class
+        return None
     try:
         return int(text)
     except ValueError:

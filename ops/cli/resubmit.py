@@ -32,12 +32,15 @@ def main(args: argparse.Namespace) -> int:
 
     with Client() as client:
         job = client.job_id(args.job)
-        submitted = client.status(job).spec
+        status = client.status(job)
+        submitted = status.spec
         if submitted is None:
             raise SchemaError(
                 f"job {job} has no spec recorded (it came straight from the queue): nothing to repeat"
             )
         seed = {} if args.seed is None else {"seed": args.seed}
+        # a job stored before null was the word carries K for an unconditional image: sent as null
+        submitted = submitted.as_submitted(status.space or client.deployment().sample_space)
         spec = JobSpec.new(submitted.labels, **job_options(submitted, **seed))
         client.submit(spec, queue_anyway=args.queue_anyway)
     if args.json:

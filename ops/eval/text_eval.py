@@ -39,11 +39,10 @@ def sample_prompts(deployment_path: Path, prompts: list[str], strategy, steps, g
     policy = loaded.policy()
     descriptor = loaded.describe(policy, "local")
     experts = {k: CountingExpert(e) for k, e in load_experts(deployment).items()}
-    null = deployment.sample_space.null_class
     t0, xs = time.perf_counter(), []
     for i, prompt in enumerate(tqdm(prompts, desc=f"{strategy} g={guidance}")):
         spec = JobSpec.new(
-            [null], steps=steps, strategy=strategy, guidance=guidance, seed=seed + i, prompt=prompt
+            [None], steps=steps, strategy=strategy, guidance=guidance, seed=seed + i, prompt=prompt
         )
         descriptor.check(spec)
         job = descriptor.resolve(spec)

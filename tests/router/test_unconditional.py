@@ -80,19 +80,22 @@ def test_the_router_fails_unconditional_jobs_a_label_table_cannot_route(settings
     """Under the oracle strategy a null label names no expert; under any strategy a label-table router's
     null row is a fixed expert, whatever x_t shows: both are refused, naming why."""
     router = RouterWorker(settings, label_split_deployment)  # intake and store only: nothing consumes
-    spec = JobSpec.new([NULL_CLASS, 4], steps=3, strategy="oracle")
+    spec = JobSpec.new([None, 4], steps=3, strategy="oracle")
     decision = router.intake.decide(Delivery(1, spec, None, spec.encode()))
     assert isinstance(decision, Fail)
     assert "strategy 'oracle' routes each image by its label" in decision.error
     assert "null label 10 (unconditional)" in decision.error
-    spec = JobSpec.new([NULL_CLASS], steps=3, strategy="full")
+    spec = JobSpec.new([None], steps=3, strategy="full")
     decision = router.intake.decide(Delivery(2, spec, None, spec.encode()))
     assert isinstance(decision, Fail) and "need a router that reads x_t" in decision.error
+    k = JobSpec.new([NULL_CLASS], steps=3, strategy="full")  # K as a number: a class past the last
+    decision = router.intake.decide(Delivery(3, k, None, k.encode()))
+    assert isinstance(decision, Fail) and "labels in 0..9, or null (an unconditional image)" in decision.error
 
 
 def test_an_unconditional_job_without_a_strategy_runs_top1_on_a_learned_router(settings):
     router = RouterWorker(settings, SHIPPED)  # the shipped demo: learned router, oracle by default
-    unset = JobSpec.new([NULL_CLASS] * 2, steps=3)
+    unset = JobSpec.new([None] * 2, steps=3)
     assert router.descriptor.default_strategy == "oracle"
     decision = router.intake.decide(Delivery(2, unset, None, unset.encode()))
     assert isinstance(decision, Run), decision

@@ -305,12 +305,12 @@ def test_the_receiver_checks_the_sample_space():
     frame.check_space(rgb)
     with pytest.raises(SchemaError, match=r"x shape \[n, 1, 32, 32\].*got \[2, 3, 16, 16\]"):
         Frame.decode(frame.encode()).check_space(LEGACY)
-    JobSpec("j", (0, 8, 9)).check_space(rgb)
-    with pytest.raises(SchemaError, match=r"labels in 0..8, or 9"):
-        JobSpec("j", (10,)).check_space(rgb)
-    with pytest.raises(SchemaError, match=r"labels 0 only \(the null label"):
+    JobSpec("j", (0, 8, None)).check_space(rgb)
+    with pytest.raises(SchemaError, match=r"labels in 0..8, or null .*got \[9\]"):
+        JobSpec("j", (9,)).check_space(rgb)  # K: a class past the last (issue 40 item 3)
+    with pytest.raises(SchemaError, match=r"labels null only \(an unconditional image"):
         JobSpec("j", (0, 1)).check_space(SampleSpace((3, 16, 16)))
-    assert JobSpec("j", (0, 9, 9)).nulls(rgb) == 2
+    assert JobSpec("j", (0, None, 9)).nulls(rgb) == 2  # 9: K inside, once resolved
 
 
 def test_a_jobs_options_are_declared_once_by_jobspec_and_picked_from_flags_or_configs():

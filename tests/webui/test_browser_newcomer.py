@@ -63,7 +63,7 @@ def test_unconditional_on_an_oracle_default_runs_what_the_cli_runs(ui_server, fa
         job_id = page.get_attribute("#stage", "data-job-id")
         with urllib.request.urlopen(f"{url}/api/jobs/{job_id}", timeout=10) as resp:
             job = json.load(resp)
-        assert job["labels"] == [7, NULL_CLASS] and job["strategy"] is None  # unset: the router says top1
+        assert job["labels"] == [7, None] and job["strategy"] is None  # null: unconditional; unset: top1
 
         # unticked again: back to the default
         page.uncheck("#unconditional")

@@ -125,12 +125,13 @@ def test_the_page_gets_the_sample_space_the_null_label_and_the_cards_of_the_desc
         "UNet · Flax · DDPM v (linear)",
     ]
     assert page["experts"][1]["card"]["schedule"] == {"name": "cosine", "s": 0.008}
-    # the form in this space: "all" is its 9 classes, 9 its null label, 10 no label at all
+    # the form in this space: "all" is its 9 classes, null an unconditional image, 9 (K) a class past
+    # the last (issue 40 item 3)
     assert parse_form({"labels": "all"}, d).labels == tuple(range(9))
-    assert parse_form({"labels": [9, 2]}, d).labels == (2, 9)
-    assert labels_text(d, [9, 2]) == "Animals & Nature, unconditional"
-    with pytest.raises(SubmitError, match=r"labels 0\.\.8, or 9 for unconditional images, got 10"):
-        parse_form({"labels": [10]}, d)
+    assert parse_form({"labels": [None, 2]}, d).labels == (2, None)
+    assert labels_text(d, [9, 2]) == labels_text(d, [None, 2]) == "Animals & Nature, unconditional"
+    with pytest.raises(SubmitError, match=r"labels 0\.\.8, or null \(or 'unconditional'\).*got 9"):
+        parse_form({"labels": [9]}, d)
 
 
 def test_a_descriptor_from_before_cards_shows_no_card_line():

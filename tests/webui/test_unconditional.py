@@ -1,6 +1,7 @@
-"""Unconditional jobs through the web UI's routes, on the real Redis and RabbitMQ: the form takes the null
-label (10), an oracle job with one is refused with the descriptor's message, a router strategy queues
-it; the page offers the "unconditional" choice and loads the weights chart (weights.js, text only)."""
+"""Unconditional jobs through the web UI's routes, on the real Redis and RabbitMQ: the form takes null (the
+null label, 10 inside; the number 10 is refused: tests/webui/test_null_label.py), an oracle job with one
+is refused with the descriptor's message, a router strategy queues it; the page offers the
+"unconditional" choice and loads the weights chart (weights.js, text only)."""
 
 from __future__ import annotations
 
@@ -14,30 +15,28 @@ def test_an_oracle_job_with_a_null_label_is_refused_and_a_router_strategy_queues
 ):
     fake.all_workers()
     http = make_app().test_client()
-    table = http.post("/api/jobs", json={"labels": [NULL_CLASS], "steps": 4, "strategy": "full"})
+    table = http.post("/api/jobs", json={"labels": [None], "steps": 4, "strategy": "full"})
     assert table.status_code == 400 and "need a router that reads x_t" in table.get_json()["error"]
     fake.publish(fake_deployment, router_kind="learned")  # as if a learned router served it
-    refused = http.post("/api/jobs", json={"labels": [3, NULL_CLASS], "steps": 4, "strategy": "oracle"})
+    refused = http.post("/api/jobs", json={"labels": [3, None], "steps": 4, "strategy": "oracle"})
     assert refused.status_code == 400, refused.get_json()
     body = refused.get_json()
     assert body["kind"] == "bad_input"
     assert "strategy 'oracle' routes each image by its label" in body["error"]
     assert "null label 10 (unconditional)" in body["error"]
 
-    ok = http.post(
-        "/api/jobs", json={"labels": [NULL_CLASS], "n_per_label": 3, "steps": 4, "strategy": "full"}
-    )
+    ok = http.post("/api/jobs", json={"labels": [None], "n_per_label": 3, "steps": 4, "strategy": "full"})
     assert ok.status_code == 201, ok.get_json()
     job = http.get(f"/api/jobs/{ok.get_json()['job_id']}").get_json()
-    assert job["labels"] == [NULL_CLASS] * 3 and job["strategy"] == "full" and job["cols"] == 2
+    assert job["labels"] == [None] * 3 and job["strategy"] == "full" and job["cols"] == 2
 
-    unset = http.post("/api/jobs", json={"labels": [NULL_CLASS], "steps": 4, "strategy": None})
+    unset = http.post("/api/jobs", json={"labels": [None], "steps": 4, "strategy": None})
     assert unset.status_code == 201, unset.get_json()  # the router will resolve it to top1, not oracle
 
 
 def test_the_form_and_the_names():
-    spec = parse_form({"labels": [NULL_CLASS, 3], "n_per_label": 2})
-    assert spec.labels == (3, NULL_CLASS, 3, NULL_CLASS)  # row by row: one column per label
+    spec = parse_form({"labels": [None, 3], "n_per_label": 2})
+    assert spec.labels == (3, None, 3, None)  # row by row: one column per label
     assert labels_text(None, spec.labels) == "3, unconditional"
     assert labels_text(None, [NULL_CLASS]) == "unconditional"
     assert grid_cols([NULL_CLASS] * 4) == 2 and grid_cols([*range(10), NULL_CLASS]) == 11  # 2 x 2: a grid

@@ -92,4 +92,4 @@ def test_a_label_equal_to_the_class_count_is_refused_not_taken_as_unconditional(
         job_labels(parse("--labels", "3,10"))
     with pytest.raises(ConfigError, match="write null"):
         job_labels(parse("--label", "10"))
-    assert job_labels(parse("--labels", "3,null", "--n", "1"))[0] == [3, 10]
+    assert job_labels(parse("--labels", "3,null", "--n", "1"))[0] == [3, None]

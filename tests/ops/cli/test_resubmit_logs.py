@@ -28,6 +28,18 @@ def test_resubmit_queues_the_same_spec_under_a_new_id(env, capsys):
     assert asked == ([3, 8], 7, "top1", 2.5, 9)
 
 
+def test_resubmit_sends_an_old_jobs_k_as_null(env, capsys):
+    """A job hash stored before null was the word carries K (10) for an unconditional image; K is refused
+    now (issue 40 item 3), so resubmitting it sends null."""
+    old = JobSpec("00112233445566778899aabbccddeeff", (3, 10), steps=5, strategy="full")
+    with Client(settings=env) as client:
+        fields = {"status": "done", "spec": old.to_json(), "step": "5", "steps": "5", "n": "2"}
+        client.redis.hset(client.names.job(old.job_id), mapping=fields)
+        JobStore(client.redis, client.names, 600).publish_descriptor(demo_descriptor("learned"), 60)
+    assert main(["resubmit", old.job_id, "--queue-anyway", "--json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["spec"]["labels"] == [3, None]
+
+
 def test_logs_prints_the_detached_log_or_says_there_is_none(env, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert main(["logs"]) == 1

@@ -62,13 +62,13 @@ def test_cli_labels_follow_the_deployments_classes():
     from ddm.ops.cli.job_flags import job_labels
 
     rgb = SampleSpace((3, 32, 32), num_classes=3, class_names=("Smileys", "Animals", "Flags"))
-    assert job_labels(flags(labels="0,animals,null", n=1), rgb) == ([0, 1, 3], 3)
+    assert job_labels(flags(labels="0,animals,null", n=1), rgb) == ([0, 1, None], 3)
     assert job_labels(flags(all_labels=True, n=1), rgb) == ([0, 1, 2], 3)
-    assert job_labels(flags(labels="3,null", n=1), LEGACY) == ([3, 10], 2)
+    assert job_labels(flags(labels="3,null", n=1), LEGACY) == ([3, None], 2)
     with pytest.raises(ConfigError, match=r"labels 0..2 \(Smileys, Animals, Flags\) or null, got 5"):
         job_labels(flags(labels="5"), rgb)
     unconditional = SampleSpace((3, 32, 32))
-    assert job_labels(flags(n=2), unconditional) == ([0, 0], 2)
+    assert job_labels(flags(n=2), unconditional) == ([None, None], 2)
 
 
 def test_png_grids_are_rgb_for_three_channels_and_unchanged_for_one():

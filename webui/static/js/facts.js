@@ -11,7 +11,7 @@ export const LEGACY_SHAPE = [1, 32, 32];
 export const MAX_TILE_PX = 256;
 
 export function className(y) {
-  if (y === state.nullLabel) return state.nullName;
+  if (y === null || y === state.nullLabel) return state.nullName; // null: how a job says it; K: older jobs
   return state.classNames[y] !== undefined ? state.classNames[y] : String(y);
 }
 
@@ -31,7 +31,7 @@ export function labelsText(labels, names) {
   (labels || []).forEach((y, i) => names && names[i] !== undefined && names[i] !== null && named.set(y, names[i]));
   const nameOf = (y) => (named.has(y) ? named.get(y) : className(y));
   // the job's own null label is the one it names "unconditional" (its deployment's class count)
-  const isNull = (y) => (named.has(y) ? named.get(y) === nullName : y === nullLabel);
+  const isNull = (y) => (named.has(y) ? named.get(y) === nullName : y === null || y === nullLabel);
   const uniq = Array.from(new Set(labels || [])).sort((a, b) => a - b);
   const classes = uniq.filter((y) => !isNull(y));
   // "all N" only where the names are the serving deployment's (another deployment's N is not known)
