@@ -10,14 +10,18 @@ GET  /api/me                        who the token or key is, and the key's quota
 GET  /api/jobs                      recent jobs
 POST /api/jobs                      submit {"labels", "n_per_label", "steps", "strategy", "guidance", "seed",
                                     "solver", "grid", "prompt", "negative_prompt"} (a text deployment:
-                                    a prompt instead of labels); a refusal is 4xx (kind bad_input: 400,
-                                    413 for a body over MAX_CONTENT_LENGTH, 415 for one not JSON)
+                                    a prompt instead of labels), or {"spec": a JobSpec's JSON} (the
+                                    Python HttpClient: labels in any order); a refusal is 4xx (kind
+                                    bad_input: 400, 413 for a body over MAX_CONTENT_LENGTH, 415 for one
+                                    not JSON)
                                     (with `Authorization: Bearer TOKEN` when DDM_UI_TOKEN is set)
 GET  /api/jobs/<id>                 one job's status
 POST /api/jobs/<id>/cancel          stop it at its next step (the token a submit needs, when set)
 GET  /api/jobs/<id>/result.png      the final images as one PNG grid (?download=1: as an attachment)
 GET  /api/jobs/<id>/result.pixels   the final images as a frame's pixels ({"n", "shape", "channels",
                                    "pixels"}): a latent deployment's decoded image replaces the previews
+GET  /api/jobs/<id>/result.npy      the final images as float32 [n, C, H, W] in .npy (Client.result's
+                                    array: ddm/client/http.py; read with allow_pickle=False)
 GET  /healthz                       200 when Redis answers
 
 With DDM_UI_TOKEN set or API keys on (keys.py), every route but `/`, `/healthz` and `/api/config` (and the
@@ -284,6 +288,21 @@ def _register_results(app: Flask, state) -> None:
                 "pixels": base64.b64encode(pixels.tobytes()).decode("ascii"),
             }
         )
+        resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
+        return resp
+
+    @app.get("/api/jobs/<job_id>/result.npy")
+    @_reading(state, "read results")
+    @_with_result(state, failed_is_conflict=True)
+    def result_npy(job_id: str, status, x):
+        """The final images as float32 [n, C, H, W], exactly as Client.result returns them (HttpClient)."""
+        import io
+
+        import numpy as np
+
+        buf = io.BytesIO()
+        np.save(buf, np.ascontiguousarray(x, dtype=np.float32), allow_pickle=False)
+        resp = Response(buf.getvalue(), mimetype="application/octet-stream")
         resp.headers["Cache-Control"] = "private, max-age=3600"  # a result never changes
         return resp
 

@@ -6,6 +6,7 @@ from ddm.schema.errors import DDMError, ServiceUnavailableError
 
 # what ddm.client exports of these (ddm/client/__init__.py): every error and warning a client may see
 __all__ = [
+    "AccessRefusedError",
     "DecoderUnavailableError",
     "DegradedResultWarning",
     "ExpertUnavailableError",
@@ -82,3 +83,14 @@ class JobDegradedError(DDMError, RuntimeError):
         self.job_id = job_id
         self.degraded = degraded
         self.images = images
+
+
+class AccessRefusedError(DDMError, PermissionError):
+    """The web UI refused the request (HttpClient): no, a wrong or a revoked key (status 401), a key's
+    scope too small (403), or a quota or rate spent (429; `retry_after_s` says when to come back)."""
+
+    def __init__(self, message: str, status: int, kind: str, retry_after_s: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.retry_after_s = retry_after_s

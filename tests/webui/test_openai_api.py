@@ -293,3 +293,36 @@ def test_a_text_prompt_equals_the_local_sampler(text_stack):
     with pytest.raises(openai.BadRequestError) as size:
         client(url).images.generate(model="prompts", prompt="a red heart", size="32x32")
     assert "'16x16'" in size.value.body["message"]
+
+
+def test_the_http_client_with_a_key_equals_the_broker_client(stack, shared_labels_deployment):
+    """HttpClient (ddm/client/http.py): a user with an API key and no broker or Redis of their own gets
+    the stored float32 result, equal to the broker client's and within 1e-4 of the in-process sampler;
+    another user's key cannot read it, a wrong key is refused, a spent quota says when to come back."""
+    from ddm.client import AccessRefusedError, HttpClient, JobNotFoundError
+    from ddm.webui.keys import KeyStore
+
+    pipe, url = stack
+    broker = pipe.client()
+    store = KeyStore(broker.redis, broker.names)
+    alice = HttpClient(url, api_key=store.create("alice", "submit", rate_per_min=2)[1])
+    bob = HttpClient(url, api_key=store.create("bob", "submit")[1])
+    labels = [8, 3, 3]  # any order, repeats: a whole spec, not the page's form
+    x = alice.generate(labels, n=1, timeout=120, **_spec_options())
+    assert x.dtype == np.float32 and x.shape == (3, 1, 32, 32)
+    job_id = alice.jobs()[0]["job_id"]
+    assert alice.status(job_id)["owner"] == "alice" and broker.status(job_id).spec.labels == tuple(labels)
+    assert np.array_equal(x, broker.result(job_id, timeout=30))
+    want = local_reference(shared_labels_deployment, JobSpec.new(labels, **_spec_options()))
+    print(f"HttpClient |pipeline - local|: max {float(np.abs(x - want).max()):.2e}")
+    assert np.abs(x - want).max() <= 1e-4
+    with pytest.raises(JobNotFoundError):
+        bob.result(job_id, timeout=5)  # another user's job reads as no job
+    assert bob.jobs() == []
+    with pytest.raises(AccessRefusedError) as wrong:
+        HttpClient(url, api_key=alice._headers["Authorization"][7:-1]).me()
+    assert wrong.value.status == 401
+    alice.submit(JobSpec.new([1], steps=2))  # the second of alice's 2 a minute
+    with pytest.raises(AccessRefusedError) as spent:
+        alice.submit(JobSpec.new([1], steps=2))
+    assert (spent.value.status, spent.value.kind) == (429, "rate_limited") and spent.value.retry_after_s >= 1
