@@ -17,12 +17,14 @@ from typing import NamedTuple
 
 from ddm.client.errors import JobNotFoundError
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
-from ddm.schema.api_keys import SALT_BYTES, ApiKeyRecord, hash_secret, scope_allows, split_key
+from ddm.schema.api_keys import SALT_BYTES, ApiKeyRecord, scope_allows, split_key
 from ddm.schema.errors import SchemaError, ServiceUnavailableError
 from ddm.schema.jobs import JobHash
 from ddm.schema.names import Names, check_key_id
 
-_DUMMY_SALT = b"\0" * SALT_BYTES
+# What an unknown key id is checked against, so that it costs what a known id with a wrong secret does
+# (decoding a record, one salted hash): docs/BENCHMARKS.md, "API keys: answer times"
+_DUMMY_RECORD = ApiKeyRecord("0" * 16, "nobody", "read", b"\0" * SALT_BYTES, b"\0" * 32).encode()
 
 
 class Principal(NamedTuple):
@@ -139,14 +141,15 @@ class KeyStore:
 
     def verify(self, key: str) -> ApiKeyRecord | None:
         """The live record whose secret `key` carries, or None (malformed, unknown, wrong or revoked). An
-        unknown id still costs one hash, so a wrong id and a wrong secret take the same time."""
+        unknown id still costs a record's decoding and one hash, so a wrong id and a wrong secret take the
+        same time."""
         parts = split_key(key)
         if parts is None:
             return None
         key_id, secret = parts
         record = self.get(key_id)
         if record is None:
-            hash_secret(secret, _DUMMY_SALT)
+            ApiKeyRecord.decode(key_id, _DUMMY_RECORD).matches(secret)
             return None
         if not record.matches(secret) or record.revoked:
             return None
