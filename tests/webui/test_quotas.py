@@ -86,7 +86,9 @@ def test_a_key_without_limits_and_the_admin_token_are_not_limited(make_app, fake
     app = make_app(token="sesame-admin-token", jobs_per_minute=100_000)
     http = app.test_client()
     for who in (key, "sesame-admin-token"):
-        assert [http.post("/api/jobs", json=FORM, headers=bearer(who)).status_code for _ in range(5)] == [201] * 5
+        assert [http.post("/api/jobs", json=FORM, headers=bearer(who)).status_code for _ in range(5)] == [
+            201
+        ] * 5
     assert http.get("/api/me", headers=bearer("sesame-admin-token")).get_json() == {
         "user": None,
         "scope": "admin",
@@ -149,4 +151,6 @@ def test_limits_hold_under_200_concurrent_clients_over_two_ui_processes(producti
     assert sum(status == 201 for status, _ in results) == 5
     assert all(s == 429 for s, _ in results if s != 201)
     assert queued(fake) == accepted + 5
-    print(f"200 clients over 2 UI processes: {accepted} of a 20/min key's submits and 5 of a 5-job key's taken")
+    print(
+        f"200 clients over 2 UI processes: {accepted} of a 20/min key's submits and 5 of a 5-job key's taken"
+    )
