@@ -20,6 +20,7 @@ from ddm.schema.deployment import Deployment
 from ddm.schema.settings import Settings
 from tests.support.browser import keep_screenshot, open_page, require_browser, take_screenshot
 from tests.support.harness import ddm_up_with_ui, local_reference
+from tests.support.openai_check import openai_equals_ddm_sample
 from tests.support.text import needs_text_encoder
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji-text" / "deployment.toml"
@@ -74,6 +75,8 @@ def test_a_prompt_on_the_shipped_text_deployment_streams_and_equals_ddm_sample(p
             assert red > green + 0.2 and red > blue + 0.2, (red, green, blue)
             take_screenshot(page, shot)
             browser.close()
+        # the same deployment through the OpenAI endpoint, with and without streaming (issue 39)
+        print(openai_equals_ddm_sample(url, env, DEPLOYMENT, PROMPT, steps=STEPS, seed=5))
         client.close()
     keep_screenshot(shot)
     assert not errors, errors

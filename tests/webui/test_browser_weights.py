@@ -27,6 +27,7 @@ from ddm.webui.jobs import trained_on
 from tests.support.browser import keep_screenshot, open_page, require_browser, take_screenshot
 from tests.support.fakes import descriptor_of
 from tests.support.harness import ddm_up_with_ui, local_reference
+from tests.support.openai_check import openai_equals_ddm_sample
 
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 # deployment -> (its screenshot's name in docs/img, whether it offers the oracle: only disjoint label sets do)
@@ -96,6 +97,8 @@ def test_an_unconditional_job_shows_the_router_shift_weight_over_t(name, prefix,
             result, submitted = client.result(job_id, timeout=30), client.status(job_id).spec
         diff = float(np.abs(result - local_reference(deployment.path, submitted)).max())
         assert diff <= 1e-4, diff
+        # a class by its name through the OpenAI endpoint, with and without streaming (issue 39)
+        print(openai_equals_ddm_sample(url, env, deployment.path, deployment.class_names[3], steps=8, seed=3))
 
         # the chart of the watched image (the first): one point per step, and the same in its table
         chart = "#weights-chart"
