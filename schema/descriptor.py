@@ -302,9 +302,9 @@ class DeploymentDescriptor:
         """Refuse a job this deployment cannot serve (SchemaError naming the deployment): a strategy it
         does not route, a label no expert was trained on, or an unconditional image (the null label)
         under 'oracle', the strategy a job left unset included. Unset defaults are otherwise servable."""
-        spec.check_space(self.sample_space)  # 0..K-1 or null: K as a number is refused
         where = f"deployment {self.name!r} (served by {self.router_id})"
         self._check_conditioning(spec, where)
+        spec.check_space(self.sample_space)  # 0..K-1 or null: K as a number is refused
         if spec.strategy is not None and str(Strategy.parse(spec.strategy)) not in self.strategies:
             raise SchemaError(f"{where}: " + expected(f"strategy in {list(self.strategies)}", spec.strategy))
         try:

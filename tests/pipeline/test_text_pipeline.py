@@ -73,8 +73,8 @@ def _two_text_experts(root):
 
 PROMPTS = ("a red apple", "a blue heart")
 SPECS = [
-    JobSpec.new([0, 0], steps=6, seed=1, prompt="a red apple"),  # guided against the empty prompt
-    JobSpec.new([0, 0], steps=6, seed=2, prompt="a blue heart", negative_prompt="red", guidance=3.0),
+    JobSpec.new([None, None], steps=6, seed=1, prompt="a red apple"),  # guided against the empty prompt
+    JobSpec.new([None, None], steps=6, seed=2, prompt="a blue heart", negative_prompt="red", guidance=3.0),
 ]
 
 
@@ -112,7 +112,7 @@ def test_a_prompt_aware_router_routes_each_prompt_to_its_expert_in_the_pipeline(
     noise = np.random.default_rng(3).standard_normal((2, *TEXT_SPACE.shape)).astype(np.float32)
     assert policy.reads_prompts
     assert policy.route_probs(noise, np.zeros(2, np.float32), embeddings).argmax(1).tolist() == [0, 1]
-    specs = [JobSpec.new([0, 0], steps=4, seed=5, prompt=p) for p in PROMPTS]
+    specs = [JobSpec.new([None, None], steps=4, seed=5, prompt=p) for p in PROMPTS]
     with Pipeline(prompt_router_deployment, tmp_path) as pipe:
         pipe.start_text_encoder("text")
         pipe.up({"e0": 0, "e1": 1})
@@ -137,7 +137,7 @@ def test_a_text_requests_rows_carry_keys_not_embeddings(text_deployment):
 
 @pytest.mark.parametrize("victim", ["text", "e1", "router"])
 def test_a_kill_9_mid_job_changes_nothing(text_deployment, tmp_path, victim):
-    spec = JobSpec.new([0, 0], steps=12, seed=7, prompt="a green frog", guidance=2.0)
+    spec = JobSpec.new([None, None], steps=12, seed=7, prompt="a green frog", guidance=2.0)
     with Pipeline(text_deployment, tmp_path, timeout_s=3.0) as pipe:
         pipe.start_text_encoder("text")
         pipe.up({"e0": 0, "e1": 1})
@@ -188,7 +188,7 @@ def test_a_redis_outage_while_the_encoder_answers_loses_nothing(text_deployment,
     (it used to forget it: neither running nor held, its message unacked for good) and, once Redis is
     back, encodes again and runs it; the image is exact."""
     url, start, procs = private_redis
-    spec = JobSpec.new([0, 0], steps=6, seed=3, prompt="a yellow star", guidance=2.0)
+    spec = JobSpec.new([None, None], steps=6, seed=3, prompt="a yellow star", guidance=2.0)
     with Pipeline(text_deployment, tmp_path, env={"DDM_REDIS_URL": url}) as pipe:
         pipe.start_text_encoder("text")
         pipe.up({"e0": 0, "e1": 1})

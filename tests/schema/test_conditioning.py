@@ -87,7 +87,9 @@ def test_a_class_deployment_refuses_a_prompt_and_a_text_one_class_labels():
     with pytest.raises(SchemaError, match="conditioned on class labels, not prompts"):
         demo_descriptor().check(JobSpec.new([3], prompt="a three"))
     text = text_descriptor()
-    text.check(JobSpec.new([0, 0], prompt="a blue heart"))
+    text.check(JobSpec.new([None, None], prompt="a blue heart"))
+    with pytest.raises(SchemaError, match="not class labels"):
+        text.check(JobSpec.new([0], prompt="a blue heart"))  # 0 is K here: a number, refused
     with pytest.raises(
         SchemaError, match=r"conditioned on prompts \(sentence-transformers.*not class labels"
     ):

@@ -284,7 +284,7 @@ def test_a_text_prompt_equals_the_local_sampler(text_stack):
     assert got.shape == (2, 16, 16, 3)  # RGB
     job_id = resp.to_dict()["job_id"]
     spec = pipe.client().status(job_id).spec
-    assert (spec.prompt, spec.negative_prompt, spec.labels) == ("a red heart", "blue", (0, 0))
+    assert (spec.prompt, spec.negative_prompt, spec.labels) == ("a red heart", "blue", (None, None))
     assert np.array_equal(got, to_uint8(pipe.client().result(job_id, timeout=30)))
     want = JobSpec.new([0, 0], steps=STEPS, seed=4, prompt="a red heart", negative_prompt="blue")
     diff = np.abs(got.astype(int) - to_uint8(local_reference(deployment, want)).astype(int))

@@ -48,9 +48,9 @@ def text_descriptor(**changes):
 def test_a_text_job_is_its_prompt_n_times_with_no_labels():
     d = text_descriptor()
     spec = parse_form({"prompt": "a red apple", "n_per_label": 3, "steps": 8, "seed": 5}, d)
-    assert spec.labels == (0, 0, 0) and spec.prompt == "a red apple" and spec.negative_prompt is None
+    assert spec.labels == (None, None, None) and spec.prompt == "a red apple" and spec.negative_prompt is None
     both = parse_form({"labels": None, "prompt": "a cat\tin a\nhat", "negative_prompt": "blurry"}, d)
-    assert both.labels == (0,) and both.prompt == "a cat\tin a\nhat" and both.negative_prompt == "blurry"
+    assert both.labels == (None,) and both.prompt == "a cat\tin a\nhat" and both.negative_prompt == "blurry"
     assert parse_form({}, d).prompt is None  # no prompt: the empty prompt, an unconditional image
     assert {"prompt", "negative_prompt"} <= FORM_KEYS
     d.check(spec)  # what the descriptor serves
@@ -111,7 +111,7 @@ def test_a_prompt_job_is_queued_and_its_prompt_reaches_the_job_and_the_recent_li
     job_id = ok.get_json()["job_id"]
     assert ok.get_json()["spec"]["prompt"] == form["prompt"]
     job = http.get(f"/api/jobs/{job_id}").get_json()
-    assert (job["prompt"], job["negative_prompt"], job["labels"]) == (form["prompt"], "blurry", [0, 0])
+    assert (job["prompt"], job["negative_prompt"], job["labels"]) == (form["prompt"], "blurry", [None, None])
     recent = {j["job_id"]: j for j in http.get("/api/jobs").get_json()["jobs"]}
     assert recent[job_id]["prompt"] == form["prompt"]
 
