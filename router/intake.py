@@ -30,7 +30,7 @@ from ddm.schema.codec import unpackb
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError
 from ddm.schema.jobs import JobHash, past_deadline, spec_digest
-from ddm.schema.messages import JobSpec
+from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import check_job_id
 from ddm.schema.resolved import ResolvedJob
 from ddm.schema.solver import SolverHistory
@@ -94,6 +94,8 @@ class Intake:
                 f"{spec_digest(spec)[:12]}): a job id names one spec forever; submit under a new id"
             )
         if stored is not None and stored.status.terminal:
+            if stored.status is JobStatus.CANCELLED and stored.router is None:
+                self.store.ended(spec.job_id)  # a client cancelled it queued: its webhook is ours to send
             return Settle()
         if not self.store.acquire(spec.job_id):
             return Hold()

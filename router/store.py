@@ -33,6 +33,7 @@ the job when it stores its next step, and the router ends it there (cancel), kee
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,6 +135,10 @@ def _pairs(mapping: dict) -> list:
     return [len(mapping), *(item for pair in mapping.items() for item in pair)]
 
 
+def _nothing(job_id: str) -> None:
+    """JobStore.ended with no webhooks to send (tests and tools)."""
+
+
 class JobStore:
     def __init__(
         self, client: redis.Redis, names: Names, job_ttl_s: int, *, owner: str = "", lease_ttl_s: float = 10.0
@@ -153,6 +158,7 @@ class JobStore:
         # evaluations per step): its JobEnd at the end
         self._began: dict[str, tuple[float, int, int, int]] = {}
         self._prune_from = "-inf"  # prune_queue goes on after this score
+        self.ended: Callable[[str], None] = _nothing  # told each job this store ends (router/notify.py)
 
     # -- leases ---------------------------------------------------------------------------------
 
@@ -287,6 +293,7 @@ class JobStore:
                 pipe.execute()
             except redis.WatchError:
                 return False
+        self.ended(job_id)
         return True
 
     def write_step(self, frame: Frame, x: np.ndarray, mean_step_ms: float) -> StepWrites:
@@ -395,6 +402,7 @@ class JobStore:
             except redis.WatchError:
                 return False
         self._began.pop(job_id, None)
+        self.ended(job_id)
         return True
 
     def _expire(self, pipe, job_id: str) -> None:

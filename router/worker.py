@@ -37,6 +37,7 @@ from ddm.router.deployment_loader import read_deployment
 from ddm.router.expert_probe import probe_experts, report_looks
 from ddm.router.intake import Delivery, Fail, Hold, Intake, Refuse, Run, Settle, refused_job
 from ddm.router.metrics import RouterMetrics
+from ddm.router.notify import Notifier
 from ddm.router.outbox import Outbox, Send
 from ddm.router.scheduler import Scheduler
 from ddm.router.stage_calls import StageCalls
@@ -91,6 +92,9 @@ class RouterWorker(OnRuntime, OutageAndLeases, StageGlue):
             owner=f"{self.worker_id}:{uuid.uuid4().hex[:8]}",
             lease_ttl_s=self.lease_ttl_s,
         )
+        # completion webhooks: POSTed on a thread of their own, never from the step loop
+        self.notifier = Notifier(self.store.r, self.names)
+        self.store.ended = self.notifier.ended
         self.embeddings = EmbeddingStore(self.store.r, self.names, settings.job_ttl_s)  # a text job's prompts
         self.intake = Intake(self.store, self.descriptor, self.policy, self.worker_id)
         self.waiting: list[Delivery] = []  # held unacked: another router's job, or Redis away
@@ -128,7 +132,10 @@ class RouterWorker(OnRuntime, OutageAndLeases, StageGlue):
 
     def run(self) -> None:
         """Serve until stop(); reconnect with bounded backoff when the broker goes away."""
-        self.runtime.run()
+        try:
+            self.runtime.run()
+        finally:
+            self.notifier.close()  # what is queued gets a short while to go out
 
     # ------------------------------------------------------------ the runtime's handler
 

@@ -127,6 +127,21 @@ def check_job_labels(name: str, labels, space: SampleSpace) -> None:
         raise SchemaError(expected(what, bad))
 
 
+MAX_URL_CHARS = 2000
+_URL = re.compile(r"https?://[^\s/?#@]+(?:[/?#][^\s]*)?", re.ASCII)
+
+
+def check_url(name: str, value: object) -> str:
+    """An http(s) URL a job names (JobSpec.notify: its completion webhook): at most MAX_URL_CHARS ASCII
+    characters, a host, no whitespace. SchemaError naming the field otherwise."""
+    if not isinstance(value, str) or len(value) > MAX_URL_CHARS or not _URL.fullmatch(value):
+        shown = value[:80] if isinstance(value, str) else type(value).__name__
+        raise SchemaError(
+            expected(f"{name}: an http:// or https:// URL of at most {MAX_URL_CHARS} chars", shown)
+        )
+    return value
+
+
 def _finite(name: str, a: np.ndarray) -> None:
     if not np.isfinite(a).all():
         raise SchemaError(expected(f"{name} all finite", f"{int((~np.isfinite(a)).sum())} NaN/inf values"))

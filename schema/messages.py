@@ -41,6 +41,7 @@ from .message_base import (
     check_job_labels,
     check_labels,
     check_samples,
+    check_url,
 )
 from .names import check_job_id
 from .precision import PRECISIONS
@@ -116,13 +117,21 @@ class JobSpec(_Message):
     solver and grid (schema/solver.py) may be None too: the deployment's defaults (Euler on the uniform
     grid unless it says otherwise). prompt and negative_prompt: a text deployment's (schema/
     conditioning.py; at most MAX_PROMPT_CHARS characters, no control characters but line breaks and
-    tabs). Left unset, these five are not encoded, so a spec from before them keeps its bytes and its
+    tabs). notify: an http(s) URL POSTed once when the job ends (router/notify.py). Left unset, these
+    six are not encoded, so a spec from before them keeps its bytes and its
     digest.
     """
 
     TYPE: ClassVar[str] = "job_spec"
     _TUPLES: ClassVar[tuple[str, ...]] = ("labels",)
-    _OPTIONAL: ClassVar[tuple[str, ...]] = ("on_expert_loss", "solver", "grid", "prompt", "negative_prompt")
+    _OPTIONAL: ClassVar[tuple[str, ...]] = (
+        "on_expert_loss",
+        "solver",
+        "grid",
+        "prompt",
+        "negative_prompt",
+        "notify",
+    )
 
     job_id: str
     labels: tuple[int | None, ...]
@@ -137,6 +146,8 @@ class JobSpec(_Message):
     # away from (None: the empty prompt). A class deployment refuses both (DeploymentDescriptor.check).
     prompt: str | None = None
     negative_prompt: str | None = None
+    # an http(s) URL the router POSTs the job's end to, once (router/notify.py; None: no webhook)
+    notify: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -199,6 +210,8 @@ class JobSpec(_Message):
         for name in ("prompt", "negative_prompt"):
             if getattr(self, name) is not None:
                 check_prompt(name, getattr(self, name))
+        if self.notify is not None:
+            check_url("notify", self.notify)
         if self.negative_prompt is not None and self.prompt is None:
             raise SchemaError(expected("a prompt with the negative prompt", "a negative prompt alone"))
 

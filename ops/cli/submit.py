@@ -54,6 +54,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="cancel the job if it is not done S seconds from now (its error says so)",
     )
+    parser.add_argument(
+        "--notify",
+        default=None,
+        metavar="URL",
+        help="an http(s) URL the router POSTs once when the job ends (done, failed or cancelled): JSON with "
+        "job_id, status and error; retried a few times, a 5 s timeout each (docs/PROTOCOL.md 4.3)",
+    )
     parser.add_argument("--wait", action="store_true", help="follow the job to the end (a progress bar)")
     parser.add_argument(
         "--timeout",

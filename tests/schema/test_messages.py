@@ -319,7 +319,7 @@ def test_a_jobs_options_are_declared_once_by_jobspec_and_picked_from_flags_or_co
     from ddm.schema.messages import JOB_OPTIONS, job_options
 
     assert JOB_OPTIONS[:7] == ("steps", "strategy", "guidance", "seed", "on_expert_loss", "solver", "grid")
-    assert JOB_OPTIONS[7:] == ("prompt", "negative_prompt")
+    assert JOB_OPTIONS[7:] == ("prompt", "negative_prompt", "notify")
     flags = SimpleNamespace(steps=8, strategy="top1", seed=3, labels="1,2", out="x.png")  # and other flags
     assert job_options(flags, seed=4) == {"steps": 8, "strategy": "top1", "seed": 4}
     spec = JobSpec.new([1, 2], **job_options(flags))
