@@ -153,6 +153,7 @@ export function setupJob(info) {
   if (info.nfe) $("stage").dataset.nfe = String(info.nfe);
   if (info.guidance !== undefined && info.guidance !== null) bits.push("guidance " + info.guidance);
   if (info.seed !== undefined && info.seed !== null) bits.push("seed " + info.seed);
+  if (info.priority) bits.push("priority " + info.priority); // 0, the default, goes unsaid
   $("job-sub").textContent = bits.join(" · ");
   // the prompt, as text (never markup): the job's own, whatever the form holds now
   const prompt = promptOf(job);
