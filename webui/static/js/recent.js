@@ -45,7 +45,9 @@ function recentRow(j) {
   if (j.status === "done" && j.result_png) {
     const img = el("img");
     img.alt = "result of job " + j.job_id.slice(0, 8);
-    img.loading = "lazy";
+    // eager: a lazy thumbnail below the fold (under a 60-image job's tiles) stayed empty until scrolled
+    // to or reloaded (issue 40 item 7); the table holds a few small PNGs
+    img.loading = "eager";
     setImageSrc(img, j.result_png + "?scale=1");
     thumb.append(img);
   }
