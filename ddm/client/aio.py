@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ddm.client.client import Client
+from ddm.client.generation import generation_spec
 from ddm.schema.jobs import JobHash
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.queue import QueuePosition
@@ -67,6 +68,21 @@ class AsyncClient:
         return await asyncio.to_thread(
             self.client.result, job_id, timeout, on_degraded=on_degraded, latent=latent
         )
+
+    async def generate(
+        self,
+        labels: int | Sequence[int | None] | None = None,
+        n: int = 1,
+        *,
+        queue_anyway: bool = False,
+        timeout: float | None = None,
+        on_degraded: str = "warn",
+        **options,
+    ) -> np.ndarray:
+        """Client.generate as a coroutine: submit, wait, the images float32 [len(labels) * n, C, H, W]."""
+        spec = generation_spec(labels, n, **options)
+        job_id = await self.submit(spec, queue_anyway=queue_anyway)
+        return await self.result(job_id, timeout, on_degraded=on_degraded)
 
     async def cancel(self, job_id: str) -> JobHash:
         return await asyncio.to_thread(self.client.cancel, job_id)

@@ -42,6 +42,7 @@ from ddm.client.errors import (
     TextEncoderUnavailableError,
 )
 from ddm.client.following import JobFollowing, read_stream
+from ddm.client.generation import generation_spec
 from ddm.client.listing import JobListing, redis_errors
 from ddm.client.queue import QueueReading
 from ddm.runtime.redis_conn import connect_redis
@@ -394,10 +395,7 @@ class Client(JobFollowing, JobListing, QueueReading):
         JobTimeoutError, ExpertUnavailableError and DecoderUnavailableError unless queue_anyway,
         JobDegradedError with on_degraded="raise", ...).
         """
-        base = [labels] if labels is None or isinstance(labels, int | np.integer) else list(labels)
-        if not isinstance(n, int | np.integer) or n < 1:
-            raise SchemaError(expected("n >= 1 images per label", n))
-        spec = JobSpec.new(base * int(n), **options)
+        spec = generation_spec(labels, n, **options)
         return self.result(
             self.submit(spec, queue_anyway=queue_anyway), timeout=timeout, on_degraded=on_degraded
         )

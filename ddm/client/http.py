@@ -36,6 +36,7 @@ from ddm.client.errors import (
     JobNotFoundError,
     JobTimeoutError,
 )
+from ddm.client.generation import generation_spec
 from ddm.schema.errors import SchemaError, ServiceUnavailableError, expected
 from ddm.schema.messages import JobSpec, JobStatus
 from ddm.schema.names import check_job_id
@@ -105,10 +106,7 @@ class HttpClient:
     ) -> np.ndarray:
         """Submit, wait and return the images, as Client.generate: labels repeated n times, options the
         job's (steps, seed, strategy, guidance, solver, grid, prompt, negative_prompt, ...)."""
-        base = [labels] if labels is None or isinstance(labels, int | np.integer) else list(labels)
-        if not isinstance(n, int | np.integer) or n < 1:
-            raise SchemaError(expected("n >= 1 images per label", n))
-        return self.result(self.submit(JobSpec.new(base * int(n), **options)), timeout=timeout)
+        return self.result(self.submit(generation_spec(labels, n, **options)), timeout=timeout)
 
     # ------------------------------------------------------------ HTTP
 

@@ -64,3 +64,18 @@ def test_async_results_equal_the_blocking_clients(pipeline):
     job, x = asyncio.run(one())
     with pipeline.client() as client:
         assert np.array_equal(client.result(job, timeout=10), x)
+
+
+def test_async_generate_equals_the_blocking_clients(pipeline):
+    """AsyncClient.generate (before: no such call) makes the rows Client.generate makes (3,8,3,8) and the
+    same images for the same seed."""
+
+    async def one():
+        async with AsyncClient(settings=pipeline.settings) as c:
+            return await c.generate([3, 8], n=2, steps=STEPS, seed=4, timeout=120)
+
+    x = asyncio.run(one())
+    with pipeline.client() as client:
+        want = client.generate([3, 8], n=2, steps=STEPS, seed=4, timeout=120)
+    assert x.shape == want.shape == (4, 1, 32, 32)
+    assert np.abs(x - want).max() <= 1e-4  # batched beside other rows: the same within float noise
