@@ -9,13 +9,13 @@ import pytest
 from ddm.schema.descriptor import ExpertInfo
 from ddm.schema.messages import JobSpec
 from ddm.webui.jobs import (
-    RateLimiter,
     SubmitError,
     describe_expert,
     labels_text,
     parse_form,
     trained_on,
 )
+from ddm.webui.rate_limit import RateLimiter
 from tests.support.fakes import descriptor_of, write_fake_deployment
 
 
