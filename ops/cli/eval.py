@@ -48,9 +48,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the first chunk's noise")
     parser.add_argument(
-        "--classifier", type=Path, default=None, help="default: <deployment folder>/classifier"
+        "--classifier",
+        type=Path,
+        default=None,
+        help="default: <deployment folder>/classifier (emoji-latent's links to the emoji one)",
     )
-    parser.add_argument("--real-split", default="test[8000:]", help="held-out real images for FD")
+    parser.add_argument(
+        "--real-split",
+        default=None,
+        help="held-out real images for FD (default: the split the classifier was measured on, its meta's "
+        "eval_split: test[8000:] for MNIST, test for Fashion-MNIST and emoji)",
+    )
     parser.add_argument("--device", default=None, help="override every expert's device")
     parser.add_argument("--data-dir", default=None, help="data folder (default: $DDM_DATA_DIR, else ./data)")
     what = parser.add_mutually_exclusive_group(required=True)
@@ -121,6 +129,8 @@ def main(args: argparse.Namespace) -> int:
     )
     x, labels, metrics = evaluate(request)
     write_report(args.out, x, labels, metrics)
+    if "warning" in metrics:
+        print(metrics["warning"], file=sys.stderr)
     if args.json:
         from ddm.ops.command_kit import print_json
 

@@ -174,3 +174,36 @@ def load_classifier(path: str | Path) -> tuple[Classifier, dict]:
     model = Classifier(**shape)  # a checkpoint before the fields: 1x32x32, 10 classes
     model.load_state_dict({k: torch.from_numpy(v) for k, v in load_file(str(path / WEIGHTS)).items()})
     return model.eval(), meta
+
+
+def eval_classifier(deployment_path: str | Path, asked: str | Path | None) -> tuple[Path, Classifier, dict]:
+    """(path, model, meta) of the classifier a deployment is scored by: `asked`, else the one its folder
+    ships as `classifier` (checkpoints/emoji-latent's is a link to the emoji one: its pictures are emoji).
+    A deployment that ships none is named, with what to pass, before anything is sampled."""
+    path = Path(asked) if asked is not None else Path(deployment_path).parent / "classifier"
+    if asked is None and not path.exists():
+        raise ConfigError(
+            f"deployment {deployment_path} ships no evaluation classifier (no {path}): pass --classifier "
+            "DIR, one trained on the data its pictures are of (`ddm train classifier`)"
+        )
+    model, meta = load_classifier(path)
+    return path, model, meta
+
+
+def held_out_split(meta: dict, asked: str | None) -> str:
+    """The real images FD compares against: `asked`, else the held-out split the classifier was measured
+    on (its meta's eval_split: MNIST's test[8000:], emoji's and Fashion-MNIST's test)."""
+    return asked or meta.get("eval_split") or "test"
+
+
+def fd_warning(metrics: dict) -> str | None:
+    """A warning when two halves of real images score a larger FD than the model (small-sample bias
+    dominates: n is too small to rank anything by FD); None otherwise."""
+    floor, fd = metrics.get("fd_real_vs_real"), metrics.get("fd")
+    if floor is None or fd is None or floor <= fd:
+        return None
+    return (
+        f"warning: FD real vs real ({floor:.1f}, two halves of {metrics.get('fd_real_vs_real_n')} real "
+        f"images) is above the model's ({fd:.1f}): n is too small for FD to mean anything here; "
+        "raise --n (or --total)"
+    )

@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ddm.ops.eval.classifier import WEIGHTS as CLASSIFIER_WEIGHTS
-from ddm.ops.eval.classifier import features, load_classifier, predict
+from ddm.ops.eval.classifier import eval_classifier, fd_warning, features, held_out_split, predict
 from ddm.ops.eval.frechet import FrechetBootstrap, frechet_bootstrap, frechet_distance
 from ddm.router.deployment_loader import load_decoder, load_experts, load_policy
 from ddm.router.sampler import sample_local
@@ -42,7 +42,7 @@ class EvalRequest:
     guidance: float | None = None  # None: the deployment's
     seed: int = 0
     classifier: Path | None = None  # None: <deployment folder>/classifier
-    real_split: str = "test[8000:]"
+    real_split: str | None = None  # None: the split the classifier was measured on (held_out_split)
     device: str | None = None
     data_dir: str | None = None
 
@@ -58,9 +58,8 @@ def evaluate(req: EvalRequest) -> tuple[np.ndarray, np.ndarray, dict]:
     # What the scores need is loaded BEFORE sampling (minutes): a missing classifier or data folder
     # fails in a second instead of after the work. The real images are of the dataset the classifier
     # was trained on.
-    classifier = Path(req.classifier or deployment.path.parent / "classifier")
-    model, meta = load_classifier(classifier)
-    real = load_dataset(meta["dataset"], req.real_split, req.data_dir)
+    classifier, model, meta = eval_classifier(deployment.path, req.classifier)
+    real = load_dataset(meta["dataset"], held_out_split(meta, req.real_split), req.data_dir)
     x, labels, cost = generate(req.deployment, req.n, strategy, req.steps, guidance, req.seed, req.device)
     metrics = {
         "deployment": display_path(deployment.path),
@@ -76,6 +75,8 @@ def evaluate(req: EvalRequest) -> tuple[np.ndarray, np.ndarray, dict]:
         **score(x, labels, model, meta, real.as_model_input()),
         **cost,
     }
+    if warning := fd_warning(metrics):
+        metrics["warning"] = warning
     return x, labels, metrics
 
 

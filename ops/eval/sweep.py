@@ -215,7 +215,7 @@ def evaluate_sweep(
     guidance: float | None = None,
     seed: int = 0,
     classifier: Path | None = None,
-    real_split: str = "test[8000:]",
+    real_split: str | None = None,
     device: str | None = None,
     data_dir: str | None = None,
     progress: bool = True,
@@ -223,7 +223,7 @@ def evaluate_sweep(
     """Sweep a deployment's solvers and grids (default: the ones its [sampling] table offers) over nfes,
     n images a point, into the resumable JSON at out. Returns the record."""
     from ddm.ops.data.dataset import load_dataset
-    from ddm.ops.eval.classifier import WEIGHTS, features, load_classifier, predict
+    from ddm.ops.eval.classifier import WEIGHTS, eval_classifier, features, held_out_split, predict
     from ddm.ops.eval.evaluate import (
         display_path,
         real_floor,
@@ -239,9 +239,8 @@ def evaluate_sweep(
     guidance = deployment.guidance if guidance is None else guidance
     points = sweep_points(nfes, solvers or deployment.sampling.solvers, grids or deployment.sampling.grids)
     # the classifier and the real images first: a missing one fails before minutes of sampling
-    classifier = Path(classifier or deployment.path.parent / "classifier")
-    model, meta = load_classifier(classifier)
-    real = load_dataset(meta["dataset"], real_split, data_dir)
+    classifier, model, meta = eval_classifier(deployment.path, classifier)
+    real = load_dataset(meta["dataset"], held_out_split(meta, real_split), data_dir)
     real_f = features(model, real.as_model_input())
     bootstrap = FrechetBootstrap(real_f, n, FD_RESAMPLES)  # the real side of every redraw, once
     settings = {
