@@ -47,18 +47,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--guidance", type=float, default=None, help="default: the deployment's `guidance`, else 1"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the first chunk's noise")
-    parser.add_argument(
-        "--classifier",
-        type=Path,
-        default=None,
-        help="default: <deployment folder>/classifier (emoji-latent's links to the emoji one)",
-    )
-    parser.add_argument(
-        "--real-split",
-        default=None,
-        help="held-out real images for FD (default: the split the classifier was measured on, its meta's "
-        "eval_split: test[8000:] for MNIST, test for Fashion-MNIST and emoji)",
-    )
+    classifier = "default: <deployment folder>/classifier (emoji-latent's links to the emoji one)"
+    parser.add_argument("--classifier", type=Path, default=None, help=classifier)
+    real = "held-out real images for FD (default: the split the classifier was measured on, its meta's "
+    parser.add_argument("--real-split", help=real + "eval_split: test[8000:] for MNIST, test for emoji)")
     parser.add_argument("--device", default=None, help="override every expert's device")
     parser.add_argument("--data-dir", default=None, help="data folder (default: $DDM_DATA_DIR, else ./data)")
     what = parser.add_mutually_exclusive_group(required=True)
