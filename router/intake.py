@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ddm.router.jobrun import JobRun
 from ddm.router.policies import RoutingPolicy
-from ddm.router.sampler import JobArrays, initial_noise
+from ddm.router.sampler import JobArrays
 from ddm.router.store import JobStore
 from ddm.schema.codec import unpackb
 from ddm.schema.descriptor import DeploymentDescriptor
@@ -113,14 +113,20 @@ class Intake:
                 return Refuse(f"job {spec.job_id}: {exc}")
             self._start(spec, 0, recorded)
             return Fail(str(exc))
+        space = self.descriptor.sample_space
         try:
-            space = self.descriptor.sample_space
             state = self.store.load_state(spec.job_id, spec.n, space)
-            step, x, stored_history = state if state is not None else (0, initial_noise(spec, space), ())
-            history = SolverHistory.from_list(stored_history, resolved.solver, x.shape, step)
+            step, x, stored_history = state if state is not None else (0, None, ())
+            history = SolverHistory.from_list(stored_history, resolved.solver, (spec.n, *space.shape), step)
         except SchemaError as exc:
             self._start(spec, 0, resolved)
             return Fail(f"its stored state cannot be resumed: {exc}")
+        if x is None:
+            try:  # its seed's noise, or the one stored beside it (Client.submit's init_noise)
+                x = self.store.load_init_noise(spec, space)
+            except SchemaError as exc:
+                self._start(spec, 0, resolved)
+                return Fail(str(exc))
         self._start(spec, step, resolved)
         job = JobRun(JobArrays.of(resolved), delivery, x, step, history)
         if stored is not None and stored.degraded and step:  # a resumed job keeps its record

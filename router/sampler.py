@@ -17,6 +17,8 @@ import numpy as np
 
 from ddm.router.policies import RoutingPolicy, without_gone
 from ddm.router.solvers import finish, stage_point
+from ddm.schema.errors import SchemaError
+from ddm.schema.init_noise import check_init_noise, noise_digest
 from ddm.schema.messages import JobSpec
 from ddm.schema.resolved import ResolvedJob
 from ddm.schema.sample_space import LEGACY, SampleSpace
@@ -34,6 +36,24 @@ def initial_noise(spec: JobSpec, space: SampleSpace = LEGACY) -> np.ndarray:
     (in the legacy space exactly default_rng(seed).standard_normal((n, 1, 32, 32), dtype=float32), as
     before sample spaces: the same images bit for bit)."""
     return np.random.default_rng(spec.seed).standard_normal((spec.n, *space.shape), dtype=np.float32)
+
+
+def start_noise(resolved: ResolvedJob, given: np.ndarray | None) -> np.ndarray:
+    """x at t = 0 of an in-process run: the seed's noise, or `given` (checked against the job's space
+    and against the digest its spec names, when it names one)."""
+    spec, space = resolved.spec, resolved.space
+    if given is None:
+        if spec.init_noise is not None:
+            raise SchemaError(
+                f"job {spec.job_id} starts from a given noise ({spec.init_noise[:12]}): pass it"
+            )
+        return initial_noise(spec, space)
+    x = check_init_noise(given, spec.n, space)
+    if spec.init_noise is not None and noise_digest(x) != spec.init_noise:
+        raise SchemaError(
+            f"job {spec.job_id}: this is not the initial noise its spec names ({spec.init_noise[:12]})"
+        )
+    return x
 
 
 @dataclass(frozen=True, eq=False)
@@ -188,10 +208,12 @@ def sample_local(
     resolved: ResolvedJob,
     on_step: Callable[[int, float, np.ndarray, StepPlan], None] | None = None,
     prompt: np.ndarray | None = None,
+    init_noise: np.ndarray | None = None,
 ) -> np.ndarray:
     """Sample a resolved job in-process, in its space (resolved.space). Returns x at t = 1, float32
     [n, C, H, W]. prompt: a text job's prompt embedding, which a prompt-aware router reads on every row
-    (text_rows.job_velocities gives it).
+    (text_rows.job_velocities gives it). init_noise: x at t = 0 instead of the seed's (a spec that names
+    one, JobSpec.init_noise, needs it, and its digest must match: schema/init_noise.py).
 
     on_step(step, t, x, plan) is called after each step with the new x (step counts from 1) and the
     routing of the step's first evaluation (the one at x before the step, which frames record).
@@ -201,7 +223,7 @@ def sample_local(
     route_y = job.labels
     if policy.reads_prompts and prompt is not None:
         route_y = np.repeat(np.asarray(prompt, np.float32)[None], spec.n, axis=0)
-    x, history = job.noise(), SolverHistory()
+    x, history = start_noise(resolved, init_noise), SolverHistory()
     for i in range(spec.steps):
         mixed: list[np.ndarray] = []
         plans: list[StepPlan] = []

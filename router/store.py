@@ -39,9 +39,11 @@ from dataclasses import dataclass
 import numpy as np
 import redis
 
+from ddm.router.sampler import initial_noise
 from ddm.schema import jobs
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import SchemaError
+from ddm.schema.init_noise import stored_noise
 from ddm.schema.jobs import JobHash, ResumeState
 from ddm.schema.messages import Frame, JobSpec, JobStatus
 from ddm.schema.names import Names
@@ -189,6 +191,14 @@ class JobStore:
         """(steps done, x float32 [n,C,H,W] of `space`) stored after the last completed step, or None."""
         raw = self.r.hgetall(self.names.state(job_id))
         return ResumeState.decode(raw, n, space) if raw else None
+
+    def load_init_noise(self, spec: JobSpec, space: SampleSpace) -> np.ndarray:
+        """The initial noise a job starts from: its seed's, or the one stored for it (schema/init_noise.py;
+        SchemaError when that is missing or not the one its spec names)."""
+        if spec.init_noise is None:
+            return initial_noise(spec, space)
+        data = self.r.get(self.names.init_noise(spec.job_id))
+        return stored_noise(spec.job_id, data, spec.init_noise, spec.n, space)
 
     # -- writing (router worker) ----------------------------------------------------------------
 

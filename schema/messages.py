@@ -43,7 +43,7 @@ from .message_base import (
     check_samples,
     check_url,
 )
-from .names import check_job_id
+from .names import DIGEST_RE, check_job_id
 from .precision import PRECISIONS
 from .sample_space import SampleSpace
 from .solver import Grid, Solver
@@ -117,9 +117,10 @@ class JobSpec(_Message):
     solver and grid (schema/solver.py) may be None too: the deployment's defaults (Euler on the uniform
     grid unless it says otherwise). prompt and negative_prompt: a text deployment's (schema/
     conditioning.py; at most MAX_PROMPT_CHARS characters, no control characters but line breaks and
-    tabs). notify: an http(s) URL POSTed once when the job ends (router/notify.py). Left unset, these
-    six are not encoded, so a spec from before them keeps its bytes and its
-    digest.
+    tabs). notify: an http(s) URL POSTed once when the job ends (router/notify.py). init_noise: the
+    digest (schema/jobs.py noise_digest) of the initial noise the job starts from instead of its seed's,
+    stored beside it in Redis by Client.submit(init_noise=...) (names.init_noise). Left unset, these
+    seven are not encoded, so a spec from before them keeps its bytes and its digest.
     """
 
     TYPE: ClassVar[str] = "job_spec"
@@ -131,6 +132,7 @@ class JobSpec(_Message):
         "prompt",
         "negative_prompt",
         "notify",
+        "init_noise",
     )
 
     job_id: str
@@ -148,6 +150,8 @@ class JobSpec(_Message):
     negative_prompt: str | None = None
     # an http(s) URL the router POSTs the job's end to, once (router/notify.py; None: no webhook)
     notify: str | None = None
+    # 32 hex digits naming the initial noise stored at names.init_noise(job_id) (None: its seed's noise)
+    init_noise: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -212,6 +216,10 @@ class JobSpec(_Message):
                 check_prompt(name, getattr(self, name))
         if self.notify is not None:
             check_url("notify", self.notify)
+        if self.init_noise is not None and not (
+            isinstance(self.init_noise, str) and DIGEST_RE.fullmatch(self.init_noise)
+        ):
+            raise SchemaError(expected("init_noise, the noise's digest: 32 hex digits", self.init_noise))
         if self.negative_prompt is not None and self.prompt is None:
             raise SchemaError(expected("a prompt with the negative prompt", "a negative prompt alone"))
 
@@ -253,7 +261,10 @@ class JobSpec(_Message):
 
 # A job's options beside its labels: JobSpec's own fields, declared once there. The client
 # (Client.generate), the CLI's job flags, the UI's form, the bench and the eval build jobs from them.
-JOB_OPTIONS = tuple(f.name for f in dataclasses.fields(JobSpec) if f.name not in ("job_id", "labels"))
+# init_noise is not an option: it names an array that travels beside the spec (Client.submit's init_noise)
+JOB_OPTIONS = tuple(
+    f.name for f in dataclasses.fields(JobSpec) if f.name not in ("job_id", "labels", "init_noise")
+)
 
 
 def job_options(source: object, **override: Any) -> dict[str, Any]:

@@ -108,6 +108,11 @@ class Names:
         """Latest resumable sampler state of a job (survives a router crash)."""
         return f"{self.prefix}ddm:state:{check_job_id(job_id)}"
 
+    def init_noise(self, job_id: str) -> str:
+        """String: the initial noise a job starts from instead of its seed's (schema/jobs.py
+        encode_result's format), written by Client.submit with the job hash, named by JobSpec.init_noise."""
+        return f"{self.prefix}ddm:init:{check_job_id(job_id)}"
+
     def lease(self, job_id: str) -> str:
         """The router that runs a job: its lease token, set if absent with an expiry, renewed while it
         runs (one owner per job, whatever the broker delivers twice)."""

@@ -22,6 +22,7 @@ schema/jobs.py, the layout docs/PROTOCOL.md. Following a job (frames, wait) is d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 import warnings
@@ -48,6 +49,7 @@ from ddm.client.queue import QueueReading
 from ddm.runtime.redis_conn import connect_redis
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, expected
+from ddm.schema.init_noise import check_init_noise, noise_digest
 from ddm.schema.jobs import (
     DEADLINE_FIELD,
     JobHash,
@@ -55,6 +57,7 @@ from ddm.schema.jobs import (
     cancelled_fields,
     decode_result,
     degraded_text,
+    encode_result,
     queued_fields,
     stamp,
 )
@@ -188,6 +191,7 @@ class Client(JobFollowing, JobListing, QueueReading):
         queue_anyway: bool = False,
         priority: int | None = None,
         deadline_s: float | None = None,
+        init_noise: np.ndarray | None = None,
     ) -> str:
         """Validate `spec`, create its job hash (status queued) and queue it on ddm.jobs. Returns the job id.
 
@@ -212,13 +216,13 @@ class Client(JobFollowing, JobListing, QueueReading):
         unfinished past then cancels it, with "deadline passed" in its error: when it takes the job from
         the queue, or at its next stored step (a job waiting for an expert is failed by the expert-loss
         grace instead). None: no deadline.
+
+        init_noise: float [n, C, H, W] of the serving sample space, the noise the job starts from instead
+        of its seed's (schema/init_noise.py): stored beside the job, its digest recorded as the submitted
+        spec's init_noise (`status(job).spec` shows it).
         """
         _check_submission(spec, priority, deadline_s)
-        if check:
-            descriptor = self.deployment()
-            descriptor.check(spec)
-            if not queue_anyway:
-                self._refuse_unserved(spec, descriptor)
+        spec, noise = self._checked(spec, check, queue_anyway, init_noise)
         body = spec.encode(max_bytes=self.settings.max_message_bytes)
         key = self.names.job(spec.job_id)
         now = time.time()
@@ -241,17 +245,35 @@ class Client(JobFollowing, JobListing, QueueReading):
             pipe.expire(key, self.settings.queued_ttl_s)
             pipe.zadd(self.names.jobs_index, {spec.job_id: now})
             pipe.zadd(self.names.queue, {spec.job_id: score})  # before the publish: a router removes it
+            if noise is not None:  # kept as long as the job may still start or restart from it
+                ttl = self.settings.queued_ttl_s + self.settings.job_ttl_s
+                pipe.set(self.names.init_noise(spec.job_id), encode_result(noise), ex=ttl)
 
         self.redis.transaction(create, key)
         try:
             self._publish(spec.job_id, body, priority)
         except BaseException:
             # nothing was queued: leave no queued-forever hash behind
-            self.redis.delete(key)
+            self.redis.delete(key, self.names.init_noise(spec.job_id))
             self.redis.zrem(self.names.jobs_index, spec.job_id)
             self.redis.zrem(self.names.queue, spec.job_id)
             raise
         return spec.job_id
+
+    def _checked(
+        self, spec: JobSpec, check: bool, queue_anyway: bool, init_noise: np.ndarray | None
+    ) -> tuple[JobSpec, np.ndarray | None]:
+        """submit's checks against the serving deployment; the spec naming its initial noise, and the
+        noise as stored (None: the seed's)."""
+        descriptor = self.deployment() if check or init_noise is not None else None
+        if check:
+            descriptor.check(spec)
+            if not queue_anyway:
+                self._refuse_unserved(spec, descriptor)
+        if init_noise is None:
+            return spec, None
+        noise = check_init_noise(init_noise, spec.n, descriptor.sample_space)
+        return dataclasses.replace(spec, init_noise=noise_digest(noise)), noise
 
     def _publish(self, job_id: str, body: bytes, priority: int | None = None) -> None:
         import pika
@@ -380,6 +402,7 @@ class Client(JobFollowing, JobListing, QueueReading):
         queue_anyway: bool = False,
         timeout: float | None = None,
         on_degraded: str = "warn",
+        init_noise: np.ndarray | None = None,
         **options,
     ) -> np.ndarray:
         """Submit, wait and return the images in one call: float32 [len(labels) * n, C, H, W].
@@ -391,14 +414,13 @@ class Client(JobFollowing, JobListing, QueueReading):
         JobSpec's fields (schema/messages.py JOB_OPTIONS): steps (50), seed (0), and strategy, guidance,
         on_expert_loss, solver, grid, prompt and negative_prompt, which unset take the serving
         deployment's defaults (a solver or grid it does not serve is refused, naming the ones it does).
-        on_degraded as in result(). Raises what submit and result raise (JobFailedError,
-        JobTimeoutError, ExpertUnavailableError and DecoderUnavailableError unless queue_anyway,
-        JobDegradedError with on_degraded="raise", ...).
+        on_degraded as in result(); init_noise as in submit(). Raises what submit and result raise
+        (JobFailedError, JobTimeoutError, ExpertUnavailableError and DecoderUnavailableError unless
+        queue_anyway, JobDegradedError with on_degraded="raise", ...).
         """
         spec = generation_spec(labels, n, **options)
-        return self.result(
-            self.submit(spec, queue_anyway=queue_anyway), timeout=timeout, on_degraded=on_degraded
-        )
+        job_id = self.submit(spec, queue_anyway=queue_anyway, init_noise=init_noise)
+        return self.result(job_id, timeout=timeout, on_degraded=on_degraded)
 
 
 __all__ = ["Client", "read_stream"]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from ddm.schema.errors import ConfigError
+import numpy as np
+
+from ddm.schema.errors import ConfigError, SchemaError
 from ddm.schema.messages import MAX_SAMPLES, JobSpec, job_options
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import SOLVERS
@@ -80,7 +83,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="classifier-free guidance scale (1 = none; default: the serving deployment's)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the initial noise")
+    _add_start_flags(parser)
     parser.add_argument(
         "--prompt",
         default=None,
@@ -91,6 +94,19 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "--negative-prompt",
         default=None,
         help="with --prompt: what guidance steers away from (default: the empty prompt)",
+    )
+
+
+def _add_start_flags(parser: argparse.ArgumentParser) -> None:
+    """Where a job starts: its seed's noise, or a given one."""
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial noise")
+    parser.add_argument(
+        "--init-noise",
+        type=Path,
+        default=None,
+        metavar="FILE.npy",
+        help="start from this noise instead of the seed's: float [n, C, H, W] of the deployment's sample "
+        "space (to reproduce a run exactly, or compare against another implementation from the same start)",
     )
 
 
@@ -186,3 +202,14 @@ def job_spec(args: argparse.Namespace, labels: list[int], **more) -> JobSpec:
     """The JobSpec the shared job flags describe, with a fresh id; `more`: fields a command adds
     (`ddm submit`'s on_expert_loss)."""
     return JobSpec.new(labels, **job_options(args, **more))
+
+
+def read_init_noise(args: argparse.Namespace) -> np.ndarray | None:
+    """--init-noise's array (np.load without pickles: a file a user handed us), or None; its shape is
+    checked against the job where it is used (schema/init_noise.py)."""
+    if args.init_noise is None:
+        return None
+    try:
+        return np.load(args.init_noise, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise SchemaError(f"--init-noise {args.init_noise}: expected a .npy file of floats: {exc}") from None

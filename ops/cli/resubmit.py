@@ -12,7 +12,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Queue an earlier job's spec again under a new job id: the same labels, steps, strategy, guidance, "
         "solver, grid and prompt as submitted (what the job left to the deployment is left to it again), "
-        "with --seed another seed. Prints the new job id."
+        "with --seed another seed. A job that started from a given noise (--init-noise) starts from it "
+        "again (the seed then changes nothing). Prints the new job id."
     )
     parser.add_argument("job", help=JOB_ID_HELP)
     parser.add_argument("--seed", type=int, default=None, help="another seed (default: the job's)")
@@ -28,6 +29,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.client.client import Client
     from ddm.ops.command_kit import print_json
     from ddm.schema.errors import SchemaError
+    from ddm.schema.init_noise import stored_noise
     from ddm.schema.messages import JobSpec, job_options
 
     with Client() as client:
@@ -42,7 +44,13 @@ def main(args: argparse.Namespace) -> int:
         # a job stored before null was the word carries K for an unconditional image: sent as null
         submitted = submitted.as_submitted(status.space or client.deployment().sample_space)
         spec = JobSpec.new(submitted.labels, **job_options(submitted, **seed))
-        client.submit(spec, queue_anyway=args.queue_anyway)
+        noise = None
+        if submitted.init_noise is not None:  # it started from a given noise: so does its repeat
+            data = client.redis.get(client.names.init_noise(job))
+            noise = stored_noise(
+                job, data, submitted.init_noise, submitted.n, status.space or client.deployment().sample_space
+            )
+        client.submit(spec, queue_anyway=args.queue_anyway, init_noise=noise)
     if args.json:
         print_json({"job_id": spec.job_id, "resubmits": job, "spec": spec.to_dict()})
     else:

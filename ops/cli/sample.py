@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ddm.ops.cli.job_flags import add_job_arguments, job_labels, job_spec
+from ddm.ops.cli.job_flags import add_job_arguments, job_labels, job_spec, read_init_noise
 from ddm.ops.command_kit import add_deployment_flag
 from ddm.schema.deployment import resolve_deployment
+from ddm.schema.init_noise import check_init_noise, noise_digest
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +57,10 @@ def main(args: argparse.Namespace) -> int:
     loaded = read_deployment(deployment)
     policy = loaded.policy()
     spec = job_spec(args, labels)
+    noise = read_init_noise(args)
+    if noise is not None:  # named by its digest in the spec, as Client.submit names it for the pipeline
+        noise = check_init_noise(noise, spec.n, deployment.sample_space)
+        spec = dataclasses.replace(spec, init_noise=noise_digest(noise))
     # Exactly as the router does: check against the deployment's descriptor, fill in its defaults.
     descriptor = loaded.describe(policy, "local")
     descriptor.check(spec)
@@ -77,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
         bar.update(1)
 
     t0 = time.perf_counter()
-    x = sample_local(fns, policy, job, on_step=on_step, prompt=prompt)
+    x = sample_local(fns, policy, job, on_step=on_step, prompt=prompt, init_noise=noise)
     bar.close()
     value_range = deployment.sample_space.value_range
     if decoder is not None:  # the final latents to pixels, as the decoder worker does for the pipeline

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ddm.ops.cli.job_flags import add_job_arguments, job_labels, job_spec, live_space
+from ddm.ops.cli.job_flags import add_job_arguments, job_labels, job_spec, live_space, read_init_noise
 from ddm.schema.messages import EXPERT_LOSS_POLICIES
 from ddm.schema.topology import JOB_MAX_PRIORITY
 
@@ -98,6 +98,7 @@ def main(args: argparse.Namespace) -> int:
             queue_anyway=args.queue_anyway,
             priority=args.priority,
             deadline_s=args.deadline,
+            init_noise=read_init_noise(args),
         )
         if not args.json:
             print(job_id, flush=True)  # stdout carries only the id: JOB=$(ddm submit ...)

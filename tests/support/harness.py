@@ -218,15 +218,16 @@ def wait_for_step(client, job_id: str, step: int, timeout: float = 120.0) -> int
     raise TimeoutError(f"job {job_id} did not reach step {step}")
 
 
-def local_reference(deployment_path, spec: JobSpec) -> np.ndarray:
-    """What `ddm sample --local` gives for `spec` (its unset fields resolved as the router resolves them):
-    the answer a pipeline run must equal."""
-    return local_references(deployment_path, [spec])[0]
+def local_reference(deployment_path, spec: JobSpec, init_noise: np.ndarray | None = None) -> np.ndarray:
+    """What `ddm sample --local` gives for `spec` (its unset fields resolved as the router resolves them;
+    from `init_noise` where given): the answer a pipeline run must equal."""
+    return local_references(deployment_path, [spec], [init_noise])[0]
 
 
-def local_references(deployment_path, specs: list[JobSpec]) -> list[np.ndarray]:
-    """local_reference of every spec, loading (and compiling) the experts once. A latent deployment's
-    are the final latents (decode them with router.deployment_loader.load_decoder, as `ddm sample`)."""
+def local_references(deployment_path, specs: list[JobSpec], noises: list | None = None) -> list[np.ndarray]:
+    """local_reference of every spec (and its initial noise, None: the seed's), loading (and compiling)
+    the experts once. A latent deployment's are the final latents (decode them with
+    router.deployment_loader.load_decoder, as `ddm sample`)."""
     from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.router.sampler import sample_local
     from ddm.schema.deployment import Deployment
@@ -239,7 +240,8 @@ def local_references(deployment_path, specs: list[JobSpec]) -> list[np.ndarray]:
     descriptor = describe(deployment, policy, "local")
     jobs = [descriptor.resolve(spec) for spec in specs]
     local = [job_velocities(velocities, job) for job in jobs]
+    noises = noises or [None] * len(jobs)
     return [
-        sample_local(lj.velocities, policy, job, prompt=lj.prompt)
-        for lj, job in zip(local, jobs, strict=True)
+        sample_local(lj.velocities, policy, job, prompt=lj.prompt, init_noise=noise)
+        for lj, job, noise in zip(local, jobs, noises, strict=True)
     ]
