@@ -1,7 +1,7 @@
 // ddm web UI: the Socket.IO connection (io() is the vendored socket.io.min.js, a classic script loaded
 // before the modules) and the pill that says what it is connected to.
 
-import { $, hideAlert, showAlert } from "./dom.js";
+import { $, announce, hideAlert, showAlert } from "./dom.js";
 import { state } from "./state.js";
 import { currentToken, rememberToken, tokenField } from "./auth.js";
 
@@ -21,6 +21,7 @@ if (tokenField) {
     socket.emit("auth", { token: currentToken() }, (res) => {
       if (res && !res.ok) showAlert($("job-error"), res.kind, res.error);
       else hideAlert($("job-error"));
+      announce("ddm:auth", { ok: !!(res && res.ok) }); // who.js asks who it is only for a key taken
     });
   });
 }

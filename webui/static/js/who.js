@@ -3,7 +3,7 @@
 // for a key or token (the sign-in field exists).
 
 import { $ } from "./dom.js";
-import { authHeaders, currentToken, rememberToken, tokenField } from "./auth.js";
+import { currentToken, rememberToken, tokenField } from "./auth.js";
 import { socket } from "./connection.js";
 
 const REFRESH_MS = 3000; // at most one /api/me per overview push period
@@ -30,12 +30,14 @@ function render(me) {
   $("recent-title").textContent = me.admin ? "All jobs" : "My jobs";
 }
 
+// Asked only once the server took the key (its socket got an overview, or accepted the key typed in):
+// a wrong key is never sent over HTTP from here, where the browser would log its 401 as an error.
 let last = 0;
+let accepted = null; // the key the server last took (not what the field holds while it is typed in)
 function refreshWho(force) {
-  if (!force && Date.now() - last < REFRESH_MS) return;
+  if (!accepted || (!force && Date.now() - last < REFRESH_MS)) return;
   last = Date.now();
-  if (!currentToken()) return render(null);
-  fetch("/api/me", { headers: authHeaders() })
+  fetch("/api/me", { headers: { Authorization: "Bearer " + accepted } })
     .then((r) => (r.ok ? r.json() : null))
     .then(render)
     .catch(() => {});
@@ -49,7 +51,11 @@ function renderOthers(others) {
 }
 
 if (tokenField) {
-  tokenField.addEventListener("change", () => refreshWho(true));
+  tokenField.addEventListener("change", () => currentToken() || render(null));
+  document.addEventListener("ddm:auth", (ev) => {
+    accepted = ev.detail.ok ? currentToken() : null;
+    return accepted ? refreshWho(true) : render(null);
+  });
   $("sign-out").addEventListener("click", () => {
     tokenField.value = "";
     rememberToken();
@@ -57,7 +63,8 @@ if (tokenField) {
   });
   socket.on("overview", (o) => {
     renderOthers(o.others);
-    refreshWho(false);
+    if (!accepted && currentToken()) accepted = currentToken(); // overviews reach readers only: it was taken
+    refreshWho(!last);
   });
-  refreshWho(true);
+  if (!currentToken()) render(null);
 }
