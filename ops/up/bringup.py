@@ -32,6 +32,17 @@ START_HINT = (
 )
 
 
+def submit_hint(deployment) -> str:
+    """A first job this deployment takes, for the ready line: a text deployment's first example prompt,
+    a label of a class deployment (7 where it has eight classes or more), nothing for an unconditional
+    one."""
+    if deployment.conditioning.kind == "text":
+        prompt = deployment.example_prompts[0] if deployment.example_prompts else "a red heart"
+        return f'ddm submit --prompt "{prompt}" --wait'
+    classes = deployment.sample_space.num_classes
+    return f"ddm submit --label {7 if classes > 7 else 0} --wait" if classes else "ddm submit --wait"
+
+
 @dataclass(frozen=True)
 class UpOptions:
     """What `ddm up` brings up and how (its flags, ddm.ops.cli.up)."""
@@ -319,7 +330,7 @@ class _Running:
             if o.ui:
                 _say(f"web UI at {ui_url(o.ui_host, o.ui_port)}")
             _say(
-                "ready. Submit with `ddm submit --label 7 --wait`. Stop everything with Ctrl-C here, or "
+                f"ready. Submit with `{submit_hint(self.deployment)}`. Stop everything with Ctrl-C here, or "
                 "`ddm down` when it runs detached (`ddm logs -f` follows it then)."
             )
             while True:
