@@ -15,7 +15,7 @@ import pytest
 
 from ddm.schema.conditioning import Conditioning
 from ddm.schema.messages import JobSpec, JobStatus, VelocityRequest
-from tests.support.harness import Pipeline, local_reference
+from tests.support.harness import Pipeline, local_reference, local_references
 from tests.support.services import amqp_channel
 from tests.support.text import TEXT_SPACE, needs_text_encoder, text_spec, write_text_deployment_file
 
@@ -79,6 +79,7 @@ SPECS = [
 
 
 def test_text_jobs_equal_the_in_process_sampler_with_guidance_and_negative_prompts(text_deployment, tmp_path):
+    references = local_references(text_deployment, SPECS)  # the experts loaded (and compiled) once
     with Pipeline(text_deployment, tmp_path) as pipe:
         pipe.start_text_encoder("text")
         pipe.up({"e0": 0, "e1": 1})
@@ -86,13 +87,13 @@ def test_text_jobs_equal_the_in_process_sampler_with_guidance_and_negative_promp
         client = pipe.client()
         for spec in SPECS:
             client.submit(spec)
-        for spec in SPECS:
+        for spec, reference in zip(SPECS, references, strict=True):
             x = client.result(spec.job_id, timeout=120)
-            assert np.abs(x - local_reference(text_deployment, spec)).max() <= 1e-4
+            assert np.abs(x - reference).max() <= 1e-4
         assert pipe.counter("text", "requests", 2) == 2  # once per job, not per step
         # Client.generate(prompt=...): no labels to give, the deployment's null label on every image
         x = client.generate(prompt="a red apple", n=2, steps=6, seed=1, timeout=120)
-        assert np.abs(x - local_reference(text_deployment, SPECS[0])).max() <= 1e-4
+        assert np.abs(x - references[0]).max() <= 1e-4
         stored = pipe.redis.keys(f"{pipe.prefix}ddm:text:*")
         assert len(stored) == 4  # two prompts, the empty prompt and "red" (the third job's are stored)
 
@@ -113,6 +114,7 @@ def test_a_prompt_aware_router_routes_each_prompt_to_its_expert_in_the_pipeline(
     assert policy.reads_prompts
     assert policy.route_probs(noise, np.zeros(2, np.float32), embeddings).argmax(1).tolist() == [0, 1]
     specs = [JobSpec.new([None, None], steps=4, seed=5, prompt=p) for p in PROMPTS]
+    references = local_references(prompt_router_deployment, specs)
     with Pipeline(prompt_router_deployment, tmp_path) as pipe:
         pipe.start_text_encoder("text")
         pipe.up({"e0": 0, "e1": 1})
@@ -120,9 +122,9 @@ def test_a_prompt_aware_router_routes_each_prompt_to_its_expert_in_the_pipeline(
         client = pipe.client()
         for spec in specs:
             client.submit(spec)
-        for spec, expert in zip(specs, (0, 1), strict=True):
+        for spec, expert, reference in zip(specs, (0, 1), references, strict=True):
             x = client.result(spec.job_id, timeout=120)
-            assert np.abs(x - local_reference(prompt_router_deployment, spec)).max() <= 1e-4
+            assert np.abs(x - reference).max() <= 1e-4
             assert {f.experts for f in client.frames(spec.job_id, follow=False)} == {(expert,)}
 
 
@@ -135,40 +137,53 @@ def test_a_text_requests_rows_carry_keys_not_embeddings(text_deployment):
     assert 32 * 4 <= keyed - plain <= 32 * 4 + 64  # the keys, and the field's name and array header
 
 
-@pytest.mark.parametrize("victim", ["text", "e1", "router"])
-def test_a_kill_9_mid_job_changes_nothing(text_deployment, tmp_path, victim):
-    spec = JobSpec.new([None, None], steps=12, seed=7, prompt="a green frog", guidance=2.0)
-    with Pipeline(text_deployment, tmp_path, timeout_s=3.0) as pipe:
+def kill_spec() -> JobSpec:
+    """The job each kill test runs (a fresh id each time; the image depends on the fields only)."""
+    return JobSpec.new([None, None], steps=12, seed=7, prompt="a green frog", guidance=2.0)
+
+
+@pytest.fixture(scope="module")
+def kill_reference(text_deployment):
+    return local_reference(text_deployment, kill_spec())
+
+
+@pytest.fixture(scope="module")
+def kill_pipeline(text_deployment, tmp_path_factory):
+    """One pipeline for the three kill tests: each kills one worker mid-job and starts its replacement
+    under a new name, so the next test finds every stage served again (one start-up, not three)."""
+    with Pipeline(text_deployment, tmp_path_factory.mktemp("kill"), timeout_s=3.0) as pipe:
         pipe.start_text_encoder("text")
         pipe.up({"e0": 0, "e1": 1})
         pipe.wait_ready("text")
-        client = pipe.client()
-        if victim == "text":  # frozen holding the request, then killed: the broker gives it to the next
-            with amqp_channel() as ch:
-                _until(lambda: _queue(ch, pipe.names.text_queue).consumer_count, "the encoder never consumed")
-                pipe.procs["text"].send_signal(signal.SIGSTOP)
-                client.submit(spec)
-                _until(
-                    lambda: client.status(spec.job_id).status is JobStatus.RUNNING, "the job never started"
-                )
-                time.sleep(1.0)  # the router asked (no step runs without the embeddings)
-                _until(
-                    lambda: not _queue(ch, pipe.names.text_queue).message_count, "the request was not taken"
-                )
-            assert client.status(spec.job_id).step == 0
-            pipe.kill9("text")
-            pipe.start_text_encoder("rescuer")
-        else:
+        yield pipe
+
+
+@pytest.mark.parametrize("victim", ["text", "e1", "router"])
+def test_a_kill_9_mid_job_changes_nothing(kill_pipeline, kill_reference, victim):
+    pipe, spec = kill_pipeline, kill_spec()
+    client = pipe.client()
+    if victim == "text":  # frozen holding the request, then killed: the broker gives it to the next
+        with amqp_channel() as ch:
+            _until(lambda: _queue(ch, pipe.names.text_queue).consumer_count, "the encoder never consumed")
+            pipe.procs["text"].send_signal(signal.SIGSTOP)
             client.submit(spec)
-            _until(lambda: client.status(spec.job_id).step >= 3, "the job never got going")
-            pipe.kill9(victim)
-            if victim == "router":
-                pipe.start_router("router2")
-            else:
-                pipe.start_expert(1, "e1b")
-        x = client.result(spec.job_id, timeout=180)
-        assert client.status(spec.job_id).status is JobStatus.DONE
-    assert np.abs(x - local_reference(text_deployment, spec)).max() <= 1e-4
+            _until(lambda: client.status(spec.job_id).status is JobStatus.RUNNING, "the job never started")
+            time.sleep(1.0)  # the router asked (no step runs without the embeddings)
+            _until(lambda: not _queue(ch, pipe.names.text_queue).message_count, "the request was not taken")
+        assert client.status(spec.job_id).step == 0
+        pipe.kill9("text")
+        pipe.start_text_encoder("rescuer")
+    else:
+        client.submit(spec)
+        _until(lambda: client.status(spec.job_id).step >= 3, "the job never got going")
+        pipe.kill9(victim)
+        if victim == "router":
+            pipe.start_router("router2")
+        else:
+            pipe.start_expert(1, "e1b")
+    x = client.result(spec.job_id, timeout=180)
+    assert client.status(spec.job_id).status is JobStatus.DONE
+    assert np.abs(x - kill_reference).max() <= 1e-4
 
 
 def _queue(ch, queue: str):

@@ -228,16 +228,10 @@ def local_references(deployment_path, specs: list[JobSpec], noises: list | None 
     """local_reference of every spec (and its initial noise, None: the seed's), loading (and compiling)
     the experts once. A latent deployment's are the final latents (decode them with
     router.deployment_loader.load_decoder, as `ddm sample`)."""
-    from ddm.router.deployment_loader import describe, load_experts, load_policy
     from ddm.router.sampler import sample_local
-    from ddm.schema.deployment import Deployment
     from ddm.workers.text_rows import job_velocities
 
-    deployment = Deployment.load(deployment_path)
-    policy = load_policy(deployment)
-    experts = load_experts(deployment)
-    velocities = {k: e.velocity for k, e in experts.items()}
-    descriptor = describe(deployment, policy, "local")
+    policy, velocities, descriptor = _loaded(deployment_path)
     jobs = [descriptor.resolve(spec) for spec in specs]
     local = [job_velocities(velocities, job) for job in jobs]
     noises = noises or [None] * len(jobs)
@@ -245,3 +239,37 @@ def local_references(deployment_path, specs: list[JobSpec], noises: list | None 
         sample_local(lj.velocities, policy, job, prompt=lj.prompt, init_noise=noise)
         for lj, job, noise in zip(local, jobs, noises, strict=True)
     ]
+
+
+_LOADED: list[tuple[object, tuple]] = []  # (fingerprint, (policy, velocities, descriptor)), newest last
+_LOADED_MAX = 3  # deployments kept loaded in one test process (a few MB each)
+
+
+def _loaded(deployment_path) -> tuple:
+    """The deployment's policy, expert velocities and local descriptor, loaded (and the JAX buckets
+    compiled) once per test process while nothing under its files changes: many tests take several
+    local references of one deployment. Keyed by the Deployment record and the size and mtime of every
+    file of its experts, router and decoder, so a test that rewrites a checkpoint loads it again."""
+    from ddm.router.deployment_loader import describe, load_experts, load_policy
+    from ddm.schema.deployment import Deployment
+
+    deployment = Deployment.load(deployment_path)
+    key = (deployment, _files_stat(deployment))
+    for i, (seen, loaded) in enumerate(_LOADED):
+        if seen == key:
+            _LOADED.append(_LOADED.pop(i))
+            return loaded
+    policy = load_policy(deployment)
+    velocities = {k: e.velocity for k, e in load_experts(deployment).items()}
+    loaded = (policy, velocities, describe(deployment, policy, "local"))
+    _LOADED[: max(0, len(_LOADED) - _LOADED_MAX + 1)] = []
+    _LOADED.append((key, loaded))
+    return loaded
+
+
+def _files_stat(deployment) -> tuple:
+    folders = [e.checkpoint for e in deployment.experts] + [
+        entry.checkpoint for entry in (deployment.router, deployment.decoder) if entry and entry.checkpoint
+    ]
+    files = [Path(deployment.path)] + sorted(f for d in folders for f in Path(d).rglob("*") if f.is_file())
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
