@@ -212,4 +212,15 @@ def _whole_spec(data: object) -> JobSpec | None:
         spec.validate()
     except SchemaError as exc:
         raise SubmitError("bad_input", f"spec: {exc}") from None
+    named = [field for field in NOT_OVER_HTTP if getattr(spec, field) is not None]
+    if named:
+        why = (
+            "the router would POST to a URL a user of the web UI named, or start from a noise it never stored"
+        )
+        raise SubmitError("bad_input", f"spec: {named} cannot be set through the web UI ({why})")
     return spec
+
+
+# JobSpec fields a web user may not set: a webhook (the router would fetch any URL from its own network)
+# and a given initial noise (stored only by the broker client beside the job: Client.submit init_noise)
+NOT_OVER_HTTP = ("notify", "init_noise")

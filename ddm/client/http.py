@@ -11,7 +11,8 @@ and Redis (issue 39: the UI's `/api/jobs`, with `Authorization: Bearer KEY`).
 
 It is a second class, not Client with a key, because it reaches less: a job's status, result, cancel and
 the recent jobs its key may see, and nothing of the broker (no frames: watch those on the page or
-the OpenAI stream). A result is the stored float32 array, read from `.npy` with allow_pickle=False.
+the OpenAI stream), and a spec may not name a webhook (`notify`) or an initial noise over HTTP. A result
+is the stored float32 array, read from `.npy` with allow_pickle=False.
 Refusals: AccessRefusedError (401, 403, 429), SchemaError (400), JobNotFoundError (404, which is also
 what another user's job answers), ServiceUnavailableError (503); a job that ends without images,
 JobFailedError or JobCancelledError.

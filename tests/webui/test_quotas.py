@@ -154,3 +154,21 @@ def test_limits_hold_under_200_concurrent_clients_over_two_ui_processes(producti
     print(
         f"200 clients over 2 UI processes: {accepted} of a 20/min key's submits and 5 of a 5-job key's taken"
     )
+
+
+def test_a_whole_spec_over_http_may_not_name_a_webhook_or_a_noise(quota_app, fake):
+    """POST /api/jobs {"spec": ...} (HttpClient) takes any JobSpec but these two: a webhook URL would make
+    the router POST wherever a web user says, from its own network; an initial noise is stored only by
+    the broker client. Refused with 400 naming the field, nothing queued."""
+    from ddm.schema.messages import JobSpec
+
+    app, make_key = quota_app
+    http = app.test_client()
+    key = make_key()
+    for field, value in (("notify", "http://169.254.169.254/latest"), ("init_noise", "0" * 32)):
+        spec = JobSpec.new([1], steps=2, **{field: value}).to_dict()
+        refused = http.post("/api/jobs", json={"spec": spec}, headers=bearer(key))
+        assert refused.status_code == 400 and field in refused.get_json()["error"], refused.get_json()
+    assert queued(fake) == 0
+    ok = http.post("/api/jobs", json={"spec": JobSpec.new([3, 1, 3], steps=2).to_dict()}, headers=bearer(key))
+    assert ok.status_code == 201 and queued(fake) == 1
