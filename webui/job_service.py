@@ -14,7 +14,7 @@ from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.descriptor import DeploymentDescriptor
 from ddm.schema.errors import DDMError, SchemaError, ServiceUnavailableError
 from ddm.schema.jobs import owner_fields
-from ddm.schema.messages import JobSpec
+from ddm.schema.messages import JobSpec, job_options
 from ddm.webui.jobs import SubmitError, describe_expert, parse_form
 from ddm.webui.keys import visible
 from ddm.webui.quota import JOBS_RETRY_S
@@ -202,7 +202,7 @@ class JobService:
 
 def _whole_spec(data: object) -> JobSpec | None:
     """{"spec": a JobSpec's JSON} (HttpClient.submit: any labels, in any order, as the broker's client
-    sends them) -> the JobSpec, checked by the schema; None for the page's form."""
+    sends them) -> the JobSpec, checked by the schema, under a fresh job id; None for the page's form."""
     if not isinstance(data, dict) or "spec" not in data:
         return None
     if set(data) != {"spec"}:
@@ -218,7 +218,8 @@ def _whole_spec(data: object) -> JobSpec | None:
             "the router would POST to a URL a user of the web UI named, or start from a noise it never stored"
         )
         raise SubmitError("bad_input", f"spec: {named} cannot be set through the web UI ({why})")
-    return spec
+    # a fresh id, as the form's jobs get: an id the user chose could say whether another's job exists
+    return JobSpec.new(spec.labels, **job_options(spec))
 
 
 # JobSpec fields a web user may not set: a webhook (the router would fetch any URL from its own network)

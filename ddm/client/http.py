@@ -64,7 +64,8 @@ class HttpClient:
         return self._json("GET", "/api/config")["deployment"]
 
     def submit(self, spec: JobSpec) -> str:
-        """Queue `spec` through the UI (its checks, the key's quotas); its job id."""
+        """Queue `spec` through the UI (its checks, the key's quotas); its job id, a fresh one: the UI
+        names the job, not spec.job_id."""
         if not isinstance(spec, JobSpec):
             raise SchemaError(expected("a JobSpec", type(spec).__name__))
         return self._json("POST", "/api/jobs", {"spec": spec.to_dict()})["job_id"]

@@ -170,5 +170,8 @@ def test_a_whole_spec_over_http_may_not_name_a_webhook_or_a_noise(quota_app, fak
         refused = http.post("/api/jobs", json={"spec": spec}, headers=bearer(key))
         assert refused.status_code == 400 and field in refused.get_json()["error"], refused.get_json()
     assert queued(fake) == 0
-    ok = http.post("/api/jobs", json={"spec": JobSpec.new([3, 1, 3], steps=2).to_dict()}, headers=bearer(key))
+    sent = JobSpec.new([3, 1, 3], steps=2)
+    ok = http.post("/api/jobs", json={"spec": sent.to_dict()}, headers=bearer(key))
     assert ok.status_code == 201 and queued(fake) == 1
+    got = ok.get_json()["spec"]
+    assert got["job_id"] != sent.job_id and got["labels"] == [3, 1, 3]  # its own id, the labels as sent
