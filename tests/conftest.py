@@ -18,6 +18,18 @@ from ddm.schema.settings import Settings  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.fakes import write_random_deployment  # noqa: E402
 
+
+def _share_jax_compilations() -> None:
+    """Every JAX compile of a test process (training, init, a direct jit) goes to the persistent cache the
+    expert workers already use (DDM_JAX_CACHE_DIR, default ~/.cache/ddm/jax): a program compiled once is
+    loaded by every other process and run that compiles it again (JAX reads this before it loads)."""
+    cache = Settings.from_env().jax_cache_dir
+    if cache.lower() not in ("", "0", "off", "none"):
+        os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.expanduser(cache))
+
+
+_share_jax_compilations()
+
 # Tests with these marks disturb what every other test shares (the broker restarts, a cluster takes the
 # CPU, hundreds of clients load it): `python -m tests` runs them alone, after the parallel phase.
 SERIAL_MARKS = ("broker_restart", "cluster", "load")

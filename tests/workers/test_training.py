@@ -126,11 +126,13 @@ class CrashAt:
 @pytest.fixture(scope="module")
 def jax_compile_cache(tmp_path_factory):
     """Each JaxTrainer jits its own step function (about 15 s to compile on a busy CPU); a persistent
-    compilation cache for this module lets the later trainers reuse the first one's executable."""
+    compilation cache lets the later trainers reuse the first one's executable: the session's
+    (tests/conftest.py), else one for this module."""
+    previous = jax.config.jax_compilation_cache_dir
     compilation_cache.reset_cache()
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("jax_cache")))
+    jax.config.update("jax_compilation_cache_dir", previous or str(tmp_path_factory.mktemp("jax_cache")))
     yield
-    jax.config.update("jax_compilation_cache_dir", None)
+    jax.config.update("jax_compilation_cache_dir", previous)
     compilation_cache.reset_cache()
 
 
