@@ -118,7 +118,7 @@ class JobSpec(_Message):
     grid unless it says otherwise). prompt and negative_prompt: a text deployment's (schema/
     conditioning.py; at most MAX_PROMPT_CHARS characters, no control characters but line breaks and
     tabs). notify: an http(s) URL POSTed once when the job ends (router/notify.py). init_noise: the
-    digest (schema/jobs.py noise_digest) of the initial noise the job starts from instead of its seed's,
+    digest (schema/init_noise.py noise_digest) of the initial noise the job starts from instead of its seed's,
     stored beside it in Redis by Client.submit(init_noise=...) (names.init_noise). Left unset, these
     seven are not encoded, so a spec from before them keeps its bytes and its digest.
     """

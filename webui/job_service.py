@@ -69,6 +69,8 @@ class JobService:
         try:
             spec = self._validated(data)
             self._queue(spec, queue, who)
+        except MaybeQueuedError:
+            raise  # whether the broker took it is unknown: nothing is given back
         except SubmitError:
             self.limiter.refund(key)
             if who.rate_per_min is not None and self.quotas is not None:
@@ -128,6 +130,8 @@ class JobService:
         self._reserve(who, spec)
         try:
             self._publish(spec, queue)
+        except MaybeQueuedError:
+            raise  # the broker may have the job: its place stays taken (freed if no hash appears)
         except SubmitError:
             if who.max_jobs is not None and self.quotas is not None:
                 self.quotas.release(who.key_id, spec.job_id)
@@ -147,7 +151,7 @@ class JobService:
                 raise SubmitError("unavailable", f"the broker refused the job: {exc}") from None
             except Exception as exc:  # noqa: BLE001 - a broker connection lost mid-publish, say so plainly
                 self.client.close()
-                raise SubmitError(
+                raise MaybeQueuedError(
                     "unavailable", f"could not queue the job: {type(exc).__name__}: {exc}"
                 ) from None
 
@@ -198,6 +202,12 @@ class JobService:
             if self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+class MaybeQueuedError(SubmitError):
+    """The publish failed in a way that leaves unknown whether the broker took the job (a connection
+    lost mid-publish): the rate's token and the key's place are not given back, since a router may run
+    it (the place frees itself if the job never appears: quota.py RESERVED_GRACE_S)."""
 
 
 def _whole_spec(data: object) -> JobSpec | None:

@@ -271,9 +271,14 @@ class Client(JobFollowing, JobListing, QueueReading):
             if not queue_anyway:
                 self._refuse_unserved(spec, descriptor)
         if init_noise is None:
+            if spec.init_noise is not None:  # it could only fail at the router
+                raise SchemaError(f"job {spec.job_id} names an initial noise: pass it (init_noise=...)")
             return spec, None
         noise = check_init_noise(init_noise, spec.n, descriptor.sample_space)
-        return dataclasses.replace(spec, init_noise=noise_digest(noise)), noise
+        digest = noise_digest(noise)
+        if spec.init_noise not in (None, digest):
+            raise SchemaError(f"job {spec.job_id} names another initial noise than the one passed")
+        return dataclasses.replace(spec, init_noise=digest), noise
 
     def _publish(self, job_id: str, body: bytes, priority: int | None = None) -> None:
         import pika

@@ -85,7 +85,7 @@ class JobDegradedError(DDMError, RuntimeError):
         self.images = images
 
 
-class AccessRefusedError(DDMError, PermissionError):
+class AccessRefusedError(DDMError):
     """The web UI refused the request (HttpClient): no, a wrong or a revoked key (status 401), a key's
     scope too small (403), or a quota or rate spent (429; `retry_after_s` says when to come back)."""
 

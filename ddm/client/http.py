@@ -117,13 +117,16 @@ class HttpClient:
         return json.loads(self._call(method, path, data))
 
     def _array(self, path: str) -> np.ndarray:
-        return np.load(io.BytesIO(self._call("GET", path)), allow_pickle=False)
+        try:
+            return np.load(io.BytesIO(self._call("GET", path)), allow_pickle=False)
+        except (ValueError, EOFError) as exc:
+            raise ServiceUnavailableError(f"the web UI's {path} is not a .npy array: {exc}") from None
 
     def _call(self, method: str, path: str, data: bytes | None = None) -> bytes:
         headers = {**self._headers, **({"Content-Type": "application/json"} if data is not None else {})}
         req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(req, timeout=self.request_timeout_s) as resp:
+            with _OPENER.open(req, timeout=self.request_timeout_s) as resp:
                 return resp.read()
         except urllib.error.HTTPError as exc:
             raise _refusal(exc, path) from None
@@ -131,16 +134,28 @@ class HttpClient:
             raise ServiceUnavailableError(f"cannot reach the web UI at {self.url}: {exc}") from None
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error here: urllib would send the Authorization header (the key) on to whatever
+    host the redirect names, and turn a POST into a GET."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def _refusal(exc: urllib.error.HTTPError, path: str) -> Exception:
     """The UI's JSON refusal ({"kind", "error"}) as the client's exception."""
     try:
         body = json.loads(exc.read())
-        kind, message = body.get("kind", "?"), body.get("error", "")
-    except ValueError:
+        kind, message = str(body.get("kind", "?")), str(body.get("error", ""))
+    except (ValueError, AttributeError):  # not JSON, or not an object: not the UI's refusal
         kind, message = "?", f"HTTP {exc.code} from {path}"
     if exc.code in (401, 403, 429):
-        retry = exc.headers.get("Retry-After")
-        return AccessRefusedError(message, exc.code, kind, float(retry) if retry else None)
+        retry = exc.headers.get("Retry-After", "")
+        seconds = float(retry) if retry.isdigit() else None  # the UI sends seconds; a date is not waited on
+        return AccessRefusedError(message, exc.code, kind, seconds)
     if exc.code == 404:
         return JobNotFoundError(message)
     if exc.code in (400, 409, 413, 415):

@@ -37,13 +37,16 @@ def _keys(store) -> dict[str, str]:
     }
 
 
-def measure(n: int) -> dict[str, list[float]]:
+def measure(n: int, prefix: str | None = None) -> dict[str, list[float]]:
+    """Each kind of key's answer times, `n` requests each, on a prefix of its own (default: a random
+    bench-keys-*), deleted afterwards."""
     from ddm.schema.settings import Settings
     from ddm.webui.app import create_app
     from ddm.webui.config import UIConfig
     from ddm.webui.keys import KeyStore
 
-    settings = dataclasses.replace(Settings.from_env(), prefix=f"bench-keys-{secrets.token_hex(4)}:")
+    prefix = prefix or f"bench-keys-{secrets.token_hex(4)}:"
+    settings = dataclasses.replace(Settings.from_env(), prefix=prefix)
     app = create_app(config=UIConfig(settings=settings, jobs_per_minute=100_000))
     state = app.extensions["ddm"]
     try:
@@ -83,9 +86,12 @@ def report(times: dict[str, list[float]]) -> None:
     spread = statistics.median(
         [statistics.quantiles(ts, n=4)[2] - statistics.quantiles(ts, n=4)[0] for ts in wrong]
     )
+    # a median's standard error, for roughly normal times: 1.2533 sigma / sqrt(n), sigma ~ IQR / 1.349
+    stderr = 1.2533 * (spread / 1.349) / len(wrong[0]) ** 0.5
     print(
         f"\nthe three wrong keys: medians within {(max(meds) - min(meds)) * 1e3:.3f} ms of each other; "
-        f"one request's interquartile range {spread * 1e3:.3f} ms ({len(wrong[0])} requests each)"
+        f"one request's interquartile range {spread * 1e3:.3f} ms, a median's standard error about "
+        f"{stderr * 1e3:.3f} ms ({len(wrong[0])} requests each)"
     )
 
 

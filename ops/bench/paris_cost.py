@@ -45,8 +45,9 @@ def measure(
         for b in batches:
             x, t = torch.randn(b, ec.channels, ec.image_size, ec.image_size), torch.full((b,), 500.0)
             text = torch.randn(b, TEXT_TOKENS, ec.text_width)
+            x_r = torch.randn(b, rc.channels, rc.image_size, rc.image_size)
             rows.append(("expert", b, _median_s(lambda: expert(x, t, text), repeats)))  # noqa: B023 - called at once
-            rows.append(("router", b, _median_s(lambda: router(x, t), repeats)))  # noqa: B023
+            rows.append(("router", b, _median_s(lambda: router(x_r, t), repeats)))  # noqa: B023
     return rows
 
 

@@ -211,5 +211,5 @@ def read_init_noise(args: argparse.Namespace) -> np.ndarray | None:
         return None
     try:
         return np.load(args.init_noise, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise SchemaError(f"--init-noise {args.init_noise}: expected a .npy file of floats: {exc}") from None

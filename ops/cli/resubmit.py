@@ -42,14 +42,13 @@ def main(args: argparse.Namespace) -> int:
             )
         seed = {} if args.seed is None else {"seed": args.seed}
         # a job stored before null was the word carries K for an unconditional image: sent as null
-        submitted = submitted.as_submitted(status.space or client.deployment().sample_space)
+        space = status.space or client.deployment().sample_space
+        submitted = submitted.as_submitted(space)
         spec = JobSpec.new(submitted.labels, **job_options(submitted, **seed))
         noise = None
         if submitted.init_noise is not None:  # it started from a given noise: so does its repeat
             data = client.redis.get(client.names.init_noise(job))
-            noise = stored_noise(
-                job, data, submitted.init_noise, submitted.n, status.space or client.deployment().sample_space
-            )
+            noise = stored_noise(job, data, submitted.init_noise, submitted.n, space)
         client.submit(spec, queue_anyway=args.queue_anyway, init_noise=noise)
     if args.json:
         print_json({"job_id": spec.job_id, "resubmits": job, "spec": spec.to_dict()})

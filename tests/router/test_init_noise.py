@@ -10,6 +10,7 @@ Before: every job started from default_rng(seed)'s noise, and no path took anoth
 from __future__ import annotations
 
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -66,8 +67,13 @@ def test_a_wrong_noise_is_refused_or_fails_the_job(pipeline):
         lost = JobSpec.new([1], steps=STEPS, init_noise=noise_digest(noise(1)))
         swapped = JobSpec.new([1], steps=STEPS, init_noise=noise_digest(noise(1)))
         c.redis.set(c.names.init_noise(swapped.job_id), encode_result(noise(1, seed=99)))
+        with pytest.raises(SchemaError, match="pass it"):
+            c.submit(lost)  # the client refuses what could only fail at the router
         for spec, words in ((lost, "none is stored"), (swapped, "not the one its spec names")):
-            c.submit(spec)
+            c._publish(spec.job_id, spec.encode())  # as a client of its own would, with no hash
+            deadline = time.monotonic() + 60
+            while not c.redis.exists(c.names.job(spec.job_id)) and time.monotonic() < deadline:
+                time.sleep(0.05)  # the router writes the hash when it takes the job
             with pytest.raises(JobFailedError, match=words):
                 c.result(spec.job_id, timeout=60)
 

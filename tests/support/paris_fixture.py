@@ -7,8 +7,8 @@ with every tensor random so that no part of a model can be wrong unnoticed:
     DIR/router/pytorch_model.safetensors, DIR/router/config.json
 
 The per-model config.json keys (hidden_size, depth, num_heads, patch_size, in_channels) are this
-fixture's guess: nothing here reads more of them than num_heads, which no tensor's shape holds. The
-vae/, text_encoder/ and tokenizer/ folders are not written yet.
+fixture's guess, and nothing reads them yet (the heads, which no tensor's shape holds, are passed by
+hand to workers/paris/config.py). The vae/, text_encoder/ and tokenizer/ folders are not written yet.
 """
 
 from __future__ import annotations

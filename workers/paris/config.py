@@ -161,15 +161,16 @@ def _patch_geometry(shapes: dict[str, tuple[int, ...]], what: str) -> tuple[int,
 
 
 def expert_config_from(shapes: dict[str, tuple[int, ...]], heads: int = 16) -> ParisExpertConfig:
-    """The config whose tensors these are: depth and widths from the weights, the heads (which no
-    shape holds) Paris's 16 unless its config.json says otherwise. ConfigError if they cannot be read."""
+    """The config whose tensors these are: depth and widths from the weights; the heads, which no shape
+    holds, as given (Paris's 16 by default; the importer is to read them from the checkpoint's
+    config.json). ConfigError if the shapes cannot be read."""
     d, c, p, size = _patch_geometry(shapes, "a Paris expert")
     text = shapes.get("text_proj.weight", (d, 0))[1]
     return ParisExpertConfig(d, _depth(shapes, "scale_shift_table"), heads, p, c, size, text)
 
 
 def router_config_from(shapes: dict[str, tuple[int, ...]], heads: int = 12) -> ParisRouterConfig:
-    """As expert_config_from, for the router (Paris's 12 heads unless its config.json says otherwise)."""
+    """As expert_config_from, for the router (heads as given: Paris's 12 by default)."""
     d, c, p, size = _patch_geometry(shapes, "Paris's router")
     experts = shapes.get("head.4.weight", (0, d))[0]
     return ParisRouterConfig(d, _depth(shapes, "adaLN_modulation.1.weight"), heads, p, c, size, experts)

@@ -1,5 +1,8 @@
 """Paris's expert and router in PyTorch, written from the facts of issue 38 (workers/paris/__init__.py):
-the module tree is Paris's, so `load_state_dict(strict=True)` takes its safetensors as they are.
+the module tree is the one the public Neuron port builds. That port loads the real files with
+strict=False, so these names are proven to hold what it uses, not that the files hold nothing else: a
+real checkpoint with extra tensors would be refused by weights.check_tensors as "unexpected" until we
+have seen one.
 
 Both take the time on Paris's scale, 0..1000 with 1000 pure noise, and the expert answers noise minus
 data (x_t = (1 - s) x0 + s eps, s = t / 1000). Converting that to this system's flow is the expert

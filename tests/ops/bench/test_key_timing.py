@@ -5,6 +5,8 @@ asserted (docs/BENCHMARKS.md)."""
 
 from __future__ import annotations
 
+import secrets
+
 from ddm.ops.bench import key_timing
 
 
@@ -13,9 +15,10 @@ def test_the_benchmark_measures_every_kind_and_cleans_up(capsys):
 
     from ddm.schema.settings import Settings
 
-    times = key_timing.measure(5)
+    prefix = f"bench-keys-test-{secrets.token_hex(4)}:"
+    times = key_timing.measure(5, prefix)
     assert set(times) == set(key_timing.KINDS) and all(len(ts) == 5 for ts in times.values())
     key_timing.report(times)
     out = capsys.readouterr().out
     assert all(f"| {kind} |" in out for kind in key_timing.KINDS)
-    assert not list(redis.from_url(Settings.from_env().redis_url).scan_iter(match="bench-keys-*"))
+    assert not list(redis.from_url(Settings.from_env().redis_url).scan_iter(match=f"{prefix}*"))

@@ -51,7 +51,10 @@ function renderOthers(others) {
 }
 
 if (tokenField) {
-  tokenField.addEventListener("change", () => currentToken() || render(null));
+  tokenField.addEventListener("change", () => {
+    accepted = null; // until the server takes the new one (ddm:auth, or the next overview)
+    return currentToken() || render(null);
+  });
   document.addEventListener("ddm:auth", (ev) => {
     accepted = ev.detail.ok ? currentToken() : null;
     return accepted ? refreshWho(true) : render(null);
