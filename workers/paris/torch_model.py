@@ -79,6 +79,16 @@ class FinalLayer(nn.Module):
         self.scale_shift_table = nn.Parameter(torch.zeros(2, width))
 
 
+def add_stem(module: nn.Module, config) -> int:
+    """The expert's and the router's shared front, under the names both state dicts give it:
+    patch_embed, pos_embed, time_embed. Returns the width."""
+    d, p = config.width, config.patch
+    module.patch_embed = nn.Conv2d(config.channels, d, kernel_size=p, stride=p)
+    module.pos_embed = nn.Parameter(torch.zeros(1, config.patches, d))
+    module.time_embed = TimeEmbed(d)
+    return d
+
+
 def patchify_in(x: torch.Tensor, patch_embed: nn.Conv2d, pos_embed: torch.Tensor) -> torch.Tensor:
     """[B, C, H, W] -> tokens [B, N, d], the learned positions added."""
     return patch_embed(x).flatten(2).transpose(1, 2) + pos_embed
@@ -91,14 +101,11 @@ class ParisExpert(nn.Module):
     def __init__(self, config: ParisExpertConfig):
         super().__init__()
         self.config = config
-        d, p = config.width, config.patch
-        self.patch_embed = nn.Conv2d(config.channels, d, kernel_size=p, stride=p)
-        self.pos_embed = nn.Parameter(torch.zeros(1, config.patches, d))
-        self.time_embed = TimeEmbed(d)
+        d = add_stem(self, config)
         self.text_proj = nn.Linear(config.text_width, d)
         self.t_block = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
         self.layers = nn.ModuleList([ExpertBlock(d, config.heads) for _ in range(config.depth)])
-        self.final_layer = FinalLayer(d, p * p * config.channels)
+        self.final_layer = FinalLayer(d, config.patch**2 * config.channels)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         b, d = x.shape[0], self.config.width
@@ -146,15 +153,15 @@ class ParisRouter(nn.Module):
     def __init__(self, config: ParisRouterConfig):
         super().__init__()
         self.config = config
-        d, p = config.width, config.patch
-        self.patch_embed = nn.Conv2d(config.channels, d, kernel_size=p, stride=p)
-        self.pos_embed = nn.Parameter(torch.zeros(1, config.patches, d))
-        self.time_embed = TimeEmbed(d)
+        d = add_stem(self, config)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
         self.layers = nn.ModuleList([RouterBlock(d, config.heads) for _ in range(config.depth)])
-        gelu = nn.GELU(approximate="tanh")
         self.head = nn.Sequential(
-            nn.Linear(d, d), gelu, nn.LayerNorm(d), gelu, nn.Linear(d, config.num_experts)
+            nn.Linear(d, d),
+            nn.GELU(approximate="tanh"),
+            nn.LayerNorm(d),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(d, config.num_experts),
         )
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
