@@ -5,7 +5,8 @@ reader, and the rules of resuming.
                               expert, classes, steps, ... (JSON,
                               the record of ddm.schema.checkpoint_meta, built by `expert_meta`)
     <weights file>            EMA weights: model.safetensors (torch, the canonical layout of
-                              ddm.workers.layout), model.msgpack (jax, the Flax params tree)
+                              ddm.workers.layout), model.msgpack (jax, the Flax params tree); or
+                              the file meta.json's "weights" names (`weights_path`)
     <train state file>        the resumable state (raw weights, optimizer, step)
     loss.csv                  step, loss, lr, wall seconds
 
@@ -27,6 +28,8 @@ from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.architectures import DEFAULT_ARCHITECTURE, ExpertArchitecture, expert_architecture
 from ddm.workers.frameworks import ExpertFramework, expert_framework
 
+# meta.json's optional field naming the weights file elsewhere (weights_path)
+WEIGHTS_FIELD = "weights"
 # What must match between a run and the run it resumes.
 RESUME_KEYS = ("framework", "architecture", "preset", "expert", "partition")
 
@@ -55,15 +58,35 @@ def check_expert_meta(meta: dict, source: str = checkpoint_meta.META_FILE) -> Ex
     return framework
 
 
+def weights_path(folder: str | Path, meta: dict) -> Path:
+    """The weights file of an expert: the one meta.json's "weights" names when it names one (a path
+    relative to the folder, or absolute: weights served in place, as an imported diffusers or Paris
+    folder's, never copied), else the framework's file beside meta.json (every checkpoint this system
+    writes). ConfigError when "weights" is not a non-empty string."""
+    named = meta.get(WEIGHTS_FIELD)
+    if named is None:
+        return Path(folder) / expert_framework(meta["framework"]).weights_file
+    if not (isinstance(named, str) and named.strip()):
+        want = f'meta.json "{WEIGHTS_FIELD}" a file path (relative to the folder, or absolute)'
+        raise ConfigError(expected(want, named))
+    return Path(folder) / named  # an absolute path stays itself
+
+
 def read_meta(path: str | Path) -> dict:
     """An expert checkpoint's meta.json, checked: an expert's record, framework known, config valid,
-    weights file present."""
+    weights file present (`weights_path`). Weights named elsewhere ("weights") must have their sha256 on
+    the card: a file outside the folder can change under it, so it is checked at every load."""
     folder = Path(path)
+    source = str(folder / checkpoint_meta.META_FILE)
     meta = checkpoint_meta.read_meta(folder, kind="expert")
-    framework = check_expert_meta(meta, str(folder / checkpoint_meta.META_FILE))
-    if not (folder / framework.weights_file).is_file():
-        raise ConfigError(expected(f"{framework.weights_file} in {folder}", "missing"))
-    check_card(meta, str(folder / checkpoint_meta.META_FILE))
+    check_expert_meta(meta, source)
+    weights = weights_path(folder, meta)
+    if not weights.is_file():
+        raise ConfigError(expected(f"{weights.name} in {weights.parent}", "missing"))
+    card = check_card(meta, source)
+    if WEIGHTS_FIELD in meta and card.weights_sha256 is None:
+        want = f'a card with weights_sha256 (meta.json names its weights: "{meta[WEIGHTS_FIELD]}")'
+        raise ConfigError(f"{source}: {expected(want, 'null')}")
     return meta
 
 
@@ -103,7 +126,7 @@ def check_weights_digest(folder: str | Path, meta: dict) -> None:
     digest = card_of(meta).weights_sha256
     if digest is None:
         return
-    path = Path(folder) / expert_framework(meta["framework"]).weights_file
+    path = weights_path(folder, meta)
     if checkpoint_meta.file_sha256(path) != digest:
         raise ConfigError(expected(f"{path} with the card's sha256 {digest[:12]}...", "other bytes"))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from ddm.schema.checkpoint_meta import file_sha256, write_meta
 from ddm.schema.errors import ConfigError
 from ddm.schema.expert_card import stamp_card
-from ddm.workers.checkpoint import architecture_of, config_of, read_meta
+from ddm.workers.checkpoint import WEIGHTS_FIELD, architecture_of, config_of, read_meta
 from ddm.workers.frameworks import expert_framework
 
 
@@ -22,6 +22,11 @@ def convert(src: str | Path, to: str, out: str | Path) -> dict:
     src, out = Path(src), Path(out)
     target = expert_framework(to, "--to")
     meta = read_meta(src)
+    if WEIGHTS_FIELD in meta:  # load_canonical reads the framework's file beside meta.json
+        raise ConfigError(
+            f"{src} serves its weights in place ({meta[WEIGHTS_FIELD]}); convert reads only weights "
+            "beside meta.json"
+        )
     if src.resolve() == out.resolve():
         raise ConfigError("--out must differ from the source checkpoint folder")
     architecture = architecture_of(meta)

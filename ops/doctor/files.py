@@ -43,12 +43,13 @@ def _checkpoint(folder: Path, kind: str) -> tuple[str, str]:
     registries know (ddm.workers.frameworks, ddm.workers.architectures: metadata only, no torch or jax
     imported)."""
     from ddm.schema.checkpoint_meta import META_FILE, file_sha256, read_meta
-    from ddm.workers.checkpoint import architecture_name, check_expert_meta
+    from ddm.workers.checkpoint import architecture_name, check_expert_meta, weights_path
 
     meta = read_meta(folder, kind=kind)
     model = ""
     if kind == "expert":
-        weights = folder / check_expert_meta(meta, str(folder / META_FILE)).weights_file
+        check_expert_meta(meta, str(folder / META_FILE))
+        weights = weights_path(folder, meta)  # beside meta.json, or the file its "weights" names
         model = f"{architecture_name(meta)} {meta.get('preset', '?')}, "
     else:
         weights = folder / ROUTER_WEIGHTS_FILE

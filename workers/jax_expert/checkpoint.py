@@ -36,10 +36,12 @@ def save_canonical(folder: Path, canonical: dict[str, np.ndarray], config) -> No
     save_weights(folder, canonical, flax_template(architecture, config)[1], architecture)
 
 
-def load_weights(folder: Path, architecture: ExpertArchitecture | None = None) -> dict[str, np.ndarray]:
-    """folder/model.msgpack -> canonical flat layout (numpy float32), through the architecture's layout
-    hook (None: ddm.workers.layout's)."""
-    params = serialization.msgpack_restore((Path(folder) / JAX.weights_file).read_bytes())
+def load_weights(
+    folder: Path, architecture: ExpertArchitecture | None = None, file: Path | None = None
+) -> dict[str, np.ndarray]:
+    """folder/model.msgpack (or `file`: the one meta.json's "weights" names) -> canonical flat layout
+    (numpy float32), through the architecture's layout hook (None: ddm.workers.layout's)."""
+    params = serialization.msgpack_restore(Path(file or Path(folder) / JAX.weights_file).read_bytes())
     return (architecture.from_flax if architecture is not None else flax_to_canonical)(params)
 
 

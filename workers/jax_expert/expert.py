@@ -14,7 +14,7 @@ import numpy as np
 
 from ddm.schema.errors import ConfigError, DeviceError
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
-from ddm.workers.checkpoint import architecture_of, config_of
+from ddm.workers.checkpoint import architecture_of, config_of, weights_path
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.jax_common import condition_template, enable_compilation_cache
 from ddm.workers.jax_expert.checkpoint import flax_template, load_weights
@@ -100,6 +100,6 @@ def load(
     enable_compilation_cache()
     architecture = architecture_of(meta)
     model, like = flax_template(architecture, config_of(meta))
-    params = architecture.to_flax(load_weights(Path(path), architecture), like)
+    params = architecture.to_flax(load_weights(Path(path), architecture, weights_path(path, meta)), like)
     expert_meta = ExpertMeta.from_json(meta, dev.platform, str(path), precision)
     return JaxExpert(model, params, expert_meta, dev, buckets)

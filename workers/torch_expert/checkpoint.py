@@ -38,6 +38,15 @@ def load_weights(folder: Path, architecture=None) -> dict[str, np.ndarray]:
     return dict(load_file(str(Path(folder) / TORCH.weights_file)))
 
 
+def load_weights_file(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file -> {name: tensor} as stored (any dtype safetensors has, bf16 included: the
+    model's load_state_dict casts into its parameters). What an expert loads: ddm.workers.checkpoint's
+    weights_path names the file."""
+    from safetensors.torch import load_file as load_torch_file
+
+    return load_torch_file(str(path))
+
+
 def save_train_state(folder: Path, model, ema, optimizer, step: int, wall_s: float) -> None:
     """Raw and EMA weights plus AdamW moments, keyed by parameter name."""
     tensors = {f"model.{k}": v for k, v in state_to_numpy(model).items()}

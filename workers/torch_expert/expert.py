@@ -25,10 +25,9 @@ import torch
 from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.precision import DEFAULT_PRECISION
 from ddm.schema.sample_space import LEGACY
-from ddm.workers.checkpoint import architecture_of, config_of
+from ddm.workers.checkpoint import architecture_of, config_of, weights_path
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
-from ddm.workers.frameworks import TORCH
-from ddm.workers.torch_expert.checkpoint import load_weights
+from ddm.workers.torch_expert.checkpoint import load_weights_file
 from ddm.workers.torch_expert.devices import check_device_precision, resolve_device, toolchain
 from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
 from ddm.workers.torch_expert.tracing import example_inputs, tracer_for
@@ -122,15 +121,15 @@ def load(
     device = resolve_device(device)
     check_device_precision(device, precision)
     model = architecture_of(meta).build("torch", config_of(meta))
-    state = {k: torch.from_numpy(v) for k, v in load_weights(Path(path)).items()}
-    model.load_state_dict(state)
+    weights = weights_path(path, meta)  # beside meta.json, or the file its "weights" names
+    model.load_state_dict(load_weights_file(weights))
     model = model.eval().requires_grad_(False)
     expert_meta = ExpertMeta.from_json(meta, device, str(path), precision)
     card = expert_meta.card
     shape = (card.sample_space if card is not None else LEGACY).shape  # traces' and graphs' static shapes
     if device in ("neuron", "cpu-traced"):
         cache = cache if cache is not None else TraceCache.from_settings()
-        digest = file_sha256(Path(path) / TORCH.weights_file)
+        digest = file_sha256(weights)
         before = (cache.compiled, cache.loaded, cache.compile_s)  # a cache may serve several loads
         expert = TorchExpert(
             expert_meta, None, traced_buckets(model, device, precision, buckets, digest, cache, shape)
