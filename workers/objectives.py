@@ -21,6 +21,12 @@ ddpm-* under a VP schedule (alpha_tau^2 + sigma_tau^2 = 1, tau = 0 data, tau = 1
         v:    x1^ = alpha x_s - sigma p, x0^ = sigma x_s + alpha p        (v = alpha eps - sigma x1)
   4. answer v = x1^ - x0^.
 
+Discrete schedules (discrete-linear: DDPM's 1000 steps, DiT's). alpha_tau^2 interpolates the discrete
+alpha_bar log-linearly between whole steps at the continuous index i = tau (steps - 1), so both steps
+are exact at every tau and the inverse is the same interpolation read backwards; tau is clipped into
+[0, 1] (the steps the network was trained on: its index 0 .. steps - 1), not TAU_RANGE; the time
+input is the index, on the network's own scale (`Schedule.time_scale`: DiT's timestep 0 .. 999).
+
 Endpoints. The schedules cannot reach SNR 0 (t = 0) or infinity (t = 1) with finite estimates: eps
 divides by alpha, x0 by sigma. So tau is clipped into TAU_RANGE, the range VP experts are trained
 on here (training_example draws tau there too). Inside it the four steps are exact. Outside it (t
@@ -48,15 +54,17 @@ prediction. Expert.velocity converts per row (each branch's x1^ clipped) and gui
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ddm.schema.expert_card import FLOW_VELOCITY, T0_DATA, Objective, Schedule
+from ddm.schema.expert_card import DISCRETE_SCHEDULES, FLOW_VELOCITY, T0_DATA, Objective, Schedule
 
 # The expert time range (diffusion time, tau = 0 data) that VP experts train on and are evaluated in.
 TAU_RANGE = (1e-3, 1.0 - 1e-3)
+DISCRETE_TAU_RANGE = (0.0, 1.0)  # a discrete schedule's: every step, index 0 .. steps - 1
 
 # predict(x in the expert's space f32 [B, ...], its time input f32 [B]) -> raw prediction f32 [B, ...]
 Predict = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -67,9 +75,29 @@ def _col(a: np.ndarray, like: np.ndarray) -> np.ndarray:
     return np.asarray(a).reshape((-1,) + (1,) * (like.ndim - 1))
 
 
+def tau_range(schedule: Schedule) -> tuple[float, float]:
+    """The diffusion times an expert of `schedule` is trained on and run at (see the module docstring)."""
+    return DISCRETE_TAU_RANGE if schedule.name in DISCRETE_SCHEDULES else TAU_RANGE
+
+
+@functools.cache
+def discrete_log_alpha_bar(schedule: Schedule) -> np.ndarray:
+    """log alpha_bar_i, i = 0 .. steps - 1, of a discrete-linear schedule (float64 [steps], decreasing):
+    betas = linspace(beta_start, beta_end, steps), alpha_bar = cumprod(1 - betas), as DDPM and DiT build
+    them (in float64)."""
+    steps = int(schedule.param("steps"))
+    betas = np.linspace(schedule.param("beta_start"), schedule.param("beta_end"), steps, dtype=np.float64)
+    out = np.log(np.cumprod(1.0 - betas))
+    out.setflags(write=False)
+    return out
+
+
 def log_alpha(schedule: Schedule, tau) -> np.ndarray:
     """log alpha_tau of a VP schedule (float64)."""
     tau = np.asarray(tau, dtype=np.float64)
+    if schedule.name in DISCRETE_SCHEDULES:  # log-linear between whole steps, at index tau (steps - 1)
+        table = discrete_log_alpha_bar(schedule)
+        return 0.5 * np.interp(tau * (len(table) - 1), np.arange(len(table)), table)
     if schedule.name == "linear":
         b0, b1 = schedule.param("beta_min"), schedule.param("beta_max")
         return -0.5 * b0 * tau - 0.25 * (b1 - b0) * tau**2
@@ -92,6 +120,10 @@ def alpha_sigma(schedule: Schedule, tau) -> tuple[np.ndarray, np.ndarray]:
 def tau_of_log_alpha(schedule: Schedule, la) -> np.ndarray:
     """The inverse of log_alpha (float64; la <= 0, -inf allowed: then tau beyond the schedule)."""
     la = np.minimum(np.asarray(la, dtype=np.float64), 0.0)
+    if schedule.name in DISCRETE_SCHEDULES:  # the interpolation read backwards; beyond the ends: the ends
+        table = discrete_log_alpha_bar(schedule)
+        index = np.interp(-2.0 * la, -table, np.arange(len(table)))
+        return index / (len(table) - 1)
     if schedule.name == "linear":
         b0, b1 = schedule.param("beta_min"), schedule.param("beta_max")
         a, b, c = 0.25 * (b1 - b0), 0.5 * b0, -la  # a tau^2 + b tau = c >= 0
@@ -108,19 +140,25 @@ def tau_of_log_alpha(schedule: Schedule, la) -> np.ndarray:
 
 def matched_tau(schedule: Schedule, t) -> tuple[np.ndarray, np.ndarray]:
     """(tau, r): the expert's diffusion time whose SNR matches the deployment's t, clipped into
-    TAU_RANGE, and the scale r = sqrt(t^2 + (1 - t)^2) with x_s = x_t / r. float64 [B]."""
+    its tau_range (TAU_RANGE for a continuous schedule), and the scale r = sqrt(t^2 + (1 - t)^2) with
+    x_s = x_t / r. float64 [B]."""
     t = np.asarray(t, dtype=np.float64)
     r = np.sqrt(t * t + (1 - t) ** 2)
     with np.errstate(divide="ignore"):
         la = np.log(t / r)  # log a; -inf at t = 0
     tau = tau_of_log_alpha(schedule, la)
-    return np.clip(tau, *TAU_RANGE), r
+    return np.clip(tau, *tau_range(schedule)), r
 
 
 def time_input(objective: Objective, tau) -> np.ndarray:
-    """The network's time input for diffusion time tau: tau (t0-data) or 1 - tau (t0-noise)."""
+    """The network's time input for diffusion time tau: tau (t0-data) or 1 - tau (t0-noise); for a
+    discrete schedule, on its step-index scale (times steps - 1: DiT's 0 .. 999)."""
     tau = np.asarray(tau, dtype=np.float64)
-    return tau if objective.time_convention == T0_DATA else 1.0 - tau
+    out = tau if objective.time_convention == T0_DATA else 1.0 - tau
+    schedule = objective.schedule
+    if schedule is not None and schedule.name in DISCRETE_SCHEDULES:
+        out = out * schedule.time_scale
+    return out
 
 
 def estimates(name: str, p, x_s, alpha, sigma) -> tuple[np.ndarray, np.ndarray]:
@@ -178,7 +216,7 @@ def training_example(objective: Objective, x1: np.ndarray, noise: np.ndarray, u:
     u f32 [B] uniform in [0, 1) -> (network input x f32, its time input f32 [B], target f32).
 
     flow-velocity: s = u along the expert's own time (t0-noise: x = s x1 + (1 - s) x0, target
-    x1 - x0; t0-data: x = (1 - s) x1 + s x0, target x0 - x1). ddpm-*: tau = u spread over TAU_RANGE,
+    x1 - x0; t0-data: x = (1 - s) x1 + s x0, target x0 - x1). ddpm-*: tau = u spread over tau_range,
     x = alpha x1 + sigma eps, target eps, x1 (DDPM's x0) or alpha eps - sigma x1.
     """
     u64 = np.asarray(u, dtype=np.float64)
@@ -189,7 +227,7 @@ def training_example(objective: Objective, x1: np.ndarray, noise: np.ndarray, u:
         else:
             x, target = s * x1 + (1 - s) * noise, x1 - noise
         return x.astype(np.float32), u64.astype(np.float32), target.astype(np.float32)
-    lo, hi = TAU_RANGE
+    lo, hi = tau_range(objective.schedule)
     tau = lo + u64 * (hi - lo)
     alpha, sigma = (_col(a, x1) for a in alpha_sigma(objective.schedule, tau))
     x = alpha * x1 + sigma * noise

@@ -82,7 +82,7 @@ def test_objectives_schedules_and_time_conventions_are_checked():
         SchemaError, match=r"objective in \['flow-velocity', 'ddpm-eps', 'ddpm-x0', 'ddpm-v'\]"
     ):
         Objective("edm")
-    with pytest.raises(SchemaError, match=r"schedule in \['linear', 'cosine'\]"):
+    with pytest.raises(SchemaError, match=r"schedule in \['linear', 'cosine', 'discrete-linear'\]"):
         Schedule("sigmoid")
     with pytest.raises(SchemaError, match=r"time convention in \['t0-noise', 't0-data'\]"):
         Objective(time_convention="t1-noise")
