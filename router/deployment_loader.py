@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -189,9 +190,7 @@ def load_policy(deployment: Deployment) -> RoutingPolicy:
 def _policy(deployment: Deployment, label_counts: np.ndarray) -> RoutingPolicy:
     learned = None
     if deployment.router.kind == "learned":
-        from ddm.router.learned import load_router  # a later issue: the learned router network
-
-        learned = load_router(deployment.router.checkpoint)
+        learned = _load_learned(deployment.router.checkpoint)
         if difference := learned.cfg.check_space(deployment.sample_space):
             raise ConfigError(
                 f"{deployment.path}: the learned router {deployment.router.checkpoint} reads another sample "
@@ -201,6 +200,18 @@ def _policy(deployment: Deployment, label_counts: np.ndarray) -> RoutingPolicy:
         if learned.cfg.text_width:
             _check_prompt_router(deployment, learned)
     return build_policy(deployment.router.kind, label_counts, learned)
+
+
+def _load_learned(folder: Path):
+    """A learned router's checkpoint: this system's (JAX, router/learned.py) or Paris's (PyTorch, as
+    `ddm import paris` writes it: router/paris_router.py)."""
+    from ddm.router.paris_router import ParisRouterPolicy, is_paris_router
+
+    if is_paris_router(folder):
+        return ParisRouterPolicy(folder)
+    from ddm.router.learned import load_router
+
+    return load_router(folder)
 
 
 def _check_prompt_router(deployment: Deployment, learned) -> None:

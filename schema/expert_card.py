@@ -304,9 +304,17 @@ class ExpertCard:
 
     @property
     def text_width(self) -> int:
-        """The width of the pooled prompt embedding a text expert reads; 0 for any other."""
+        """The width of the prompt embedding a text expert reads (pooled, or each token's); 0 for any
+        other."""
         text = self.conditioning.text if self.conditioning is not None else None
         return text.width if text is not None else 0
+
+    @property
+    def text_shape(self) -> tuple[int, ...]:
+        """One prompt's embedding as a text expert reads it: (width,) pooled, (max_tokens, width) tokens;
+        () for any other expert."""
+        text = self.conditioning.text if self.conditioning is not None else None
+        return text.embedding_shape if text is not None else ()
 
     def to_dict(self) -> dict:
         out = {

@@ -13,6 +13,10 @@ the grids themselves, and the one record a multistep solver must keep across a c
            'edm' / 'edm:R'  Karras et al.'s rho-schedule (R = 7 by default) on the flow's noise-to-signal
                             ratio sigma = (1 - t) / t from 80 down to 0.002, between t = 0 and t = 1: dense
                             near the data, where an image's detail is decided
+           'flowmatch'      the timesteps of diffusers' FlowMatchEulerDiscreteScheduler as Paris samples
+                            with it (1000 training timesteps, shift 1): noise levels sigma =
+                            linspace(1, 1/1000, N), then 0; t = 1 - sigma. Nearly uniform, but its last
+                            step is the short one from t = 0.999 to the data
 
 The stepping itself (which x and t each evaluation sees, how the velocities combine) is the router's:
 ddm.router.solvers. What crosses a process boundary lives here: the names, the grid, and
@@ -43,14 +47,15 @@ DEFAULT_GRID = "uniform"
 # Parameters have at most 2 decimals, so their canonical spelling (f"{p:g}") is always one the pattern
 # reads back; the bounds keep every grid strictly increasing in float32 up to MAX_STEPS.
 GRID_SYNTAX = (
-    "grid 'uniform', 'shift:S' (0.05 <= S <= 100) or 'edm' / 'edm:R' (1 <= R <= 20), parameters with at "
-    "most 2 decimals"
+    "grid 'uniform', 'shift:S' (0.05 <= S <= 100), 'edm' / 'edm:R' (1 <= R <= 20) or 'flowmatch', "
+    "parameters with at most 2 decimals"
 )
 _NUMBER = r"([0-9]{1,3}(?:\.[0-9]{1,2})?)"
-_GRID_RE = re.compile(rf"(uniform)|(shift):{_NUMBER}|(edm)(?::{_NUMBER})?")
+_GRID_RE = re.compile(rf"(uniform)|(shift):{_NUMBER}|(edm)(?::{_NUMBER})?|(flowmatch)")
 EDM_SIGMA_MAX = 80.0
 EDM_SIGMA_MIN = 0.002
 EDM_RHO = 7.0
+FLOWMATCH_TRAIN_STEPS = 1000  # diffusers' FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000)
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ class Solver:
 
 @dataclass(frozen=True)
 class Grid:
-    """A parsed time grid: kind 'uniform' | 'shift' | 'edm' and its parameter."""
+    """A parsed time grid: kind 'uniform' | 'shift' | 'edm' | 'flowmatch' and its parameter."""
 
     kind: str
     param: float | None = None
@@ -106,6 +111,8 @@ class Grid:
             raise SchemaError(expected(GRID_SYNTAX, text))
         if m.group(1):
             return cls("uniform")
+        if m.group(6):
+            return cls("flowmatch")
         if m.group(2):
             shift = float(m.group(3))
             if not 0.05 <= shift <= 100:
@@ -127,6 +134,9 @@ class Grid:
             sigma = self.param * sigma / (1.0 + (self.param - 1.0) * sigma)
             sigma[0], sigma[-1] = 1.0, 0.0  # exactly noise and data, whatever the rounding of S / S
             return (1.0 - sigma).astype(np.float32)
+        if self.kind == "flowmatch":
+            sigma = np.linspace(1.0, 1.0 / FLOWMATCH_TRAIN_STEPS, steps)
+            return np.concatenate([1.0 - sigma, [1.0]]).astype(np.float32)
         return _edm_times(steps, self.param)
 
     def describe(self) -> str:
@@ -137,11 +147,13 @@ class Grid:
             if self.param == 1:
                 return "shift 1: the uniform grid"
             return f"more steps near the {'noise' if self.param > 1 else 'data'} (shift {self.param:g})"
+        if self.kind == "flowmatch":
+            return "diffusers' flow-matching timesteps (as Paris samples): near uniform, a short last step"
         return f"dense near the data, where detail forms (Karras, rho {self.param:g})"
 
     def __str__(self) -> str:
-        if self.kind == "uniform":
-            return "uniform"
+        if self.kind in ("uniform", "flowmatch"):
+            return self.kind
         if self.kind == "edm" and self.param == EDM_RHO:
             return "edm"
         return f"{self.kind}:{self.param:g}"

@@ -26,6 +26,7 @@ from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.expert_card import FLOW, ExpertCard, Objective, card_of, new_card
 from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.architectures import DEFAULT_ARCHITECTURE, ExpertArchitecture, expert_architecture
+from ddm.workers.config import condition_shape
 from ddm.workers.frameworks import ExpertFramework, expert_framework
 
 # meta.json's optional field naming the weights file elsewhere (weights_path)
@@ -113,11 +114,10 @@ def check_card(meta: dict, source: str = checkpoint_meta.META_FILE) -> ExpertCar
         raise ConfigError(
             f"{source}: {expected(f'config text_width {card.text_width} (the card: {said})', width)}"
         )
-    text = card.conditioning.text if card.conditioning is not None else None
-    if text is not None and text.form != "pooled":
-        raise ConfigError(
-            f"{source}: {expected('a text expert of form pooled (tokens: not yet)', text.form)}"
-        )
+    if card.text_width and condition_shape(config) != card.text_shape:
+        text = card.conditioning.text
+        want = f"a model that reads {text.form} embeddings {list(card.text_shape)} (the card)"
+        raise ConfigError(f"{source}: {expected(want, f'one that reads {list(condition_shape(config))}')}")
     return card
 
 
@@ -150,6 +150,7 @@ def expert_meta(
     objective: Objective = FLOW,
     sample_space: SampleSpace = LEGACY,
     conditioning: Conditioning | None = None,
+    config=None,
     **more,
 ) -> dict:
     """THE builder of an expert's meta record (training, distillation, random experts, test fakes),
@@ -161,18 +162,21 @@ def expert_meta(
     objective, sample_space: the card's (schema/expert_card.py; default flow-velocity, t0-noise, LEGACY);
     conditioning: the card's, for a text expert (kind text, form pooled: the config's text_width is its
     width, the sample space has no classes); None: class labels as before;
+    config: the architecture's config as it is (an imported checkpoint's, read from its weights) instead
+    of `preset` sized for the sample space; the card check at load compares the two;
     more: further fields (steps, distilled_from).
     """
     expert_framework(framework)
     record = expert_architecture(architecture)
     record.code(framework)  # written in that framework
     counts = [int(n) for n in label_counts]
-    config = record.preset(preset, sample_space)
     text = conditioning.text if conditioning is not None else None
-    if text is not None:
-        if text.form != "pooled":
-            raise ConfigError(expected("a text expert of form pooled (tokens: not yet)", text.form))
-        config = replace(config, text_width=text.width)
+    if config is None:
+        config = record.preset(preset, sample_space)
+        if text is not None:  # the presets train pooled text experts (cross-attention: Paris's, imported)
+            if text.form != "pooled":
+                raise ConfigError(expected("a text expert of form pooled (tokens: not yet)", text.form))
+            config = replace(config, text_width=text.width)
     meta = {
         "kind": "expert",
         "framework": framework,

@@ -40,6 +40,16 @@ def check_text_width(width: object) -> None:
         raise ConfigError(expected("text_width an int >= 0 (0: class-conditioned)", width))
 
 
+def condition_shape(cfg) -> tuple[int, ...]:
+    """One row of what an expert model reads as its conditioning: () a class label; (text_width,) a
+    pooled prompt embedding; (text_tokens, text_width) every token's embedding (a config with
+    text_tokens, as Paris's, whose cross-attention reads CLIP's 77 positions)."""
+    width, tokens = getattr(cfg, "text_width", 0), getattr(cfg, "text_tokens", 0)
+    if not width:
+        return ()
+    return (tokens, width) if tokens else (width,)
+
+
 def config_to_dict(config) -> dict:
     """meta.json's `config` of a frozen config dataclass (any architecture's): its fields, without
     text_width when it is 0, so a class-conditioned expert's meta.json is byte for byte what it was

@@ -87,11 +87,11 @@ def check_inputs(
     return x, t, y.astype(np.int64), _guidance_rows(guidance, B)
 
 
-def check_text_inputs(x, t, y, guidance, cond, uncond, width: int, space: SampleSpace):
-    """Validate a text expert's inputs: x, t and guidance as check_inputs; cond float32 [B, width] (the
-    pooled prompt embeddings); uncond float32 [B, width] (the empty or negative prompt's), required when
-    any row's guidance is not 1; y None or the null label on every row. Returns x, t, cond, g, uncond
-    (None when no row is guided)."""
+def check_text_inputs(x, t, y, guidance, cond, uncond, shape: tuple[int, ...], space: SampleSpace):
+    """Validate a text expert's inputs: x, t and guidance as check_inputs; cond float32 [B, *shape] (the
+    prompt embeddings: shape (width,) pooled, (tokens, width) every token's); uncond float32 [B, *shape]
+    (the empty or negative prompt's), required when any row's guidance is not 1; y None or the null label
+    on every row. Returns x, t, cond, g, uncond (None when no row is guided)."""
     x = np.asarray(x)
     B = x.shape[0] if x.ndim == 4 else 0
     null = np.full(B, space.null_class, np.int64)
@@ -101,21 +101,25 @@ def check_text_inputs(x, t, y, guidance, cond, uncond, width: int, space: Sample
             what = f"y omitted or the null label {space.null_class} on every row [B={B}] (a text expert)"
             raise SchemaError(expected(what, f"{y.dtype} {y.shape}"))
     x, t, _, g = check_inputs(x, t, null, guidance, space)
-    cond = _embeddings("cond", cond, B, width)
+    cond = _embeddings("cond", cond, B, shape)
     guided = bool((g != 1.0).any())
     if uncond is None and guided:
-        want = f"uncond float32 [B={B}, {width}] (the empty or negative prompt's) for guidance != 1"
+        want = f"uncond float32 {_rows(B, shape)} (the empty or negative prompt's) for guidance != 1"
         raise SchemaError(expected(want, None))
-    uncond = _embeddings("uncond", uncond, B, width) if uncond is not None else None
+    uncond = _embeddings("uncond", uncond, B, shape) if uncond is not None else None
     return x, t, cond, g, uncond
 
 
-def _embeddings(name: str, value, B: int, width: int) -> np.ndarray:
-    """A [B, width] float32 array of pooled prompt embeddings; SchemaError naming the shape otherwise."""
+def _rows(B: int, shape: tuple[int, ...]) -> str:
+    return f"[B={B}, {', '.join(map(str, shape))}]"
+
+
+def _embeddings(name: str, value, B: int, shape: tuple[int, ...]) -> np.ndarray:
+    """A [B, *shape] float32 array of prompt embeddings; SchemaError naming the shape otherwise."""
     a = np.asarray(value) if value is not None else None
-    if a is None or a.dtype != np.float32 or a.shape != (B, width):
+    if a is None or a.dtype != np.float32 or a.shape != (B, *shape):
         got = "nothing" if a is None else f"{a.dtype} {a.shape}"
-        raise SchemaError(expected(f"{name} float32 [B={B}, {width}] (pooled prompt embeddings)", got))
+        raise SchemaError(expected(f"{name} float32 {_rows(B, shape)} (prompt embeddings)", got))
     return a
 
 
@@ -150,7 +154,7 @@ class Expert(ABC):
 
     @property
     def text_width(self) -> int:
-        """The pooled prompt embedding's width a text expert reads (its card's; the config's text_width
+        """The prompt embedding's width a text expert reads (its card's; the config's text_width
         agrees, checked at load); 0 for a class expert."""
         return self.card.text_width
 
@@ -163,8 +167,9 @@ class Expert(ABC):
         Rows whose guidance is not 1 get an extra null row in the same forward pass:
         v = v_null + g * (v_y - v_null). Returns float32 [B, C, H, W].
 
-        A text expert (text_width > 0) reads cond float32 [B, text_width], the pooled prompt embeddings,
-        and for guided rows uncond float32 [B, text_width] (the empty or the negative prompt's): its null
+        A text expert (text_width > 0) reads cond float32 [B, *card.text_shape], the prompt embeddings
+        ([B, width] pooled; [B, tokens, width] every token's, as Paris's experts read CLIP's), and for
+        guided rows uncond of the same shape (the empty or the negative prompt's): its null
         rows; y is then omitted or the null label. A class expert refuses cond and uncond.
         """
         card = self.card
@@ -193,9 +198,9 @@ class Expert(ABC):
         """Checked inputs: x, t, the conditioning c (labels i64 [B] or embeddings f32 [B, width]), the
         guidance g f32 [B] and the null conditioning of every row (the null class, or uncond)."""
         space = self.card.sample_space
-        width = self.text_width
-        if width:
-            x, t, c, g, null = check_text_inputs(x, t, y, guidance, cond, uncond, width, space)
+        if self.text_width:
+            shape = self.card.text_shape
+            x, t, c, g, null = check_text_inputs(x, t, y, guidance, cond, uncond, shape, space)
             return x, t, c, g, null
         if cond is not None or uncond is not None:
             raise SchemaError(expected("no cond or uncond for a class-conditioned expert (y labels)", "them"))
@@ -209,9 +214,10 @@ class Expert(ABC):
         return run_bucketed(self._forward, (x, t, c), self.buckets, limit)
 
     def null_condition(self, rows: int) -> np.ndarray:
-        """Zeros of what `_forward` reads as c: labels i64 [rows], or embeddings f32 [rows, text_width]."""
-        width = self.text_width
-        return np.zeros((rows, width), np.float32) if width else np.zeros(rows, np.int64)
+        """Zeros of what `_forward` reads as c: labels i64 [rows], or embeddings f32 [rows, *text_shape]."""
+        if self.text_width:
+            return np.zeros((rows, *self.card.text_shape), np.float32)
+        return np.zeros(rows, np.int64)
 
     def warmup(self) -> None:
         """Run every bucket once (compiles them where the backend compiles)."""
@@ -221,5 +227,5 @@ class Expert(ABC):
 
     @abstractmethod
     def _forward(self, x: np.ndarray, t: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """x f32 [b,C,H,W], t f32 [b], c the conditioning: labels i64 [b], or for a text expert the pooled
-        prompt embeddings f32 [b, text_width] -> v f32 [b,C,H,W]; b is a bucket when buckets is set."""
+        """x f32 [b,C,H,W], t f32 [b], c the conditioning: labels i64 [b], or for a text expert the prompt
+        embeddings f32 [b, *card.text_shape] -> v f32 [b,C,H,W]; b is a bucket when buckets is set."""

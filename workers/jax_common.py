@@ -25,9 +25,11 @@ def timestep_embedding(t: jnp.ndarray, dim: int) -> jnp.ndarray:
 
 def condition_template(cfg, batch: int = 1) -> jnp.ndarray:
     """Zeros of what an expert model's third input is: int32 labels [batch], or for a text expert
-    (cfg.text_width > 0) the pooled prompt embeddings float32 [batch, text_width] (init, compiling)."""
-    width = getattr(cfg, "text_width", 0)
-    return jnp.zeros((batch, width), jnp.float32) if width else jnp.zeros((batch,), jnp.int32)
+    (cfg.text_width > 0) its prompt embeddings float32 [batch, *condition_shape(cfg)] (init, compiling)."""
+    from ddm.workers.config import condition_shape
+
+    shape = condition_shape(cfg)
+    return jnp.zeros((batch, *shape), jnp.float32) if shape else jnp.zeros((batch,), jnp.int32)
 
 
 def enable_compilation_cache() -> None:

@@ -105,9 +105,10 @@ def check_bucket(
     device: Expert, reference: Expert, bucket: int, repeats: int = LATENCY_REPEATS
 ) -> BucketCheck:
     x, t, y = fixed_inputs(bucket, space=reference.card.sample_space)
-    if reference.text_width:  # a text expert reads pooled prompt embeddings: seeded unit vectors
-        y = np.random.default_rng(bucket).standard_normal((bucket, reference.text_width), dtype=np.float32)
-        y /= np.linalg.norm(y, axis=1, keepdims=True)
+    if reference.text_width:  # a text expert reads prompt embeddings: seeded unit vectors
+        shape = (bucket, *reference.card.text_shape)
+        y = np.random.default_rng(bucket).standard_normal(shape, dtype=np.float32)
+        y /= np.linalg.norm(y, axis=-1, keepdims=True)
     want = reference._forward(x, t, y)
     times = []
     for _ in range(max(1, repeats)):

@@ -359,8 +359,7 @@ def timed_forward(expert, space: SampleSpace, rows: int) -> tuple[int, float]:
     """(rows, seconds) of one unguided forward pass of `rows` zero samples (after warmup: no compile)."""
     x = np.zeros((rows, *space.shape), np.float32)
     t, y = np.full(rows, 0.5, np.float32), np.full(rows, space.null_class, np.int64)
-    width = getattr(expert, "text_width", 0)  # a text expert reads a prompt's embedding instead of y
-    text = {"cond": np.zeros((rows, width), np.float32)} if width else {}
+    text = {"cond": expert.null_condition(rows)} if getattr(expert, "text_width", 0) else {}  # not y
     started = time.perf_counter()
     expert.velocity(x, t, y, 1.0, **text)
     return rows, time.perf_counter() - started

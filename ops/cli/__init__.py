@@ -25,6 +25,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("distill", "ddm.ops.cli.distill", "distil a deployment's routed ensemble into one dense student"),
     ("convert", "ddm.ops.cli.convert", "convert an expert checkpoint between PyTorch and JAX"),
     ("deployment", "ddm.ops.cli.deployment", "write a deployment file (experts, router, defaults)"),
+    ("import", "ddm.ops.cli.import_checkpoints", "serve other people's checkpoints in place (Paris, DiT)"),
     ("sample", "ddm.ops.cli.sample", "sample images in-process from a deployment (the reference sampler)"),
     ("eval", "ddm.ops.cli.eval", "sample every label from a deployment and score the images (accuracy, FD)"),
     ("expert", "ddm.ops.cli.expert", "check an expert on a device against the CPU, bucket by bucket"),

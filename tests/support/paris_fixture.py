@@ -5,10 +5,13 @@ with every tensor random so that no part of a model can be wrong unnoticed:
                                                       text_encoder_name (Paris's top config)
     DIR/expert_<i>/diffusion_pytorch_model.safetensors, DIR/expert_<i>/config.json
     DIR/router/pytorch_model.safetensors, DIR/router/config.json
+    DIR/vae/                   a tiny diffusers AutoencoderKL (tests/support/diffusers_fixture.py)
+    DIR/text_encoder/, DIR/tokenizer/   a tiny CLIPTextModel and CLIP's real BPE vocabulary
+                               (tests/support/clip_fixture.py)
 
 The per-model config.json keys (hidden_size, depth, num_heads, patch_size, in_channels) are this
-fixture's guess, and nothing reads them yet (the heads, which no tensor's shape holds, are passed by
-hand to workers/paris/config.py). The vae/, text_encoder/ and tokenizer/ folders are not written yet.
+fixture's guess; the importer reads only num_heads (or num_attention_heads) from them. The text width
+is the CLIP fixture's hidden size, so every expert's text_proj reads it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from pathlib import Path
 
 from ddm.workers.paris.config import ParisExpertConfig, ParisRouterConfig
 
-TINY_EXPERT = ParisExpertConfig(width=32, depth=2, heads=4, patch=2, channels=4, image_size=8, text_width=24)
+TINY_TEXT_WIDTH = 24  # the tiny CLIP's hidden size
+TINY_EXPERT = ParisExpertConfig(
+    width=32, depth=2, heads=4, patch=2, channels=4, image_size=8, text_width=TINY_TEXT_WIDTH
+)
 TINY_ROUTER = ParisRouterConfig(width=32, depth=2, heads=4, patch=2, channels=4, image_size=8, num_experts=2)
 
 
@@ -43,8 +49,11 @@ def _write(folder: Path, filename: str, state: dict, config) -> None:
     (folder / "config.json").write_text(json.dumps({**keys, "in_channels": c["channels"]}))
 
 
-def write_paris_fixture(root: Path, expert=TINY_EXPERT, router=TINY_ROUTER, seed: int = 0) -> Path:
-    """A Paris folder at `root` with router.num_experts experts; returns `root`."""
+def write_paris_fixture(
+    root: Path, expert=TINY_EXPERT, router=TINY_ROUTER, seed: int = 0, stages: bool = True
+) -> Path:
+    """A Paris folder at `root` with router.num_experts experts; returns `root`. stages: also the vae/,
+    text_encoder/ and tokenizer/ folders (the models' own checks need none of them)."""
     from ddm.workers.paris.torch_model import ParisExpert, ParisRouter
 
     root.mkdir(parents=True, exist_ok=True)
@@ -62,4 +71,10 @@ def write_paris_fixture(root: Path, expert=TINY_EXPERT, router=TINY_ROUTER, seed
     _write(
         root / "router", "pytorch_model.safetensors", random_state(ParisRouter(router), seed + 100), router
     )
+    if stages:
+        from tests.support.clip_fixture import write_clip_fixture
+        from tests.support.diffusers_fixture import write_vae
+
+        write_clip_fixture(root / "text_encoder", root / "tokenizer", hidden=expert.text_width, seed=seed)
+        write_vae(root / "vae", seed=seed)
     return root

@@ -113,7 +113,9 @@ def test_guidance_with_uncond_is_the_formula(tmp_path):
     v_u = expert.velocity(x, t, cond=uncond)
     want = v_u + g[:, None, None, None] * (v_c - v_u)
     np.testing.assert_allclose(guided, want, atol=2e-5)
-    np.testing.assert_array_equal(guided[0], v_c[0])  # an unguided row is the conditional velocity
+    # an unguided row is the conditional velocity (to float rounding: the guided call's batch has 7
+    # rows, this one 4, and oneDNN's convolutions on AVX-512 machines round differently by batch size)
+    np.testing.assert_allclose(guided[0], v_c[0], rtol=0, atol=1e-5)
     assert np.max(np.abs(v_c - v_u)) > 1e-3  # the prompt matters
     # y: omitted or the null label (0 in a space without classes)
     np.testing.assert_array_equal(expert.velocity(x, t, np.zeros(4, np.int64), cond=cond), v_c)

@@ -40,8 +40,15 @@ def load_weights(
     folder: Path, architecture: ExpertArchitecture | None = None, file: Path | None = None
 ) -> dict[str, np.ndarray]:
     """folder/model.msgpack (or `file`: the one meta.json's "weights" names) -> canonical flat layout
-    (numpy float32), through the architecture's layout hook (None: ddm.workers.layout's)."""
-    params = serialization.msgpack_restore(Path(file or Path(folder) / JAX.weights_file).read_bytes())
+    (numpy float32), through the architecture's layout hook (None: ddm.workers.layout's). A named
+    .safetensors file (an imported checkpoint's own, e.g. a Paris expert's) holds the canonical layout
+    itself, in any dtype safetensors has (bf16 included), widened to float32."""
+    path = Path(file or Path(folder) / JAX.weights_file)
+    if path.suffix == ".safetensors":
+        from safetensors.flax import load_file  # jax arrays: bf16 readable without torch
+
+        return {name: np.asarray(value, np.float32) for name, value in load_file(str(path)).items()}
+    params = serialization.msgpack_restore(path.read_bytes())
     return (architecture.from_flax if architecture is not None else flax_to_canonical)(params)
 
 

@@ -8,11 +8,15 @@ that the PyTorch modules' state dicts are exactly these.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ddm.schema.errors import ConfigError, expected
 
 FREQUENCY_DIM = 256  # the sinusoidal timestep features, before the time MLP
+# Paris's networks read t on 0..1000 (1000: pure noise). Served here, they are given their card's time
+# input in [0, 1] (t0-data: 1 = noise) and scale it themselves (the models' `time_scale`).
+TIME_SCALE = 1000.0
 MLP_RATIO = 4
 
 
@@ -29,10 +33,26 @@ class ParisExpertConfig:
     channels: int = 4
     image_size: int = 32
     text_width: int = 768
+    # CLIP's 77 positions, padding included (Paris reads them all): no tensor holds it, the text encoder
+    # does; it is the token count the expert is compiled for (JAX buckets) and checked against (the card)
+    text_tokens: int = 77
+
+    def __post_init__(self) -> None:
+        _check_ints(self)
+        if self.width % self.heads or self.image_size % self.patch:
+            raise ConfigError(expected("width divisible by heads and image_size by patch", self))
 
     @property
     def patches(self) -> int:
         return (self.image_size // self.patch) ** 2
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ParisExpertConfig:
+        """meta.json's `config` (ConfigError naming unknown or missing fields)."""
+        return _from_dict(cls, data)
 
 
 @dataclass(frozen=True)
@@ -49,9 +69,34 @@ class ParisRouterConfig:
     image_size: int = 32
     num_experts: int = 8
 
+    def __post_init__(self) -> None:
+        _check_ints(self)
+        if self.width % self.heads or self.image_size % self.patch:
+            raise ConfigError(expected("width divisible by heads and image_size by patch", self))
+
     @property
     def patches(self) -> int:
         return (self.image_size // self.patch) ** 2
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ParisRouterConfig:
+        return _from_dict(cls, data)
+
+
+def _check_ints(config) -> None:
+    for name, value in dataclasses.asdict(config).items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(expected(f"{type(config).__name__}.{name} a positive int", value))
+
+
+def _from_dict(cls, data: object):
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if not isinstance(data, dict) or set(data) - fields:
+        raise ConfigError(expected(f"a {cls.__name__} with fields {sorted(fields)}", data))
+    return cls(**data)
 
 
 def _time_mlp(d: int) -> dict[str, tuple[int, ...]]:
@@ -160,13 +205,16 @@ def _patch_geometry(shapes: dict[str, tuple[int, ...]], what: str) -> tuple[int,
     return d, c, p, side * p
 
 
-def expert_config_from(shapes: dict[str, tuple[int, ...]], heads: int = 16) -> ParisExpertConfig:
-    """The config whose tensors these are: depth and widths from the weights; the heads, which no shape
-    holds, as given (Paris's 16 by default; the importer is to read them from the checkpoint's
-    config.json). ConfigError if the shapes cannot be read."""
+def expert_config_from(
+    shapes: dict[str, tuple[int, ...]], heads: int = 16, text_tokens: int = 77
+) -> ParisExpertConfig:
+    """The config whose tensors these are: depth and widths from the weights; the heads and the text's
+    token count, which no shape holds, as given (Paris's 16 and CLIP's 77 by default; the importer reads
+    the heads from the checkpoint's config.json where it names them). ConfigError if the shapes cannot
+    be read."""
     d, c, p, size = _patch_geometry(shapes, "a Paris expert")
     text = shapes.get("text_proj.weight", (d, 0))[1]
-    return ParisExpertConfig(d, _depth(shapes, "scale_shift_table"), heads, p, c, size, text)
+    return ParisExpertConfig(d, _depth(shapes, "scale_shift_table"), heads, p, c, size, text, text_tokens)
 
 
 def router_config_from(shapes: dict[str, tuple[int, ...]], heads: int = 12) -> ParisRouterConfig:

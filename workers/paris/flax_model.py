@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ddm.workers.paris.config import FREQUENCY_DIM, MLP_RATIO, ParisExpertConfig
+from ddm.schema.errors import ConfigError
+from ddm.workers.paris.config import FREQUENCY_DIM, MLP_RATIO, TIME_SCALE, ParisExpertConfig
 
 LN_EPS = 1e-5  # as torch_model's
 
@@ -83,10 +84,16 @@ class ExpertBlock(nn.Module):
 
 class ParisExpert(nn.Module):
     config: ParisExpertConfig
+    time_scale: float = 1.0  # TIME_SCALE: t given in [0, 1] (served_expert)
+
+    @property
+    def cfg(self) -> ParisExpertConfig:  # what the expert runtime reads (text_width, text_tokens)
+        return self.config
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, t: jnp.ndarray, text: jnp.ndarray) -> jnp.ndarray:
         c = self.config
+        t = t * self.time_scale
         b, d, p, side = x.shape[0], c.width, c.patch, c.image_size // c.patch
         tokens = nn.Conv(d, (p, p), strides=(p, p), padding="VALID", name="patch_embed")(x).reshape(b, -1, d)
         tokens = tokens + self.param("pos_embed", nn.initializers.zeros, (1, c.patches, d))
@@ -114,7 +121,7 @@ def _attention(state: Mapping[str, np.ndarray], name: str) -> dict:
     }
 
 
-def flax_params(state: Mapping[str, np.ndarray], config: ParisExpertConfig) -> dict:
+def flax_params(state: Mapping[str, np.ndarray], depth: int) -> dict:
     """Paris's state dict (by its names, torch layout, float32 numpy) -> ParisExpert's {"params": ...}."""
     params = {
         "patch_embed": {
@@ -129,7 +136,7 @@ def flax_params(state: Mapping[str, np.ndarray], config: ParisExpertConfig) -> d
         "final_scale_shift_table": np.asarray(state["final_layer.scale_shift_table"]),
         "final_linear": _dense(state, "final_layer.linear"),
     }
-    for i in range(config.depth):
+    for i in range(depth):
         name = f"layers.{i}"
         params[f"layers_{i}"] = {
             "scale_shift_table": np.asarray(state[f"{name}.scale_shift_table"]),
@@ -138,3 +145,34 @@ def flax_params(state: Mapping[str, np.ndarray], config: ParisExpertConfig) -> d
             "mlp": {"fc1": _dense(state, f"{name}.mlp.0"), "fc2": _dense(state, f"{name}.mlp.2")},
         }
     return {"params": jax.tree_util.tree_map(jnp.asarray, params)}
+
+
+def served_expert(config: ParisExpertConfig) -> ParisExpert:
+    """The expert as the registry builds it: t in [0, 1] (its card's time input, 1 = noise)."""
+    return ParisExpert(config, time_scale=TIME_SCALE)
+
+
+def init_params(model: ParisExpert, seed: int) -> dict:
+    """A fresh params tree: the template Paris's converted weights are checked against."""
+    c = model.config
+    x = jnp.zeros((1, c.image_size, c.image_size, c.channels), jnp.float32)
+    text = jnp.zeros((1, c.text_tokens, c.text_width), jnp.float32)
+    return jax.jit(model.init)(jax.random.PRNGKey(seed), x, jnp.zeros((1,), jnp.float32), text)["params"]
+
+
+def canonical_to_flax(flat: Mapping[str, np.ndarray], like: dict) -> dict:
+    """The registry's layout hook: Paris's state dict -> the params tree, every leaf's shape checked
+    against `like` (a fresh init_params tree)."""
+    depth = sum(1 for name in like if name.startswith("layers_"))
+    params = flax_params(flat, depth)["params"]
+    want = jax.tree_util.tree_map(np.shape, like)
+    got = jax.tree_util.tree_map(np.shape, params)
+    if want != got:
+        raise ConfigError(f"a Paris expert's converted weights are shaped {got}, its config's {want}")
+    return params
+
+
+def flax_to_canonical(params: dict) -> dict:
+    """Not written: a Paris expert serves from its own safetensors file, never from model.msgpack."""
+    raise ConfigError("a Paris expert's weights are its own safetensors file: there is no Flax checkpoint")
+

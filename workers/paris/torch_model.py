@@ -5,8 +5,10 @@ real checkpoint with extra tensors would be refused by weights.check_tensors as 
 have seen one.
 
 Both take the time on Paris's scale, 0..1000 with 1000 pure noise, and the expert answers noise minus
-data (x_t = (1 - s) x0 + s eps, s = t / 1000). Converting that to this system's flow is the expert
-card's job (workers/objectives.py), not the model's.
+data (x_t = (1 - s) x0 + s eps, s = t / 1000). Built with time_scale=TIME_SCALE (`served_expert`,
+`served_router`: what the registry and the router build) they take s in [0, 1] instead and scale it
+themselves. Converting the rest to this system's flow (time runs the other way; noise minus data is
+minus our velocity) is the expert card's job (flow-velocity, t0-data; workers/objectives.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ddm.workers.paris.config import FREQUENCY_DIM, MLP_RATIO, ParisExpertConfig, ParisRouterConfig
+from ddm.workers.paris.config import (
+    FREQUENCY_DIM,
+    MLP_RATIO,
+    TIME_SCALE,
+    ParisExpertConfig,
+    ParisRouterConfig,
+)
 
 LN_EPS = 1e-5  # F.layer_norm's default, as Paris's blocks call it (no affine)
 
@@ -95,12 +103,13 @@ def patchify_in(x: torch.Tensor, patch_embed: nn.Conv2d, pos_embed: torch.Tensor
 
 
 class ParisExpert(nn.Module):
-    """forward(x [B, C, H, W], t [B] on 0..1000, text [B, T, text_width] CLIP's last hidden states)
-    -> noise minus data, [B, C, H, W]."""
+    """forward(x [B, C, H, W], t [B] on 0..1000 (times time_scale), text [B, T, text_width] CLIP's last
+    hidden states) -> noise minus data, [B, C, H, W]."""
 
-    def __init__(self, config: ParisExpertConfig):
+    def __init__(self, config: ParisExpertConfig, time_scale: float = 1.0):
         super().__init__()
-        self.config = config
+        self.config = self.cfg = config  # cfg: what the expert runtime reads (text_width)
+        self.time_scale = time_scale
         d = add_stem(self, config)
         self.text_proj = nn.Linear(config.text_width, d)
         self.t_block = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
@@ -110,7 +119,7 @@ class ParisExpert(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         b, d = x.shape[0], self.config.width
         tokens = patchify_in(x, self.patch_embed, self.pos_embed)
-        t_emb = self.time_embed(t)
+        t_emb = self.time_embed(t * self.time_scale)
         t0 = self.t_block(t_emb).reshape(b, 6, d)
         text = self.text_proj(text)
         for layer in self.layers:
@@ -148,11 +157,13 @@ class RouterBlock(nn.Module):
 
 
 class ParisRouter(nn.Module):
-    """forward(x [B, C, H, W], t [B] on 0..1000) -> logits [B, num_experts] (no text)."""
+    """forward(x [B, C, H, W], t [B] on 0..1000 (times time_scale)) -> logits [B, num_experts] (no
+    text)."""
 
-    def __init__(self, config: ParisRouterConfig):
+    def __init__(self, config: ParisRouterConfig, time_scale: float = 1.0):
         super().__init__()
         self.config = config
+        self.time_scale = time_scale
         d = add_stem(self, config)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
         self.layers = nn.ModuleList([RouterBlock(d, config.heads) for _ in range(config.depth)])
@@ -167,7 +178,17 @@ class ParisRouter(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         tokens = patchify_in(x, self.patch_embed, self.pos_embed)  # positions before the CLS
         tokens = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), tokens], dim=1)
-        t_emb = self.time_embed(t)
+        t_emb = self.time_embed(t * self.time_scale)
         for layer in self.layers:
             tokens = layer(tokens, t_emb)
         return self.head(tokens[:, 0])
+
+
+def served_expert(config: ParisExpertConfig) -> ParisExpert:
+    """The expert as the registry builds it: t in [0, 1] (its card's time input, 1 = noise)."""
+    return ParisExpert(config, time_scale=TIME_SCALE)
+
+
+def served_router(config: ParisRouterConfig) -> ParisRouter:
+    """The router as the router worker runs it: t in [0, 1] (1 = noise)."""
+    return ParisRouter(config, time_scale=TIME_SCALE)

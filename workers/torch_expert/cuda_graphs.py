@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ddm.workers.config import condition_shape
 from ddm.workers.torch_expert.tracing import condition_zeros
 
 WARMUP_PASSES = 3  # before capture: cudnn.benchmark's search and lazy init must not land in the graph
@@ -39,11 +40,11 @@ class CudaGraphBucket:
         self.bucket = bucket
         self.x = torch.zeros(bucket, *shape, device=dev)
         self.t = torch.zeros(bucket, device=dev)
-        width = getattr(model.cfg, "text_width", 0)  # a text expert's y: embeddings [bucket, width]
-        self.y = condition_zeros(bucket, width, dev)
+        condition = condition_shape(model.cfg)  # a text expert's y: embeddings [bucket, *condition]
+        self.y = condition_zeros(bucket, condition, dev)
         self.host_x = torch.zeros(bucket, *shape).pin_memory()
         self.host_t = torch.zeros(bucket).pin_memory()
-        self.host_y = condition_zeros(bucket, width).pin_memory()
+        self.host_y = condition_zeros(bucket, condition).pin_memory()
         self.host_out = torch.zeros(bucket, *shape).pin_memory()
         self.stream = torch.cuda.Stream()
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16")

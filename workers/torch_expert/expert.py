@@ -26,6 +26,7 @@ from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.precision import DEFAULT_PRECISION
 from ddm.schema.sample_space import LEGACY
 from ddm.workers.checkpoint import architecture_of, config_of, weights_path
+from ddm.workers.config import condition_shape
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.torch_expert.checkpoint import load_weights_file
 from ddm.workers.torch_expert.devices import check_device_precision, resolve_device, toolchain
@@ -91,11 +92,12 @@ def traced_buckets(
     tracer = tracer_for(device, precision)
     versions = tuple(sorted(toolchain(device).items()))
     identity = model_identity(model)
-    width = getattr(model.cfg, "text_width", 0)  # a text expert's y: embeddings [b, width]
+    condition = condition_shape(model.cfg)  # a text expert's y: embeddings [b, *condition]
     fns = {}
     for b in sorted(buckets):
         key = TraceKey(weights_sha256, identity, b, device, versions, tracer.compiler_args)
-        fns[b] = _host_call(cache.get(key, lambda b=b: tracer.trace(model, example_inputs(b, shape, width))))
+        example = example_inputs(b, shape, condition)
+        fns[b] = _host_call(cache.get(key, lambda b=b, example=example: tracer.trace(model, example)))
     return fns
 
 

@@ -53,16 +53,16 @@ def tracer_for(device: str, precision: str) -> Tracer:
 
 
 def example_inputs(
-    bucket: int, shape: tuple[int, int, int] = (1, 32, 32), text_width: int = 0
+    bucket: int, shape: tuple[int, int, int] = (1, 32, 32), condition: tuple[int, ...] = ()
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Static-shape inputs of one bucket: x [b, C, H, W] (one sample's `shape`: the expert's sample
-    space; the legacy 1x32x32 by default), t [b], y [b] int64 (a text expert's, text_width > 0: the
-    pooled prompt embeddings [b, text_width] float32)."""
-    return torch.zeros(bucket, *shape), torch.zeros(bucket), condition_zeros(bucket, text_width)
+    space; the legacy 1x32x32 by default), t [b], y [b] int64 (a text expert's: its prompt embeddings
+    float32 [b, *condition], ddm.workers.config.condition_shape)."""
+    return torch.zeros(bucket, *shape), torch.zeros(bucket), condition_zeros(bucket, condition)
 
 
-def condition_zeros(bucket: int, text_width: int = 0, device=None) -> torch.Tensor:
-    """Zeros of a model's conditioning input: labels int64 [b], or embeddings float32 [b, text_width]."""
-    if text_width:
-        return torch.zeros(bucket, text_width, device=device)
+def condition_zeros(bucket: int, condition: tuple[int, ...] = (), device=None) -> torch.Tensor:
+    """Zeros of a model's conditioning input: labels int64 [b], or embeddings float32 [b, *condition]."""
+    if condition:
+        return torch.zeros(bucket, *condition, device=device)
     return torch.zeros(bucket, dtype=torch.int64, device=device)
