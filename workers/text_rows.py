@@ -64,16 +64,17 @@ def text_embeddings(expert, conditioning, settings):
     return EmbeddingStore(redis_client(settings.redis_url), settings.names, settings.job_ttl_s)
 
 
-def local_lookup(spec, prompts: Sequence[str], encoder=None) -> tuple[Lookup, list[bool]]:
+def local_lookup(spec, prompts: Sequence[str], encoder=None, source=None) -> tuple[Lookup, list[bool]]:
     """The in-process sampler's lookup: `prompts` encoded here by the encoder `spec` names (a
-    TextEncoderSpec; ConfigError if the installed weights are other ones), keyed as the router keys
+    TextEncoderSpec; ConfigError if the weights found are other ones), keyed as the router keys
     them; and which prompts were cut to the token limit. encoder: one already loaded (or a file of
-    stored embeddings, ddm.workers.stored_prompts), whose spec must be `spec`."""
-    from ddm.workers.text_encoder import load_text_encoder
+    stored embeddings, ddm.workers.stored_prompts), whose spec must be `spec`; else the one loaded from
+    `source`, the deployment's [text_encoder] entry (None: the wheel's), as the text-encoder stage does."""
+    from ddm.workers.text_encoder import load_deployment_encoder
 
     if encoder is not None and encoder.spec != spec:
         raise SchemaError(f"expected the deployment's text encoder {spec}, got {encoder.spec}")
-    encoder = encoder if encoder is not None else load_text_encoder(spec=spec)
+    encoder = encoder if encoder is not None else load_deployment_encoder(spec, source)
     embeddings, truncated = encoder.encode(list(prompts))
     stored = {embedding_key(spec, p): e for p, e in zip(prompts, embeddings, strict=True)}
     return dict_lookup(stored), list(truncated)
@@ -87,11 +88,12 @@ class LocalJob(NamedTuple):
     prompt: np.ndarray | None  # a text job's prompt embedding: what a prompt-aware router reads
 
 
-def job_velocities(velocities: dict, job, encoder=None) -> LocalJob:
+def job_velocities(velocities: dict, job, encoder=None, source=None) -> LocalJob:
     """The in-process sampler's VelocityFns for a resolved job: a text job's read its prompts' embeddings,
-    encoded here once (local_lookup, by `encoder` when given); a class job's are `velocities` as given."""
+    encoded here once (local_lookup, by `encoder` when given, else from `source`: the deployment's
+    [text_encoder] entry); a class job's are `velocities` as given."""
     if job.text is None:
         return LocalJob(velocities, [], None)
-    lookup, truncated = local_lookup(job.text, job.prompts, encoder)
+    lookup, truncated = local_lookup(job.text, job.prompts, encoder, source)
     [prompt] = lookup([embedding_key(job.text, job.prompts[0])])
     return LocalJob({k: with_text(f, lookup) for k, f in velocities.items()}, truncated, prompt)

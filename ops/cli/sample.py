@@ -71,7 +71,8 @@ def main(args: argparse.Namespace) -> int:
     decoder = load_decoder(deployment, device=args.device)  # a latent deployment's: as the pipeline's stage
     load_s = time.perf_counter() - t0
     # a text job's prompts are encoded here, once, as the text-encoder stage does for the pipeline
-    fns, truncated, prompt = job_velocities({k: e.velocity for k, e in experts.items()}, job)
+    velocities = {k: e.velocity for k, e in experts.items()}
+    fns, truncated, prompt = job_velocities(velocities, job, source=deployment.text_encoder)
     if any(truncated):
         print(f"warning: the prompt was cut to the encoder's {job.text.max_tokens} tokens", file=sys.stderr)
     used = np.zeros(deployment.num_experts, np.int64)

@@ -46,7 +46,7 @@ def sample_prompts(deployment_path: Path, prompts: list[str], strategy, steps, g
         )
         descriptor.check(spec)
         job = descriptor.resolve(spec)
-        local = job_velocities(experts, job, encoder)
+        local = job_velocities(experts, job, encoder, deployment.text_encoder)
         xs.append(sample_local(local.velocities, policy, job, prompt=local.prompt))
     forwards = sum(e.forwards for e in experts.values())
     cost = {

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from ddm.ops.eval.text_eval import sample_prompts
     from ddm.router.deployment_loader import load_decoder
     from ddm.schema.deployment import Deployment
-    from ddm.workers.text_encoder import load_text_encoder
+    from ddm.workers.text_encoder import load_deployment_encoder
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--deployment", type=Path, required=True)
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("prompts", nargs="+")
     args = p.parse_args(argv)
     deployment = Deployment.load(args.deployment)
-    encoder = load_text_encoder(spec=deployment.conditioning.text)
+    encoder = load_deployment_encoder(deployment.conditioning.text, deployment.text_encoder)
     pictures, _ = sample_prompts(
         args.deployment, args.prompts, args.strategy, args.steps, args.guidance, args.seed, encoder
     )

@@ -229,11 +229,13 @@ def local_references(deployment_path, specs: list[JobSpec], noises: list | None 
     the experts once. A latent deployment's are the final latents (decode them with
     router.deployment_loader.load_decoder, as `ddm sample`)."""
     from ddm.router.sampler import sample_local
+    from ddm.schema.deployment import Deployment
     from ddm.workers.text_rows import job_velocities
 
     policy, velocities, descriptor = _loaded(deployment_path)
+    source = Deployment.load(deployment_path).text_encoder  # a text deployment's encoder folders
     jobs = [descriptor.resolve(spec) for spec in specs]
-    local = [job_velocities(velocities, job) for job in jobs]
+    local = [job_velocities(velocities, job, source=source) for job in jobs]
     noises = noises or [None] * len(jobs)
     return [
         sample_local(lj.velocities, policy, job, prompt=lj.prompt, init_noise=noise)

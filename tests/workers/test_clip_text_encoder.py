@@ -147,3 +147,21 @@ def test_only_safetensors_and_only_clips_tokenizer(folders, tmp_path):
         load_clip_text_encoder(text_dir, small)
     with pytest.raises(ConfigError, match="device"):
         load_clip_text_encoder(*folders, device="gpu0")
+
+
+def test_the_one_door_picks_clip_by_the_specs_tokenizer(folders, encoder):
+    from ddm.schema.stage_entries import TextEncoderEntry
+    from ddm.workers.text_encoder import load_deployment_encoder, load_text_encoder
+
+    text_dir, tokenizer_dir = folders
+    spec = clip_text_spec(*folders)
+    clip = load_text_encoder(spec=spec, folder=text_dir, tokenizer_folder=tokenizer_dir)
+    assert clip.spec == spec and type(clip).__name__ == "ClipTextEncoder"
+    np.testing.assert_array_equal(clip.encode(["a cat"])[0], encoder.encode(["a cat"])[0])
+    entry = TextEncoderEntry(text_dir, tokenizer_dir, "cpu")  # a deployment's [text_encoder]
+    assert load_deployment_encoder(spec, entry).spec == spec
+    with pytest.raises(ConfigError, match=r"\[text_encoder\] table"):
+        load_deployment_encoder(spec, None)  # no wheel ships CLIP: its folders must be named
+    other = TextEncoderSpec(spec.encoder_id, spec.digest, "sentencepiece", 77, HIDDEN, "tokens")
+    with pytest.raises(ConfigError, match="sentencepiece"):
+        load_text_encoder(spec=other, folder=text_dir)

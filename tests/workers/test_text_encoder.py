@@ -172,6 +172,8 @@ def test_bad_arguments_and_a_folder_without_safetensors_are_refused(folder, toke
     for form, limit in (("words", 64), ("pooled", 1), ("pooled", 257), ("tokens", True)):
         with pytest.raises(ConfigError):
             load_text_encoder(form, limit)
+    with pytest.raises(ConfigError, match="device cpu"):
+        load_text_encoder("tokens", 64, device="cuda")  # MiniLM's forward is the CPU's
     with pytest.raises(TypeError):
         tokens.encode("a red apple")
     # only safetensors: a folder holding a pickled pytorch_model.bin instead is refused, never unpickled

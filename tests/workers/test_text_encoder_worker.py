@@ -14,11 +14,18 @@ import numpy as np
 import pika
 import pytest
 
-from ddm.schema.text_messages import EncodeReply, EncodeRequest
+from ddm.schema.text_messages import EncodeRequest
 from ddm.schema.topology import CONTENT_TYPE
 from tests.support.harness import DDM_CLI, Pipeline, service_env
 from tests.support.services import amqp_channel
-from tests.support.text import needs_text_encoder, text_encoder, text_spec, write_text_deployment_file
+from tests.support.text import (
+    ask_encoder,
+    encoder_reply,
+    needs_text_encoder,
+    text_encoder,
+    text_spec,
+    write_text_deployment_file,
+)
 
 PROMPTS = ("a red apple", "")
 
@@ -34,28 +41,13 @@ def deployment(tmp_path_factory):
     return write_text_deployment_file(root, ["e0"])
 
 
-def _ask(ch, queue: str, request: EncodeRequest) -> str:
-    reply_to = ch.queue_declare("", exclusive=True).method.queue
-    props = pika.BasicProperties(reply_to=reply_to, content_type=CONTENT_TYPE, type=EncodeRequest.TYPE)
-    ch.basic_publish("", queue, request.encode(), props)
-    return reply_to
-
-
-def _reply(ch, reply_to: str, timeout: float = 60.0) -> EncodeReply:
-    deadline = time.monotonic() + timeout
-    while (got := ch.basic_get(reply_to, auto_ack=True))[0] is None:
-        assert time.monotonic() < deadline, "no reply from the text encoder"
-        time.sleep(0.05)
-    return EncodeReply.decode(got[2])
-
-
 def test_the_encoder_answers_with_the_real_embeddings_and_its_digest(deployment, tmp_path):
     with Pipeline(deployment, tmp_path) as pipe:
         pipe.start_text_encoder("text")
         pipe.wait_ready("text")
         with amqp_channel() as ch:
-            reply = _reply(
-                ch, _ask(ch, pipe.names.text_queue, EncodeRequest("job-1", "job-1.encode", PROMPTS))
+            reply = encoder_reply(
+                ch, ask_encoder(ch, pipe.names.text_queue, EncodeRequest("job-1", "job-1.encode", PROMPTS))
             )
     want, truncated = text_encoder().encode(list(PROMPTS))
     assert reply.digest == text_spec().digest and reply.truncated == tuple(truncated) == (False, False)
@@ -68,7 +60,7 @@ def test_an_encoder_killed_holding_a_request_loses_nothing(deployment, tmp_path)
         pipe.wait_ready("doomed")
         doomed.send_signal(signal.SIGSTOP)  # consuming, frozen: the request will sit in it, unacked
         with amqp_channel() as ch:
-            reply_to = _ask(ch, pipe.names.text_queue, EncodeRequest("job-2", "job-2.encode", PROMPTS))
+            reply_to = ask_encoder(ch, pipe.names.text_queue, EncodeRequest("job-2", "job-2.encode", PROMPTS))
             deadline = time.monotonic() + 30
             while ch.queue_declare(pipe.names.text_queue, passive=True).method.message_count:
                 assert time.monotonic() < deadline, "the request never reached the frozen encoder"
@@ -77,7 +69,7 @@ def test_an_encoder_killed_holding_a_request_loses_nothing(deployment, tmp_path)
             doomed.send_signal(signal.SIGKILL)
             doomed.wait(timeout=10)
             pipe.start_text_encoder("rescuer")
-            reply = _reply(ch, reply_to)
+            reply = encoder_reply(ch, reply_to)
     assert reply.worker_id == "rescuer" and reply.request_id == "job-2.encode"
     assert np.array_equal(reply.embeddings, text_encoder().encode(list(PROMPTS))[0])
 
