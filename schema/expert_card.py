@@ -15,14 +15,11 @@
                            alpha(tau) = exp(-beta_min tau / 2 - (beta_max - beta_min) tau^2 / 4)
                        {"name": "cosine", "s": 0.008}  Nichol & Dhariwal:
                            alpha(tau) = cos((tau + s) / (1 + s) pi / 2) / cos(s / (1 + s) pi / 2)
-                       {"name": "discrete-linear", "beta_start": 0.0001, "beta_end": 0.02,
-                        "steps": 1000}  DDPM's discrete schedule (Ho et al.; DiT, diffusers'
-                           DDPMScheduler "linear"): beta_i = linspace(beta_start, beta_end, steps),
-                           alpha_bar_i = prod_{j <= i} (1 - beta_j), i = 0 .. steps - 1, in float64;
-                           diffusion time tau in [0, 1] is the continuous index i = tau (steps - 1),
-                           alpha(tau)^2 interpolates alpha_bar log-linearly between whole indices,
-                           and the network's time input is on that index scale (0 .. steps - 1,
-                           `Schedule.time_scale`): DiT's timestep 0 .. 999
+                       {"name": "discrete-linear", "beta_start": 0.0001, "beta_end": 0.02, "steps": 1000}
+                           DDPM's (DiT's; diffusers' DDPMScheduler "linear"): alpha_bar_i = prod_{j <= i}
+                           (1 - beta_j), beta = linspace(beta_start, beta_end, steps) in float64; tau is the
+                           index i = tau (steps - 1), alpha^2 log-linear in i between whole steps; the time
+                           input is i (`Schedule.time_scale`: DiT's timestep 0 .. 999)
     time_convention  what the network's time input means: "t0-noise" (0 = noise, 1 = data: this
                      system's t; for a ddpm-* expert its input is 1 - tau) or "t0-data" (0 = data:
                      a ddpm-* expert's input is tau; a flow-velocity expert's time runs backwards,
@@ -66,7 +63,6 @@ SCHEDULES: dict[str, dict[str, float]] = {
     "discrete-linear": {"beta_start": 1e-4, "beta_end": 0.02, "steps": 1000.0},
 }
 DISCRETE_SCHEDULES = ("discrete-linear",)  # defined on whole steps; their time input is the step index
-MAX_DISCRETE_STEPS = 100_000
 DEFAULT_SCHEDULE = "linear"  # what a ddpm-* objective named without a schedule gets (the CLI's default)
 DEFAULT_ARCHITECTURE = "unet"  # meta.json without `architecture` (ddm.workers.architectures re-exports it)
 CARD_FIELDS = (
@@ -113,8 +109,11 @@ class Schedule:
             raise SchemaError(expected("linear schedule beta_max > 0", merged["beta_max"]))
         if self.name == "cosine" and not 0 <= merged["s"] < 1:
             raise SchemaError(expected("cosine schedule s in [0, 1)", merged["s"]))
-        if self.name in DISCRETE_SCHEDULES:
-            _check_discrete(merged)
+        if self.name == "discrete-linear" and not 0 < merged["beta_start"] <= merged["beta_end"] < 1:
+            raise SchemaError(expected("discrete-linear schedule 0 < beta_start <= beta_end < 1", merged))
+        steps = merged.get("steps", 2.0)
+        if steps != int(steps) or not 2 <= steps <= 100_000:
+            raise SchemaError(expected("discrete-linear schedule steps a whole number in [2, 100000]", steps))
         object.__setattr__(self, "params", tuple(sorted(merged.items())))
 
     @classmethod
@@ -126,8 +125,7 @@ class Schedule:
 
     @property
     def time_scale(self) -> float:
-        """What the network's time input is multiplied by: steps - 1 for a discrete schedule (its input
-        is the step index, 0 .. 999 for DDPM's 1000 steps), 1 for a continuous one (tau itself)."""
+        """The network's time input per unit of tau: steps - 1 (discrete: its step index), else 1."""
         return self.param("steps") - 1.0 if self.name in DISCRETE_SCHEDULES else 1.0
 
     def to_dict(self) -> dict:
@@ -161,17 +159,6 @@ class Schedule:
 
     def describe(self) -> str:
         return f"{self.name}(" + ", ".join(f"{k}={v:g}" for k, v in self.params) + ")"
-
-
-def _check_discrete(params: dict[str, float]) -> None:
-    """A discrete-linear schedule's parameters: 0 < beta_start <= beta_end < 1, whole steps >= 2."""
-    if not 0 < params["beta_start"] <= params["beta_end"] < 1:
-        raise SchemaError(expected("discrete-linear schedule 0 < beta_start <= beta_end < 1", params))
-    steps = params["steps"]
-    if steps != int(steps) or not 2 <= steps <= MAX_DISCRETE_STEPS:
-        raise SchemaError(
-            expected(f"discrete-linear schedule steps a whole number in [2, {MAX_DISCRETE_STEPS}]", steps)
-        )
 
 
 @dataclass(frozen=True)

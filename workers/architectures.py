@@ -42,6 +42,7 @@ from ddm.workers.frameworks import EntryPoint
 REGISTERED: tuple[str, ...] = (
     "ddm.workers.config:UNET",
     "ddm.workers.dit.architecture:DIT",
+    "ddm.workers.diffusers_dit.architecture:DIFFUSERS_DIT",
     "ddm.workers.paris.architecture:PARIS",
 )
 

@@ -84,7 +84,7 @@ def inputs(seed: int = 0):
 
 
 def test_registered_beside_the_unet():
-    assert architecture_names() == ["dit", "unet"]
+    assert {"dit", "unet"} <= set(architecture_names())  # beside the others (diffusers-dit, ...)
     record = expert_architecture("dit")
     assert record.config is DiTConfig and set(record.models) == {"torch", "jax"}
     assert record.preset("tiny") == PRESETS["tiny"]

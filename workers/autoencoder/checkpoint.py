@@ -1,6 +1,7 @@
 """An autoencoder checkpoint folder: meta.json (kind "autoencoder", config, card) and
-autoencoder.safetensors; `load_autoencoder` is the one door to it (the decoder worker, `ddm sample`,
-`ddm eval`, `ddm data encode`)."""
+autoencoder.safetensors; or meta.json alone, serving a diffusers AutoencoderKL folder in place (its
+"source": ddm.workers.autoencoder.diffusers_vae). `load_autoencoder` is the one door to either (the
+decoder worker, `ddm sample`, `ddm eval`, `ddm data encode`)."""
 
 from __future__ import annotations
 
@@ -92,5 +93,14 @@ def torch_device(device: str | None, torch) -> str:
     return named[device]
 
 
-def load_autoencoder(folder: str | Path, device: str = "cpu") -> LoadedAutoencoder:
+def load_autoencoder(folder: str | Path, device: str = "cpu"):
+    """The autoencoder of a folder: a LoadedAutoencoder (trained here), or a DiffusersAutoencoder when
+    its meta names a diffusers folder as its "source". Both: encode, decode, card, device."""
+    from ddm.workers.autoencoder.diffusers_vae import SOURCE_FIELD, DiffusersAutoencoder
+
+    meta = read_meta(folder, kind="autoencoder")
+    if SOURCE_FIELD in meta:  # an unknown format is refused there, naming the known one
+        import torch
+
+        return DiffusersAutoencoder(folder, meta, read_card(folder), torch_device(device, torch))
     return LoadedAutoencoder(folder, device)

@@ -1,0 +1,35 @@
+"""A diffusers DiTTransformer2DModel as this repository's torch expert model: forward(x, t, y) -> the
+network's eps prediction, the learned-sigma half dropped. Read from the installed diffusers source
+(models/transformers/dit_transformer_2d.py, pipelines/dit/pipeline_dit.py): forward(hidden_states,
+timestep, class_labels) returns `.sample` of out_channels channels, and the DiT pipeline keeps the
+first in_channels of them as eps when out_channels = 2 x in_channels; the null class of guidance is
+label num_embeds_ada_norm (the pipeline's 1000).
+
+The time input arrives on the network's own scale (the card's discrete-linear schedule: the step index
+0 .. 999, ddm.workers.objectives), as a float: diffusers' sinusoidal embedding takes a float timestep.
+Its state_dict is the diffusers file's (the subclass adds no parameter), so the folder's
+diffusion_pytorch_model.safetensors loads as it is.
+"""
+
+from __future__ import annotations
+
+import torch
+from diffusers import DiTTransformer2DModel
+
+from ddm.workers.diffusers_dit.config import DiffusersDiTConfig
+
+
+class ServedDiT(DiTTransformer2DModel):
+    """DiTTransformer2DModel whose forward is the expert's: (x [B,C,H,W], t [B] float, y [B] int64) ->
+    eps [B,C,H,W]."""
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        out = super().forward(x, timestep=t, class_labels=y).sample  # [B, out_channels, H, W]
+        return out[:, : x.shape[1]]  # eps; the rest is the learned variance (unused by a velocity)
+
+
+def served_expert(config: DiffusersDiTConfig) -> ServedDiT:
+    """The registry's "model" entry: an untrained ServedDiT of `config` (load_expert loads the weights)."""
+    model = ServedDiT(**config.diffusers_kwargs())
+    model.cfg = config  # what the trace cache's model identity reads (ddm.workers.torch_expert.expert)
+    return model
