@@ -41,6 +41,7 @@ from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.expert_card import FLOW_VELOCITY, T0_DATA, Objective, stamp_card
 from ddm.schema.sample_space import SampleSpace
+from ddm.workers.autoencoder.diffusers_card import DEFAULT_LATENT_RANGE, write_diffusers_decoder
 from ddm.workers.checkpoint import expert_meta
 from ddm.workers.paris.config import (
     ParisExpertConfig,
@@ -59,9 +60,6 @@ GUIDANCE = 7.5
 STRATEGY = "topk:2"
 GRID = "flowmatch"
 STEPS_NOTE = "steps: 50 in the public port, 30 in Baguette, 20 in Bagel's hosted API"
-# The range of SD-VAE latents scaled by 0.18215 that the sample space declares (previews and PNGs of
-# intermediate frames map it to the colour range; nothing clips to it)
-LATENT_RANGE = (-4.0, 4.0)
 EXAMPLE_PROMPTS = ("a red apple on a wooden table", "a lighthouse at dusk", "a corgi wearing sunglasses")
 
 
@@ -133,8 +131,8 @@ def read_paris(root: str | Path) -> ParisFolder:
     router = router_config_from(shapes, _heads(path.parent, 12))
     check_tensors(shapes, router_shapes(router), f"Paris's router ({path})")
     _check_agree(root, experts, router, text, (channels, size, count))
-    lo, hi = LATENT_RANGE
-    return ParisFolder(root, tuple(experts), router, text, SampleSpace((channels, size, size), (lo, hi)))
+    space = SampleSpace((channels, size, size), DEFAULT_LATENT_RANGE)  # the VAE decoder's card declares it
+    return ParisFolder(root, tuple(experts), router, text, space)
 
 
 def _encoder_id(top: dict) -> str | None:
@@ -210,8 +208,6 @@ def import_paris(root: str | Path, out: str | Path, jax_experts: frozenset[int] 
     """Write OUT (deployment.toml and the meta.json of every stage) for the Paris folder `root`; the
     experts in `jax_experts` are served by Flax (Paris's state dict converted at load), the rest by
     PyTorch. Returns the deployment file. ConfigError (nothing written) when the folder is not Paris's."""
-    from ddm.workers.autoencoder.diffusers_vae import write_diffusers_decoder
-
     paris = read_paris(root)
     out = Path(out).resolve()
     if unknown := sorted(set(jax_experts) - set(range(len(paris.experts)))):
@@ -221,7 +217,7 @@ def import_paris(root: str | Path, out: str | Path, jax_experts: frozenset[int] 
         for i in range(len(paris.experts))
     ]
     router = _write_router(paris, out)
-    decoder = write_diffusers_decoder(paris.root / "vae", out / "decoder", paris.space.shape, paris.space)
+    decoder = write_diffusers_decoder(paris.root / "vae", out / "decoder", paris.space.shape)
     deployment = Deployment.build(
         out / "deployment.toml",
         experts,
