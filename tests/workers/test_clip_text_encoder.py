@@ -165,3 +165,26 @@ def test_the_one_door_picks_clip_by_the_specs_tokenizer(folders, encoder):
     other = TextEncoderSpec(spec.encoder_id, spec.digest, "sentencepiece", 77, HIDDEN, "tokens")
     with pytest.raises(ConfigError, match="sentencepiece"):
         load_text_encoder(spec=other, folder=text_dir)
+
+
+def test_a_missing_tensor_is_refused_and_an_old_position_ids_buffer_is_not(folders, tmp_path):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    text_dir, tokenizer_dir = folders
+    tensors = load_file(text_dir / "model.safetensors")
+    for name, edit in (
+        ("missing", lambda t: {k: v for k, v in t.items() if "layers.1.mlp.fc2.weight" not in k}),
+        ("old", lambda t: t | {"text_model.embeddings.position_ids": torch.arange(77)[None]}),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(text_dir / "config.json", folder)
+        save_file(edit(tensors), str(folder / "model.safetensors"), metadata={"format": "pt"})
+        if name == "missing":  # transformers would fill it at random
+            with pytest.raises(ConfigError, match="lacks 1 .*fc2"):
+                load_clip_text_encoder(folder, tokenizer_dir)
+        else:  # transformers 4's checkpoints (SD's text_encoder/) carry it: same model
+            old = load_clip_text_encoder(folder, tokenizer_dir).encode(["a cat"])[0]
+            new = load_clip_text_encoder(text_dir, tokenizer_dir).encode(["a cat"])[0]
+            np.testing.assert_array_equal(old, new)

@@ -27,3 +27,32 @@ def test_legacy_experts_keep_a_file_without_a_sample_space_table(tmp_path, capsy
     assert main(["deployment", "write", str(out), "--expert", "e0"]) == 0
     assert "[sample_space]" not in out.read_text()
     assert Deployment.load(out).sample_space == LEGACY
+
+
+def test_a_text_deployment_names_its_encoder_and_tokenizer_folders(tmp_path, capsys):
+    from tests.support.text import TEXT_SPACE, needs_text_encoder, text_conditioning
+
+    needs_text_encoder()
+    from ddm.workers.text_encoder import model_dir
+
+    conditioning = text_conditioning()
+    make_random_expert(tmp_path / "e0", "torch", (), sample_space=TEXT_SPACE, conditioning=conditioning)
+    out = tmp_path / "deployment.toml"
+    assert main(["deployment", "write", str(out), "--expert", "e0", "--text-encoder", str(model_dir())]) == 0
+    loaded = Deployment.load(out)
+    assert loaded.conditioning == conditioning and loaded.text_encoder.device == "cpu"
+    assert loaded.text_encoder.checkpoint == loaded.text_encoder.tokenizer == model_dir()
+    argv = [
+        "deployment",
+        "write",
+        str(out),
+        "--expert",
+        "e0",
+        "--text-encoder",
+        "te:auto",
+        "--tokenizer",
+        "tok",
+    ]
+    assert main(argv) == 0
+    entry = Deployment.load(out).text_encoder
+    assert (entry.checkpoint, entry.tokenizer, entry.device) == (tmp_path / "te", tmp_path / "tok", "auto")
