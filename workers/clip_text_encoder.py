@@ -12,10 +12,12 @@ whose weights lack a tensor the model needs (transformers would fill it at rando
     emb, truncated = enc.encode(["a photo of a cat", ""])                # float32 [2, 77, 768]
 
 Every prompt is tokenized as Paris (and Stable Diffusion) does: padding="max_length" to max_tokens (77),
-truncation, <|startoftext|> ... <|endoftext|> then <|endoftext|> as padding; the model reads the ids
-with no attention mask (CLIP's causal mask only), and the embedding is `last_hidden_state`, every one
-of the 77 positions, padding positions included: the experts read them all. The guidance null is the
-encoding of "". A prompt longer than max_tokens - 2 BPE tokens is cut and its truncated flag is True.
+truncation, <|startoftext|> ... <|endoftext|> then the folder's pad token (<|endoftext|> in
+openai/clip-vit-large-patch14's; transformers' CLIPTokenizer normalises by NFC and lower case, no ftfy);
+the model reads the ids with no attention mask (CLIP's causal mask only), and the embedding is
+`last_hidden_state`, every one of the 77 positions, padding positions included: the experts read them
+all. The guidance null is the encoding of "". A prompt longer than max_tokens - 2 BPE tokens is cut and
+its truncated flag is True.
 
 Each prompt is encoded alone (a batch of one), so its embedding does not depend on the others in the
 call: the same prompt gives the same bits, in any batch. fp32, on the CPU by default; device "cuda"
