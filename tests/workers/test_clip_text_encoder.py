@@ -188,3 +188,19 @@ def test_a_missing_tensor_is_refused_and_an_old_position_ids_buffer_is_not(folde
             old = load_clip_text_encoder(folder, tokenizer_dir).encode(["a cat"])[0]
             new = load_clip_text_encoder(text_dir, tokenizer_dir).encode(["a cat"])[0]
             np.testing.assert_array_equal(old, new)
+
+
+def test_importing_the_encoders_and_reading_a_spec_need_no_transformers(folders):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['transformers'] = None\n"  # an import of it now fails
+        "import ddm.workers.text_encoder, ddm.workers.text_encoder_worker, ddm.workers.text_rows\n"
+        "from ddm.workers.clip_text_encoder import clip_text_spec\n"
+        "print(clip_text_spec(*sys.argv[1:]).digest)"
+    )
+    argv = [sys.executable, "-c", code, *map(str, folders)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == clip_text_spec(*folders).digest
