@@ -156,3 +156,16 @@ def test_moved_weights_are_refused_by_their_digest(imported, tmp_path):
     (copy / "expert_0" / "meta.json").write_text(json.dumps({**meta, "weights": str(other)}))
     with pytest.raises(ConfigError, match="sha256"):
         load_expert(copy / "expert_0", "cpu")
+
+
+def test_the_bucketed_traced_path_answers_as_eager(imported, tmp_path, monkeypatch):
+    """cpu-traced: the static-shape path Trainium takes (torch.jit.trace per bucket, the trace cache)."""
+    monkeypatch.setenv("DDM_TRACE_CACHE_DIR", str(tmp_path / "traces"))
+    _, deployment = imported
+    folder = deployment.parent / "expert_0"
+    x = np.random.default_rng(3).standard_normal((3, 4, 8, 8)).astype(np.float32)
+    t, y = np.array([0.2, 0.6, 0.9], np.float32), np.array([1, 4, NULL])
+    traced = load_expert(folder, "cpu-traced", buckets=(1, 4))
+    assert traced.buckets == (1, 4)
+    want = load_expert(folder, "cpu").velocity(x, t, y, 3.0)
+    np.testing.assert_allclose(traced.velocity(x, t, y, 3.0), want, atol=1e-5)

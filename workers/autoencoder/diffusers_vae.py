@@ -73,9 +73,11 @@ def check_normalisation(config: dict) -> tuple[float, float]:
 
 def load_vae(vae_dir: Path, device: str = "cpu"):
     """diffusers.AutoencoderKL from its folder, safetensors only, in eval mode on `device` (fp32)."""
-    from diffusers import AutoencoderKL
+    from ddm.workers.diffusers_dit.torch_model import require_diffusers
 
-    model = AutoencoderKL.from_pretrained(str(vae_dir), use_safetensors=True, low_cpu_mem_usage=False)
+    model = require_diffusers().AutoencoderKL.from_pretrained(
+        str(vae_dir), use_safetensors=True, low_cpu_mem_usage=False
+    )
     return model.to(device).eval().requires_grad_(False)
 
 
