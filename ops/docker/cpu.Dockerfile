@@ -8,14 +8,19 @@
 #                                 (the shipped deployments' routers: router/learned.py)
 #   expert-torch    torch         `ddm worker expert` of a PyTorch checkpoint    jax
 #   expert-jax      jax           `ddm worker expert` of a JAX/Flax checkpoint   torch
+#   torch-import    import        an imported deployment's CPU stages: Paris's   jax
+#                   (torch,       router (PyTorch), the CLIP text encoder
+#                   transformers, (transformers), the AutoencoderKL decoder
+#                   diffusers)    (diffusers), and `ddm import` itself
+#                                 (docker-compose.yml's paris profile, ops/k8s/components/paris)
 #
-# docker-compose.yml builds each service from its target. ops/docker/e2e.sh builds all five and checks in
+# docker-compose.yml builds each service from its target. ops/docker/e2e.sh builds the first five and checks in
 # each image that the frameworks it must not carry do not import (docs/DEPLOY.md has the sizes).
 # Every package at the version in constraints.txt; the extras installed (torch, jax, ui) are
 # pyproject.toml's, and an explicit pin here must equal theirs and constraints.txt's
 # (tests/ops/test_docker_pins.py, tests/ops/test_compose.py). `pip check` fails the build on a conflict.
 #
-# WHERE TORCH COMES FROM (expert-torch only): build arguments.
+# WHERE TORCH COMES FROM (expert-torch and torch-import: the torch-cpu layer): build arguments.
 #   TORCH_INDEX_URL   an index with the CPU build; default PyTorch's own CPU index. The default PyPI wheel
 #                     brings the CUDA libraries (GBs). Empty: no extra index.
 #   TORCH_FIND_LINKS  a find-links URL or path that holds the wheel (a local wheel folder served over http,
@@ -85,8 +90,8 @@ RUN pip install -c /etc/ddm/constraints.txt "$(echo /wheels/ddm_pipeline-*.whl)[
 COPY --from=source --chown=ddm /ckpt /srv/ddm/checkpoints
 USER ddm
 
-# ---- an expert of a PyTorch checkpoint: torch (CPU build), no JAX
-FROM base AS expert-torch
+# ---- torch's CPU build, alone: the layer expert-torch and torch-import share
+FROM base AS torch-cpu
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG TORCH_FIND_LINKS=
 # torch in its own layer, so a source change does not reinstall it. An http:// find-links host is
@@ -95,8 +100,25 @@ RUN case "$TORCH_FIND_LINKS" in http://*) host=$(printf %s "$TORCH_FIND_LINKS" |
     pip install -c /etc/ddm/constraints.txt ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
     ${TORCH_FIND_LINKS:+--find-links "$TORCH_FIND_LINKS"} ${host:+--trusted-host "$host"} torch==2.13.0 \
  && python -c "import torch; print('torch', torch.__version__)"
+
+# ---- an expert of a PyTorch checkpoint: torch (CPU build), no JAX
+FROM torch-cpu AS expert-torch
 COPY --from=source /wheels /wheels
 RUN pip install -c /etc/ddm/constraints.txt "$(echo /wheels/ddm_pipeline-*.whl)[torch]" \
+ && pip check \
+ && pip freeze > /etc/ddm/installed.txt \
+ && rm -rf /wheels
+COPY --from=source --chown=ddm /ckpt /srv/ddm/checkpoints
+USER ddm
+
+# ---- the CPU stages of an imported deployment (`ddm import paris|dit`, docs/DEPLOY.md "Serving Paris"):
+# torch with transformers and diffusers (the import extra), no JAX. It runs Paris's router (a PyTorch net
+# in the router worker), the CLIP text-encoder stage, the AutoencoderKL decoder stage, and `ddm import`.
+# HF_HUB_OFFLINE: transformers and diffusers read the mounted folders only and never try the hub.
+FROM torch-cpu AS torch-import
+ENV HF_HUB_OFFLINE=1
+COPY --from=source /wheels /wheels
+RUN pip install -c /etc/ddm/constraints.txt "$(echo /wheels/ddm_pipeline-*.whl)[import]" \
  && pip check \
  && pip freeze > /etc/ddm/installed.txt \
  && rm -rf /wheels

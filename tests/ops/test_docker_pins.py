@@ -24,7 +24,7 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parents[2]
 # The extras each image installs with the package wheel: its stack, and nothing else.
 IMAGE_EXTRAS = {
-    "cpu": {"torch", "jax", "ui"},
+    "cpu": {"torch", "jax", "ui", "import"},  # import: the torch-import target
     "cuda": {"torch"},
     "jax": {"jax-cuda"},
     "neuron": {"neuron"},
@@ -217,7 +217,10 @@ CPU_TARGETS = {
     "router-learned": {"jax"},
     "expert-jax": {"jax"},
     "expert-torch": {"torch"},
+    "torch-import": {"import"},  # an imported deployment's CPU stages: torch, transformers, diffusers
 }
+TORCH_LAYER = "torch-cpu"  # the stage that installs torch alone: the base of the targets with torch
+TORCH_TARGETS = {"expert-torch", "torch-import"}
 
 
 def dockerfile_stages(text: str) -> dict[str, str]:
@@ -228,13 +231,18 @@ def dockerfile_stages(text: str) -> dict[str, str]:
 
 def test_each_cpu_target_installs_only_its_roles_extras():
     stages = dockerfile_stages((REPO / "ops/docker/cpu.Dockerfile").read_text())
-    assert set(CPU_TARGETS) <= set(stages), sorted(stages)
+    assert set(CPU_TARGETS) | {TORCH_LAYER} <= set(stages), sorted(stages)
+    text = dockerfile_commands((REPO / "ops/docker/cpu.Dockerfile").read_text())
+    parents = {stage: parent for parent, stage in re.findall(r"^FROM (\S+) AS (\S+)$", text, re.M)}
+    (torch_layer,) = pip_installs(stages[TORCH_LAYER])  # torch alone, in a layer of its own
+    assert torch_layer[0] == set() and {canonicalize_name(r.name) for r in torch_layer[1]} == {"torch"}
     for target, want in CPU_TARGETS.items():
         installs = pip_installs(stages[target])
         assert installs, target
         assert set().union(*(e for e, _ in installs)) == want, target
         named = {canonicalize_name(r.name) for _, reqs in installs for r in reqs}
-        assert named == ({"torch"} if target == "expert-torch" else set()), (target, named)
+        assert named == set(), (target, named)  # nothing outside the extras (torch: the layer above)
+        assert (parents[target] == TORCH_LAYER) == (target in TORCH_TARGETS), (target, parents[target])
         assert re.search(r"&& pip check\b", stages[target]), target
         assert "USER ddm" in stages[target], target  # non-root, uid 10001 (the base stage's useradd)
 
