@@ -104,7 +104,7 @@ def _token_limit(tokenizer_dir: Path, positions: int) -> int:
     the model's positions."""
     config = _read_json(tokenizer_dir / "tokenizer_config.json", "CLIP tokenizer")
     limit = config.get("model_max_length", positions)
-    if type(limit) not in (int, float) or limit < 3:
+    if type(limit) not in (int, float) or not 3 <= limit < float("inf"):
         want = "model_max_length a number of at least 3"
         raise ConfigError(f"{tokenizer_dir / 'tokenizer_config.json'}: {expected(want, limit)}")
     return int(min(limit, positions))
@@ -149,9 +149,14 @@ def torch_device(device: str) -> str:
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device in ("cpu", "cuda") or re.fullmatch(r"cuda:[0-9]+", device or ""):
+    if device == "cpu":
         return device
-    raise ConfigError(expected(f"a text encoder device in {list(DEVICES)}", device))
+    if device != "cuda" and not re.fullmatch(r"cuda:[0-9]+", device or ""):
+        raise ConfigError(expected(f"a text encoder device in {list(DEVICES)}", device))
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if int(device.partition(":")[2] or 0) >= count:
+        raise ConfigError(expected(f"a CUDA device torch sees ({count} here) for the text encoder", device))
+    return device
 
 
 def _files_key(folder: Path) -> tuple:

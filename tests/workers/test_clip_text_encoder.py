@@ -147,6 +147,8 @@ def test_only_safetensors_and_only_clips_tokenizer(folders, tmp_path):
         load_clip_text_encoder(text_dir, small)
     with pytest.raises(ConfigError, match="device"):
         load_clip_text_encoder(*folders, device="gpu0")
+    with pytest.raises(ConfigError, match="CUDA device torch sees"):
+        load_clip_text_encoder(*folders, device="cuda:99")  # none here (a GPU host has no 100th either)
 
 
 def test_the_one_door_picks_clip_by_the_specs_tokenizer(folders, encoder):
