@@ -7,7 +7,7 @@
 Every worker: worker_id, role ('expert' | 'router' | 'decoder' | 'text-encoder'), host, region, pid,
 started_at, updated_at.
 Experts add expert_id, framework, device, precision (fp32 | tf32 | bf16), queue, max_batch, max_wait_ms,
-buckets ("1,2,4" or "any");
+buckets ("1,2,4" or "any"), weights_bytes (its weights as held) and rss_bytes (the process's resident set);
 routers add deployment and jobs_running. Every other field is a counter (a number): experts write
 requests, batches, rows, mean_batch_size, mean_compute_ms, dead_lettered; routers jobs_done,
 jobs_failed, steps, resends, hedges; both reconnects. The one writer is ddm/runtime/heartbeat.py
@@ -88,6 +88,8 @@ class WorkerHeartbeat:
     max_batch: int | None = None
     max_wait_ms: float | None = None
     buckets: tuple[int, ...] | None = None  # () = any batch size (eager)
+    weights_bytes: int | None = None  # the expert's weights as held in memory (ddm.workers.memory)
+    rss_bytes: int | None = None  # the worker process's resident memory at this beat
     # routers
     deployment: str | None = None
     jobs_running: int | None = None

@@ -142,6 +142,7 @@ class Expert(ABC):
     max_batch: int = 256  # larger inputs are split into chunks of this many rows
     # what loading compiled: {"compiled": buckets compiled, "loaded": buckets from a cache, "compile_s"}
     compile_report: dict | None = None
+    weights_bytes: int | None = None  # what its weights hold in memory as served (heartbeat, `ddm workers`)
 
     @property
     def card(self) -> ExpertCard:

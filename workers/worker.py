@@ -46,6 +46,7 @@ from ddm.schema.settings import Settings, redact
 from ddm.workers.batcher import Batcher, BatchResult, Outcome, serve_batch
 from ddm.workers.buckets import parse_bucket_flag
 from ddm.workers.expert import DEFAULT_BUCKETS
+from ddm.workers.memory import resident_bytes
 from ddm.workers.metrics import ExpertMetrics
 from ddm.workers.selftest import startup_check
 from ddm.workers.slices import SHARE_OF_ALLOWANCE, SliceSizer
@@ -227,6 +228,7 @@ class ExpertWorker(Stage):
             "max_batch": self.max_batch,
             "max_wait_ms": self.max_wait_ms,
             "buckets": ",".join(map(str, self.expert.buckets or ())) or "any",
+            "weights_bytes": getattr(self.expert, "weights_bytes", None),
         }
 
     def beat_extra(self) -> dict[str, object]:
@@ -235,7 +237,7 @@ class ExpertWorker(Stage):
         if now - last_t >= STATS_LOG_S and self.stats.batches != last_batches:
             self._logged = (now, self.stats.batches)
             log.info("%s: %s", self.worker_id, self.stats.summary())
-        return {}
+        return {"rss_bytes": resident_bytes()}
 
     # ------------------------------------------------------------ batching
 

@@ -60,9 +60,20 @@ def _cell(value: object) -> str:
     return "-" if value is None else str(value)
 
 
+def _memory(w: dict) -> str:
+    """An expert's weights as held and its process's resident set: "2.42 GB weights, 3.10 GB rss"."""
+    parts = [
+        f"{w[key] / 1e9:.2f} GB {label}"
+        for key, label in (("weights_bytes", "weights"), ("rss_bytes", "rss"))
+        if w.get(key) is not None
+    ]
+    return ", ".join(parts) or "-"
+
+
 def format_workers(rows: list[dict], now: float) -> str:
     """Heartbeat dicts (WorkerHeartbeat.to_dict plus queue_depth) as an aligned table."""
-    header = ("WORKER", "ROLE", "EXPERT", "FRAMEWORK", "DEVICE", "HOST", "QUEUE", "DEPTH", "WORK", "SEEN")
+    header = ("WORKER", "ROLE", "EXPERT", "FRAMEWORK", "DEVICE", "MEMORY", "HOST", "QUEUE", "DEPTH", "WORK")
+    header += ("SEEN",)
     table = [header]
     for w in rows:
         expert = w["role"] == "expert"
@@ -74,6 +85,7 @@ def format_workers(rows: list[dict], now: float) -> str:
                 _cell(w.get("expert_id")),
                 _cell(w.get("framework")),
                 _cell(w.get("device")) + (f" ({w['precision']})" if w.get("precision") else ""),
+                _memory(w),
                 _cell(w.get("host")),
                 w["queue"],
                 _cell(w.get("queue_depth")),

@@ -140,6 +140,7 @@ def test_workers_lists_the_live_workers_with_queue_depths(pipe, cli_env, capsys)
         "EXPERT",
         "FRAMEWORK",
         "DEVICE",
+        "MEMORY",
         "HOST",
         "QUEUE",
         "DEPTH",
@@ -147,3 +148,8 @@ def test_workers_lists_the_live_workers_with_queue_depths(pipe, cli_env, capsys)
         "SEEN",
     ]
     assert table[1].split()[:2] == ["router", "router"] and len(table) == 4
+    # each expert's weights as held (the test experts: float32 UNets) and its process's resident set
+    for worker_id in ("e0", "e1"):
+        held = workers[worker_id]["weights_bytes"]
+        assert 100_000 < held < 100_000_000 and workers[worker_id]["rss_bytes"] > held
+    assert "GB weights" in table[2] and "GB rss" in table[2]

@@ -18,6 +18,7 @@ from ddm.workers.checkpoint import architecture_of, config_of, weights_path
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.jax_common import condition_template, enable_compilation_cache
 from ddm.workers.jax_expert.checkpoint import flax_template, load_weights
+from ddm.workers.memory import available_bytes, check_fits, held_bytes
 
 DEVICES = ("auto", "cpu", "gpu")
 # precision -> the matmul and convolution precision XLA compiles float32 dots with. fp32 asks for
@@ -97,9 +98,25 @@ def load(
             f"precision {precision} is not available on a JAX {dev.platform} expert; expected one of "
             f"{offered}"
         )
+    weights = weights_path(path, meta)
+    what = f"expert {meta.get('expert', 0)} ({weights})"
+    check_fits(what, held_bytes(weights, 4), _free_bytes(dev), dev.platform, precision)  # float32 params
     enable_compilation_cache()
     architecture = architecture_of(meta)
     model, like = flax_template(architecture, config_of(meta))
-    params = architecture.to_flax(load_weights(Path(path), architecture, weights_path(path, meta)), like)
+    params = architecture.to_flax(load_weights(Path(path), architecture, weights), like)
     expert_meta = ExpertMeta.from_json(meta, dev.platform, str(path), precision)
-    return JaxExpert(model, params, expert_meta, dev, buckets)
+    expert = JaxExpert(model, params, expert_meta, dev, buckets)
+    expert.weights_bytes = sum(int(leaf.nbytes) for leaf in jax.tree_util.tree_leaves(params))
+    return expert
+
+
+def _free_bytes(dev: jax.Device) -> int | None:
+    """Free memory where the params will live: the host's for a CPU device, the accelerator's where it
+    reports memory stats (a GPU's bytes_limit less bytes_in_use), else None."""
+    if dev.platform == "cpu":
+        return available_bytes("cpu")
+    stats = dev.memory_stats() or {}
+    if "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    return None

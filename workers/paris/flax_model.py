@@ -175,4 +175,3 @@ def canonical_to_flax(flat: Mapping[str, np.ndarray], like: dict) -> dict:
 def flax_to_canonical(params: dict) -> dict:
     """Not written: a Paris expert serves from its own safetensors file, never from model.msgpack."""
     raise ConfigError("a Paris expert's weights are its own safetensors file: there is no Flax checkpoint")
-

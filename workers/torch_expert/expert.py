@@ -28,6 +28,7 @@ from ddm.schema.sample_space import LEGACY
 from ddm.workers.checkpoint import architecture_of, config_of, weights_path
 from ddm.workers.config import condition_shape
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
+from ddm.workers.memory import available_bytes, check_fits, held_bytes
 from ddm.workers.torch_expert.checkpoint import load_weights_file
 from ddm.workers.torch_expert.devices import check_device_precision, resolve_device, toolchain
 from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
@@ -119,15 +120,29 @@ def load(
     precision: str = DEFAULT_PRECISION,
     cache: TraceCache | None = None,
 ) -> TorchExpert:
-    """cache: where traced buckets are kept (neuron, cpu-traced); default $DDM_TRACE_CACHE_DIR."""
+    """cache: where traced buckets are kept (neuron, cpu-traced); default $DDM_TRACE_CACHE_DIR. In bf16 on
+    the CPU or CUDA the module itself is cast to bf16 (half the memory of float32 weights under autocast);
+    DeviceError before anything is loaded when the weights cannot fit (ddm.workers.memory)."""
     device = resolve_device(device)
     check_device_precision(device, precision)
-    model = architecture_of(meta).build("torch", config_of(meta))
     weights = weights_path(path, meta)  # beside meta.json, or the file its "weights" names
+    bf16_weights = precision == "bf16" and device in ("cpu", "cuda")
+    need, free = held_bytes(weights, 2 if bf16_weights else 4), available_bytes(device)
+    check_fits(f"expert {meta.get('expert', 0)} ({weights})", need, free, device, precision)
+    model = architecture_of(meta).build("torch", config_of(meta))
     model.load_state_dict(load_weights_file(weights))
     model = model.eval().requires_grad_(False)
-    expert_meta = ExpertMeta.from_json(meta, device, str(path), precision)
-    card = expert_meta.card
+    if bf16_weights:
+        model = model.to(torch.bfloat16)
+    served = ExpertMeta.from_json(meta, device, str(path), precision)
+    expert = _serving(model, served, buckets, cache, weights)
+    expert.weights_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return expert
+
+
+def _serving(model, expert_meta: ExpertMeta, buckets, cache: TraceCache | None, weights: Path) -> TorchExpert:
+    """The loaded model as its device runs it: eager (cpu), CUDA graphs, or traced buckets."""
+    device, precision, card = expert_meta.device, expert_meta.precision, expert_meta.card
     shape = (card.sample_space if card is not None else LEGACY).shape  # traces' and graphs' static shapes
     if device in ("neuron", "cpu-traced"):
         cache = cache if cache is not None else TraceCache.from_settings()
