@@ -3,7 +3,7 @@ diffusers `AutoencoderKL` as its decoder stage (issue 38 part 3).
 
     import_dit(dit_dirs, vae_dir, out_dir, *, class_names=None, classes=None,
                value_range=(-8.0, 8.0), device="auto", guidance=4.0, dataset="imported",
-               name=None, preview_samples=8) -> Path        (the deployment.toml written)
+               name=None, preview_samples=2) -> Path        (the deployment.toml written)
 
 dit_dirs: folders holding a DiTTransformer2DModel's config.json and diffusion_pytorch_model.safetensors
 (as `save_pretrained` writes them), or DiTPipeline roots (facebook/DiT-XL-2-256's layout: transformer/,
@@ -219,10 +219,26 @@ def import_dit(
     guidance: float = GUIDANCE,
     dataset: str = "imported",
     name: str | None = None,
-    preview_samples: int = 8,
+    preview_samples: int = 2,
 ) -> Path:
-    """Write OUT (the module docstring) and return OUT/deployment.toml. `dataset` names the data the DiTs
-    learnt, in their cards' partitions ("<dataset>~<the VAE's encoder id>")."""
+    """Write out_dir (the module docstring) and return out_dir/deployment.toml. A stable signature (the CLI
+    `ddm import dit` calls it):
+
+    dit_dirs      DiTTransformer2DModel folders or DiTPipeline roots, one expert each (ids in this order)
+    vae_dir       an AutoencoderKL folder; None: the first pipeline root's vae/
+    out_dir       where deployment.toml, expert_<i>/ and decoder/ are written (created)
+    class_names   one per label; default a pipeline's id2label, else "0", "1", ...
+    classes       per expert, the labels it serves (default every label): disjoint sets -> oracle routing
+    value_range   the scaled latents' range ([sample_space] and the decoder card)
+    device        every expert's and the decoder's deployment device (auto, cpu, cuda, ...)
+    guidance      the deployment's default guidance (DiTPipeline's 4.0)
+    dataset       names the DiTs' training data in their cards ("<dataset>~<the VAE's encoder id>")
+    name          the deployment's name (default: out_dir's folder name)
+    preview_samples   decoded random latents the decoder card's preview is fitted on
+
+    ConfigError (nothing served) for a folder that is not a DiT, tensors that do not match its config
+    (the missing, unexpected and wrongly shaped listed), DiTs on different latents or class counts, a
+    scheduler config the card cannot say, a VAE it cannot serve."""
     if isinstance(dit_dirs, str | Path) or not dit_dirs:
         raise ConfigError(expected("dit_dirs: a list of one or more DiT folders", dit_dirs))
     dits = [read_dit(d) for d in dit_dirs]

@@ -15,7 +15,8 @@ What the card says, and where each number comes from:
     preview         a linear latent -> RGB map fitted by least squares on `preview_samples` random
                     latents z ~ N(0, I) (the scaled latents' own scale) and their decodings, pooled per
                     latent position: the decoder's best linear response around that distribution, not
-                    fitted on real images (none are at hand)
+                    fitted on real images (none are at hand). Each latent gives h x w equations for the
+                    C + 1 unknowns of each colour, so 2 suffice (a full-size VAE's CPU decode takes seconds)
     trained_on,     {"measured": "not measured here", ...}: the VAE was trained elsewhere, and no
     reconstruction  held-out set is at hand to score it
 """
@@ -82,7 +83,7 @@ def write_diffusers_decoder(
     out_dir: str | Path,
     latent_shape,
     value_range: tuple[float, float] = DEFAULT_LATENT_RANGE,
-    preview_samples: int = 8,
+    preview_samples: int = 2,
     seed: int = 0,
 ) -> Path:
     """Write out_dir/meta.json: a decoder that serves the AutoencoderKL folder `vae_dir` in place (its

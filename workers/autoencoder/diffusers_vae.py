@@ -35,7 +35,7 @@ from ddm.schema.errors import ConfigError, SchemaError, expected
 FORMAT = "diffusers-autoencoderkl"
 SOURCE_FIELD = "source"
 WEIGHTS = "diffusion_pytorch_model.safetensors"
-CHUNK = 8  # latents per decoder pass (a 256 x 256 SD decode holds about 1 GB of activations per row)
+CHUNK = 8  # latents per decoder pass: a full-size VAE's activations at 256 x 256 are large (CPU memory)
 
 
 def is_diffusers(meta: dict) -> bool:
