@@ -35,11 +35,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="IDS",
         help="experts served by Flax, e.g. 1,3 (default: none)",
     )
+    dit = sub.add_parser(
+        "dit",
+        help="diffusers DiTTransformer2DModel folders (e.g. facebook/DiT-XL-2-256) and an AutoencoderKL",
+        description="Check each diffusers DiT folder (or DiTPipeline root) from its safetensors header and "
+        "write a deployment that serves them in place, one expert each, with the AutoencoderKL as the "
+        "decoder stage: DDPM epsilon with learned sigma, converted at the expert to this system's velocity.",
+    )
+    dit.add_argument(
+        "dirs", nargs="+", help="DiTTransformer2DModel folders or DiTPipeline roots: one expert each"
+    )
+    dit.add_argument(
+        "--vae", default=None, help="an AutoencoderKL folder (default: the first pipeline root's vae/)"
+    )
+    dit.add_argument("--out", required=True, help="folder for deployment.toml and the stages' meta.json")
+    dit.add_argument(
+        "--guidance", type=float, default=None, help="default guidance (default: DiTPipeline's 4.0)"
+    )
+    dit.add_argument("--device", default="auto", help="every expert's and the decoder's device")
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddm.ops.importers.paris import import_paris
+    if args.format == "paris":
+        from ddm.ops.importers.paris import import_paris
 
-    path = import_paris(args.dir, args.out, args.jax)
+        path = import_paris(args.dir, args.out, args.jax)
+    else:
+        from ddm.ops.importers.diffusers_dit import GUIDANCE, import_dit
+
+        guidance = GUIDANCE if args.guidance is None else args.guidance
+        path = import_dit(args.dirs, args.vae, args.out, guidance=guidance, device=args.device)
     print(f"wrote {path}\nserve it: ddm up --deployment {path}")
     return 0
