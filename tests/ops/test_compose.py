@@ -25,14 +25,17 @@ from tests.support.compose import (
     COMPOSE_FILE,
     ENV_EXAMPLE,
     LATENT_DEPLOYMENT,
+    PARIS_EXPERTS,
     REPO,
     SHIPPED_DEPLOYMENT,
     checkpoint_framework,
     compose_binary,
     deployment_frameworks,
+    imported_paris,
+    paths_a_deployment_reads,
 )
 
-PROFILES = ("neuron", "cuda", "gpu", "latent", "monitoring")
+PROFILES = ("neuron", "cuda", "gpu", "latent", "monitoring", "paris", "paris-import")
 DEFAULT_SERVICES = {"rabbitmq", "redis", "router", "webui", "expert-torch", "expert-jax"}
 PROFILE_SERVICES = {
     "neuron": {"expert-torch-neuron-nc0", "expert-torch-neuron-nc1"},  # one per NeuronCore of /dev/neuron0
@@ -40,11 +43,18 @@ PROFILE_SERVICES = {
     "gpu": {"expert-jax-gpu"},
     "latent": {"expert-torch-2", "expert-jax-3", "decoder"},  # the latent deployment's rest
     "monitoring": {"prometheus", "grafana"},
+    # Bagel's Paris as `ddm import paris` writes it: its 8 experts one per GPU, the CPU stages beside them
+    "paris": {"paris-router", "paris-text-encoder", "paris-decoder"}
+    | {f"paris-expert-{k}" for k in range(PARIS_EXPERTS)},
+    "paris-import": {"paris-import"},  # `ddm import paris`, run once
 }
 ACCELERATED = set().union(*(PROFILE_SERVICES[p] for p in ("neuron", "cuda", "gpu")))
 NEURON = PROFILE_SERVICES["neuron"]
 MONITORING = PROFILE_SERVICES["monitoring"]
 LATENT = PROFILE_SERVICES["latent"]
+PARIS = PROFILE_SERVICES["paris"]
+PARIS_EXPERT_SERVICES = {name for name in PARIS if name.startswith("paris-expert-")}
+ONE_SHOT = PROFILE_SERVICES["paris-import"]  # runs and exits: no broker, no health, no metrics
 
 
 def expert_of(command: list[str]) -> int | None:
@@ -53,8 +63,20 @@ def expert_of(command: list[str]) -> int | None:
 
 
 def service_device(name: str) -> str:
-    """The --device an expert service must pass: its accelerator's name in the service name, else cpu."""
+    """The --device an expert service must pass: its accelerator's name in the service name (a Paris
+    expert: cuda, PyTorch on its GPU), else cpu."""
+    if name in PARIS_EXPERT_SERVICES:
+        return "cuda"
     return next((d for d in ("cuda", "gpu", "neuron") if f"-{d}" in name), "cpu")
+
+
+def service_expert(name: str) -> int:
+    """The expert id an expert service must serve: the number in its name, else expert-torch's 0 and
+    expert-jax's 1 (the shipped deployment's frameworks)."""
+    numbered = re.fullmatch(r"(?:expert-(?:torch|jax)|paris-expert)-(\d+)", name)
+    if numbered:
+        return int(numbered[1])
+    return 0 if name.startswith("expert-torch") else 1
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +151,7 @@ def ddm_services(config: dict) -> dict[str, list[str]]:
 
 def test_every_built_service_runs_ddm(config):
     services = ddm_services(config)
-    assert set(services) == DEFAULT_SERVICES - {"rabbitmq", "redis"} | ACCELERATED | LATENT
+    assert set(services) == DEFAULT_SERVICES - {"rabbitmq", "redis"} | ACCELERATED | LATENT | PARIS | ONE_SHOT
     for name, command in services.items():
         assert config["services"][name].get("entrypoint") is None, name  # the image's, or none
         if name == "webui":
@@ -140,7 +162,7 @@ def test_every_built_service_runs_ddm(config):
 @pytest.mark.parametrize(
     "service",
     # webui runs under gunicorn: test_webui_gunicorn_command checks it
-    sorted(DEFAULT_SERVICES - {"rabbitmq", "redis", "webui"} | ACCELERATED | LATENT),
+    sorted(DEFAULT_SERVICES - {"rabbitmq", "redis", "webui"} | ACCELERATED | LATENT | PARIS | ONE_SHOT),
 )
 def test_service_command_parses(config, service):
     """The command's subcommand and every flag exist: build_parser + parse_args, as `ddm` runs it."""
@@ -155,9 +177,7 @@ def test_service_command_parses(config, service):
         pytest.fail(f"{service}: `ddm {' '.join(argv)}` is refused by the ddm parser (exit {exc.code})")
     if argv[:2] == ["worker", "expert"]:
         assert args.device == service_device(service), (service, args.device)
-        numbered = re.fullmatch(r"expert-(torch|jax)-(\d+)", service)  # the latent profile's
-        default = 0 if service.startswith("expert-torch") else 1
-        assert args.expert == (int(numbered[2]) if numbered else default), (service, args.expert)
+        assert args.expert == service_expert(service), (service, args.expert)
 
 
 def test_webui_gunicorn_command(config):
@@ -200,7 +220,7 @@ def test_broker_and_redis(config):
 
 def test_workers_wait_for_healthy_services_and_expose_health(config):
     for name, svc in config["services"].items():
-        if name in ("rabbitmq", "redis") or name in MONITORING:
+        if name in ("rabbitmq", "redis") or name in MONITORING | ONE_SHOT:
             continue
         deps = svc["depends_on"]
         assert set(deps) == {"rabbitmq", "redis"}, name
@@ -344,7 +364,7 @@ def test_every_service_rotates_its_logs(config):
 
 def test_every_expert_gets_cpus_and_as_many_threads(config):
     for name, svc in config["services"].items():
-        if not name.startswith("expert-"):
+        if not name.startswith("expert-") and name not in PARIS_EXPERT_SERVICES:
             continue
         env = svc["environment"]
         assert float(svc["cpus"]) >= 1, name
@@ -365,6 +385,8 @@ def _jax_services(config: dict) -> set[str]:
     latent_frameworks = deployment_frameworks(LATENT_DEPLOYMENT)
     found = set()
     for name, command in ddm_services(config).items():
+        if name in PARIS:
+            continue  # an imported deployment's, all PyTorch: test_the_paris_profile_serves_the_import
         if (k := expert_of(command)) is not None:
             if (latent_frameworks if name in LATENT else frameworks)[k] == "jax":
                 found.add(name)
@@ -418,6 +440,121 @@ def test_the_latent_profile_serves_every_expert_and_the_decoder_of_the_latent_de
     )
     env_example = ENV_EXAMPLE.read_text()
     assert f"DDM_DEPLOYMENT=/srv/ddm/{LATENT_DEPLOYMENT.relative_to(REPO)}" in env_example
+
+
+# ---------------------------------------------------------------- the paris profile (docs/DEPLOY.md)
+
+PARIS_DIR, PARIS_OUT = "/srv/paris", "/srv/paris-deployment"  # the defaults of DDM_PARIS_DIR, _DEPLOYMENT
+PARIS_STAGES = {
+    "paris-router": ["ddm", "worker", "router"],
+    "paris-text-encoder": ["ddm", "worker", "text-encoder"],
+    "paris-decoder": ["ddm", "worker", "decoder", "--device", "cpu"],
+}
+
+
+def _gpus(svc: dict) -> list[dict]:
+    """A service's GPU reservations (deploy.resources.reservations.devices with the gpu capability)."""
+    devices = ((svc.get("deploy") or {}).get("resources") or {}).get("reservations", {}).get("devices", [])
+    return [d for d in devices if "gpu" in d.get("capabilities", [])]
+
+
+def _binds(svc: dict) -> dict[str, dict]:
+    """target -> the bind mount of a service."""
+    return {v["target"]: v for v in svc.get("volumes", []) if v["type"] == "bind"}
+
+
+def test_the_paris_profile_puts_each_expert_on_a_gpu_of_its_own(config):
+    services = config["services"]
+    experts = {name: services[name] for name in PARIS_EXPERT_SERVICES}
+    assert sorted(expert_of(svc["command"]) for svc in experts.values()) == list(range(PARIS_EXPERTS))
+    for name, svc in experts.items():
+        (gpu,) = _gpus(svc)  # exactly one
+        # by id: `count: 1` in eight services would give each the host's first GPU
+        assert gpu["driver"] == "nvidia" and "count" not in gpu, (name, gpu)
+        assert gpu["device_ids"] == [str(expert_of(svc["command"]))], (name, gpu)  # expert k on GPU k
+        assert svc["image"] == "ddm-pipeline:cuda", name  # PyTorch on CUDA: the import's experts
+        assert svc["build"]["dockerfile"] == "ops/docker/cuda.Dockerfile", name
+        assert svc["networks"]["default"]["aliases"] == ["paris-expert"], name
+    for name, svc in services.items():  # nothing else of the stack asks for a GPU
+        if name not in PARIS_EXPERT_SERVICES | {"expert-torch-cuda", "expert-jax-gpu"}:
+            assert not _gpus(svc), name
+
+
+def test_the_paris_stages_run_beside_the_router_on_cpu(config):
+    """The router (Paris's router is a PyTorch net inside it), CLIP and the VAE: the torch-import image
+    (torch, transformers, diffusers), no GPU, on the CPU."""
+    services = config["services"]
+    for name, command in PARIS_STAGES.items():
+        svc = services[name]
+        assert svc["command"] == command, name
+        assert svc["image"] == "ddm-pipeline:torch-import" and svc["build"]["target"] == "torch-import", name
+        assert not _gpus(svc) and "devices" not in svc, name
+    assert services["paris-import"]["image"] == "ddm-pipeline:torch-import"
+
+
+def test_every_paris_service_reads_the_one_deployment_from_read_only_folders(config):
+    """Both folders at the same path as on the host (the import's absolute paths hold inside), read-only
+    everywhere but where paris-import writes the deployment."""
+    services = config["services"]
+    for name in PARIS | ONE_SHOT:
+        svc = services[name]
+        binds = _binds(svc)
+        assert set(binds) == {PARIS_DIR, PARIS_OUT}, (name, sorted(binds))
+        for target, bind in binds.items():
+            assert bind["source"] == target, (name, bind)
+            writable = name in ONE_SHOT and target == PARIS_OUT
+            assert bind.get("read_only", False) is not writable, (name, bind)
+        assert svc["environment"]["HF_HUB_OFFLINE"] == "1", name
+        if name in PARIS:
+            assert svc["environment"]["DDM_DEPLOYMENT"] == f"{PARIS_OUT}/deployment.toml", name
+    command = services["paris-import"]["command"]
+    args = build_parser(command[1:]).parse_args(command[1:])
+    assert (args.format, args.dir, args.out) == ("paris", PARIS_DIR, PARIS_OUT)
+    for name, svc in services.items():  # the other services serve DDM_DEPLOYMENT, never Paris's
+        if name not in PARIS | ONE_SHOT:
+            assert PARIS_OUT not in json.dumps(svc), name
+
+
+@pytest.fixture(scope="module")
+def paris_import(tmp_path_factory) -> tuple[Path, Path]:
+    """(a Paris folder in Paris's layout with 8 experts, the deployment file `ddm import paris` wrote)."""
+    for module in ("torch", "transformers", "diffusers"):
+        pytest.importorskip(module)
+    return imported_paris(tmp_path_factory.mktemp("paris-import"))
+
+
+def test_the_paris_profile_serves_what_ddm_import_paris_wrote(compose, paris_import, tmp_path):
+    """With the two folders of a real import: every expert of the deployment has its service, and every
+    file and folder the deployment and its meta.json files name (Paris's weights in place, the VAE, CLIP)
+    lies in a folder that every Paris service mounts."""
+    paris, deployment_file = paris_import
+    env_file = tmp_path / "paris.env"
+    env_file.write_text(
+        ENV_EXAMPLE.read_text()
+        + f"DDM_PARIS_DIR={paris}\nDDM_PARIS_DEPLOYMENT={deployment_file.parent}\nDDM_PARIS_GPU_3=GPU-b1e\n"
+    )
+    out = compose(
+        "--profile", "paris", "--profile", "paris-import", "config", "--format", "json", env_file=env_file
+    )
+    assert out.returncode == 0, out.stderr
+    services = json.loads(out.stdout)["services"]
+    frameworks = deployment_frameworks(deployment_file)
+    assert sorted(expert_of(services[n]["command"]) for n in PARIS_EXPERT_SERVICES) == sorted(frameworks)
+    assert set(frameworks.values()) == {"torch"}  # the CUDA image's framework (no --jax)
+    deployment = tomllib.loads(deployment_file.read_text())
+    assert {"decoder", "text_encoder"} <= set(deployment)  # served by paris-decoder, paris-text-encoder
+    reads = paths_a_deployment_reads(deployment_file)
+    assert any(path.is_relative_to(paris) for path in reads.values())  # served in place: not copied
+    for name in PARIS:
+        svc = services[name]
+        assert Path(svc["environment"]["DDM_DEPLOYMENT"]) == deployment_file, name
+        mounted = [Path(target) for target in _binds(svc)]
+        for what, path in reads.items():
+            assert any(path.is_relative_to(m) for m in mounted), (name, what, path)
+    assert _gpus(services["paris-expert-3"])[0]["device_ids"] == ["GPU-b1e"]  # the host's id, as given
+    command = services["paris-import"]["command"]
+    args = build_parser(command[1:]).parse_args(command[1:])
+    assert (Path(args.dir), Path(args.out)) == (paris, deployment_file.parent)  # it wrote these paths
 
 
 def test_neuron_workers_get_one_neuron_core_each(config):
