@@ -20,8 +20,39 @@ TIME_SCALE = 1000.0
 MLP_RATIO = 4
 
 
+class _PatchedConfig:
+    """What the expert's and the router's configs share: positive ints, a patch grid, meta.json's form."""
+
+    width: int
+    heads: int
+    patch: int
+    image_size: int
+
+    def __post_init__(self) -> None:
+        for name, value in dataclasses.asdict(self).items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(expected(f"{type(self).__name__}.{name} a positive int", value))
+        if self.width % self.heads or self.image_size % self.patch:
+            raise ConfigError(expected("width divisible by heads and image_size by patch", self))
+
+    @property
+    def patches(self) -> int:
+        return (self.image_size // self.patch) ** 2
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: object):
+        """meta.json's `config` (ConfigError naming the fields when one is unknown)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or set(data) - fields:
+            raise ConfigError(expected(f"a {cls.__name__} with fields {sorted(fields)}", data))
+        return cls(**data)
+
+
 @dataclass(frozen=True)
-class ParisExpertConfig:
+class ParisExpertConfig(_PatchedConfig):
     """A Paris expert: a DiT with adaLN-single (one t_block shared, a scale_shift_table per block),
     self-attention, cross-attention on the projected text tokens, and a GELU-tanh MLP. Paris's own
     experts: width 1152, depth 28, 16 heads, patch 2, 4 latent channels at 32x32, CLIP's 77 x 768."""
@@ -37,26 +68,9 @@ class ParisExpertConfig:
     # does; it is the token count the expert is compiled for (JAX buckets) and checked against (the card)
     text_tokens: int = 77
 
-    def __post_init__(self) -> None:
-        _check_ints(self)
-        if self.width % self.heads or self.image_size % self.patch:
-            raise ConfigError(expected("width divisible by heads and image_size by patch", self))
-
-    @property
-    def patches(self) -> int:
-        return (self.image_size // self.patch) ** 2
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ParisExpertConfig:
-        """meta.json's `config` (ConfigError naming unknown or missing fields)."""
-        return _from_dict(cls, data)
-
 
 @dataclass(frozen=True)
-class ParisRouterConfig:
+class ParisRouterConfig(_PatchedConfig):
     """Paris's router: a DiT-B with adaLN-zero blocks and a CLS token, reading x_t and t only, and a head
     Linear, GELU, LayerNorm, GELU, Linear to one logit per expert. Paris's own: width 768, depth 12, 12
     heads, patch 2, 8 experts."""
@@ -68,35 +82,6 @@ class ParisRouterConfig:
     channels: int = 4
     image_size: int = 32
     num_experts: int = 8
-
-    def __post_init__(self) -> None:
-        _check_ints(self)
-        if self.width % self.heads or self.image_size % self.patch:
-            raise ConfigError(expected("width divisible by heads and image_size by patch", self))
-
-    @property
-    def patches(self) -> int:
-        return (self.image_size // self.patch) ** 2
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ParisRouterConfig:
-        return _from_dict(cls, data)
-
-
-def _check_ints(config) -> None:
-    for name, value in dataclasses.asdict(config).items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(expected(f"{type(config).__name__}.{name} a positive int", value))
-
-
-def _from_dict(cls, data: object):
-    fields = {f.name for f in dataclasses.fields(cls)}
-    if not isinstance(data, dict) or set(data) - fields:
-        raise ConfigError(expected(f"a {cls.__name__} with fields {sorted(fields)}", data))
-    return cls(**data)
 
 
 def _time_mlp(d: int) -> dict[str, tuple[int, ...]]:
