@@ -188,11 +188,11 @@ def _write_expert(
 ) -> None:
     """OUT/expert_<i>/meta.json serving dit's safetensors in place."""
     digest = file_sha256(dit.weights)
+    # the dataset's name says the DiT learnt the decoder's latent space: the importer's word, not measured
+    latents = latent_dataset_name(dataset, encoder_id)
     partition = {
         "id": f"imported-{digest[:12]}",
-        "dataset": latent_dataset_name(
-            dataset, encoder_id
-        ),  # the decoder's latent space (the importer's word)
+        "dataset": latents,
         "split": "not recorded",
         "method": "imported",
     }
