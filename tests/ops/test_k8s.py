@@ -32,9 +32,11 @@ from ddm.schema.messages import DEFAULT_EXPERT_LOSS_POLICY
 from ddm.schema.names import Names
 from tests.support.compose import (
     LATENT_DEPLOYMENT,
+    PARIS_EXPERTS,
     SHIPPED_DEPLOYMENT,
     checkpoint_framework,
     deployment_frameworks,
+    imported_paris,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +56,10 @@ CUSTOM = {
     ("rabbitmq.com/v1beta1", "RabbitmqCluster"): "rabbitmqcluster.json",
 }
 WORKLOADS = {"Deployment", "StatefulSet"}
+PARIS_OVERLAY = "gpu-paris"
+PARIS_IMPORT_JOB = K8S / "jobs" / "paris-import"  # a kustomization of its own, run before the overlay
+PARIS_DIR, PARIS_OUT = Path("/srv/paris"), Path("/srv/paris-deployment")  # where the Paris pods mount them
+PARIS_DEPLOYMENT = PARIS_OUT / "deployment.toml"
 
 pytestmark = pytest.mark.skipif(
     KUBECTL is None,
@@ -92,7 +98,9 @@ def rendered(tree) -> dict[str, list[dict]]:
 
 
 def test_the_overlays_are_there():
-    assert {"cpu", "cpu-keda", "cpu-latent", "cpu-latent-keda", "gpu", "neuron"} <= set(OVERLAYS)
+    assert {"cpu", "cpu-keda", "cpu-latent", "cpu-latent-keda", "gpu", "neuron", PARIS_OVERLAY} <= set(
+        OVERLAYS
+    )
 
 
 # ------------------------------------------------------------------------------------------ schemas
@@ -500,16 +508,22 @@ def _expert_of(doc: dict) -> int:
     return int(doc["metadata"]["labels"]["ddm-pipeline/expert"])
 
 
-def served_deployment(docs: list[dict]) -> Path:
+def served_deployment(docs: list[dict], paris: Path | None = None) -> Path:
     """The deployment file the render serves: ddm-config's DDM_DEPLOYMENT (a path in the images, where
-    the Dockerfiles copy checkpoints/) in this checkout."""
-    return REPO / Path(_config(docs)["DDM_DEPLOYMENT"]).relative_to(IMAGE_ROOT)
+    the Dockerfiles copy checkpoints/) in this checkout; for the Paris overlay (its deployment on the Paris
+    volume), `paris`: a deployment `ddm import paris` wrote."""
+    path = Path(_config(docs)["DDM_DEPLOYMENT"])
+    if path == PARIS_DEPLOYMENT:
+        assert paris is not None, "the render serves Paris: give the imported deployment"
+        return paris
+    return REPO / path.relative_to(IMAGE_ROOT)
 
 
 def queue_problems(docs: list[dict], deployment_file: Path | None = None) -> list[str]:
     """The expert Deployments are the experts of the deployment file (default: the one the render
     serves), each running its own expert; the ScaledObjects (when there are any) watch <prefix>ddm.jobs
-    for the router and <prefix>ddm.expert.<k> for expert k's Deployment, with the prefix of ddm-config."""
+    for the router, <prefix>ddm.expert.<k> for expert k's Deployment, and the decoder's and the text
+    encoder's queues for theirs, with the prefix of ddm-config."""
     names = Names(_config(docs).get("DDM_PREFIX", ""))
     deployment_file = deployment_file or served_deployment(docs)
     experts = {e["id"] for e in tomllib.loads(deployment_file.read_text())["experts"]}
@@ -530,17 +544,17 @@ def queue_problems(docs: list[dict], deployment_file: Path | None = None) -> lis
     scaled = [d for d in docs if d["kind"] == "ScaledObject"]
     if not scaled:
         return problems
-    watched, router_scaled, decoder_scaled = set(), False, False
+    stage_queues = {"router": names.jobs, "decoder": names.decoder_queue, "text-encoder": names.text_queue}
+    watched, stages_scaled = set(), set()
     for so in scaled:
         target = deployments.get(so["spec"]["scaleTargetRef"]["name"])
         queues = [t["metadata"].get("queueName") for t in so["spec"]["triggers"] if t["type"] == "rabbitmq"]
         if target is None:
             continue  # reference_problems says so
         component = target["metadata"]["labels"].get("app.kubernetes.io/component")
-        if component == "router":
-            want, router_scaled = names.jobs, True
-        elif component == "decoder":
-            want, decoder_scaled = names.decoder_queue, True
+        if component in stage_queues:
+            want = stage_queues[component]
+            stages_scaled.add(component)
         elif target["metadata"]["name"] in expert_deployments:
             want = names.expert_queue(_expert_of(target))
             watched.add(_expert_of(target))
@@ -553,22 +567,27 @@ def queue_problems(docs: list[dict], deployment_file: Path | None = None) -> lis
         problems.append(
             f"ScaledObjects watch experts {sorted(watched)}, the deployment file has {sorted(experts)}"
         )
-    if not router_scaled:
+    if "router" not in stages_scaled:
         problems.append("no ScaledObject for the router's jobs queue")
-    has_decoder = any(
-        d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "decoder"
-        for d in deployments.values()
-    )
-    if has_decoder and not decoder_scaled:
-        problems.append("no ScaledObject for the decoder's queue")
+    present = {
+        d["metadata"].get("labels", {}).get("app.kubernetes.io/component") for d in deployments.values()
+    }
+    for stage in sorted(present & {"decoder", "text-encoder"} - stages_scaled):
+        problems.append(f"no ScaledObject for the {stage}'s queue")
     return problems
 
 
-def test_the_queues_are_the_deployments(rendered):
-    problems = [f"{overlay}: {p}" for overlay, docs in rendered.items() for p in queue_problems(docs)]
+def test_the_queues_are_the_deployments(rendered, paris_import):
+    problems = [
+        f"{overlay}: {p}"
+        for overlay, docs in rendered.items()
+        for p in queue_problems(docs, served_deployment(docs, paris_import[1]))
+    ]
     assert problems == []
     assert sum(d["kind"] == "ScaledObject" for d in rendered["cpu-keda"]) == 3  # router + 2 experts
     assert sum(d["kind"] == "ScaledObject" for d in rendered["cpu-latent-keda"]) == 6  # + 4 experts, decoder
+    # router, 8 experts, text encoder, decoder
+    assert sum(d["kind"] == "ScaledObject" for d in rendered[PARIS_OVERLAY]) == 3 + PARIS_EXPERTS
 
 
 def test_a_wrong_queue_fails(rendered, tmp_path):
@@ -617,6 +636,8 @@ def test_the_latent_overlays_serve_the_latent_deployment_and_its_decoder(rendere
     assert {k: latent[k] for k in shipped} == shipped
     card = tomllib.loads(LATENT_DEPLOYMENT.read_text())["decoder"]["checkpoint"]
     for overlay, docs in rendered.items():
+        if overlay == PARIS_OVERLAY:
+            continue  # its own deployment, on the Paris volume: the Paris tests below
         if not overlay.startswith("cpu-latent"):
             assert served_deployment(docs) == SHIPPED_DEPLOYMENT, overlay
             assert not any(d["metadata"]["name"] == "ddm-decoder" for d in docs), overlay
@@ -656,6 +677,237 @@ def test_accelerators(rendered):
     assert _container(cpu, "ddm-router")["image"] == "ddm-pipeline:router-learned"
     assert _container(cpu, "ddm-expert-0")["image"] == "ddm-pipeline:expert-torch"
     assert _container(cpu, "ddm-expert-1")["image"] == "ddm-pipeline:expert-jax"
+
+
+# ------------------------------------------------------------------------------------------ Paris
+
+GPU_RESOURCES = {"nvidia.com/gpu", "aws.amazon.com/neuroncore"}
+PARIS_STAGES = {  # the CPU roles beside the router, and the router: torch-import image, no GPU
+    "ddm-router": ["ddm", "worker", "router"],
+    "ddm-text-encoder": ["ddm", "worker", "text-encoder"],
+    "ddm-decoder": ["ddm", "worker", "decoder", "--device", "cpu"],
+}
+PARIS_MOUNTS = {(str(PARIS_DIR), "paris"), (str(PARIS_OUT), "deployment")}  # (mountPath, subPath)
+
+
+@pytest.fixture(scope="module")
+def paris_import(tmp_path_factory) -> tuple[Path, Path]:
+    """(a Paris folder in Paris's layout with 8 experts, the deployment file `ddm import paris` wrote)."""
+    for module in ("torch", "transformers", "diffusers"):
+        pytest.importorskip(module)
+    return imported_paris(tmp_path_factory.mktemp("paris-import"))
+
+
+@pytest.fixture(scope="module")
+def paris_job(tree) -> list[dict]:
+    return render(tree / PARIS_IMPORT_JOB.relative_to(K8S))
+
+
+def _accelerators(spec: dict) -> dict[str, dict]:
+    """What a pod asks of accelerators, by container: {container: {resource: count}} (limits, requests)."""
+    asked = {}
+    for c in [*spec.get("initContainers", []), *spec["containers"]]:
+        resources = c.get("resources", {})
+        found = {k: v for part in ("requests", "limits") for k, v in resources.get(part, {}).items()}
+        if found := {k: v for k, v in found.items() if k in GPU_RESOURCES}:
+            asked[c["name"]] = found
+    return asked
+
+
+def _paris_mounts(container: dict) -> set[tuple[str, str, bool]]:
+    """(mountPath, subPath, readOnly) of each mount of the `paris` volume in a container."""
+    return {
+        (m["mountPath"], m.get("subPath"), m.get("readOnly", False))
+        for m in container.get("volumeMounts", [])
+        if m["name"] == "paris"
+    }
+
+
+def _on_gpu_nodes(spec: dict) -> bool:
+    tolerated = any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", []))
+    return tolerated or "nvidia.com/gpu.present" in spec.get("nodeSelector", {})
+
+
+def paris_problems(docs: list[dict], claim: str = "ddm-paris") -> list[str]:
+    """The Paris overlay's placement: 8 expert Deployments with distinct expert ids 0..7, each running its
+    own expert with --device cuda in the CUDA image, one nvidia.com/gpu each (and nothing else), on GPU
+    nodes; the router, text encoder and decoder in the torch-import image on CPU, asking no accelerator
+    and tolerating no GPU taint; every one of them reading ddm-config's one deployment file, and mounting
+    the claim read-only at the folders the import Job writes; the web UI not at all."""
+    problems = []
+    if Path(_config(docs)["DDM_DEPLOYMENT"]) != PARIS_DEPLOYMENT:
+        problems.append(f"ddm-config serves {_config(docs)['DDM_DEPLOYMENT']}, not {PARIS_DEPLOYMENT}")
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    experts = {
+        n: d
+        for n, d in deployments.items()
+        if d["metadata"]["labels"].get("app.kubernetes.io/component") == "expert"
+    }
+    ids = sorted(_expert_of(d) for d in experts.values())
+    if ids != list(range(PARIS_EXPERTS)):
+        problems.append(f"expert Deployments serve {ids}, not each of 0..{PARIS_EXPERTS - 1} once")
+    for name in sorted(set(PARIS_STAGES) - set(deployments)):
+        problems.append(f"no Deployment {name}")
+    for name, d in deployments.items():
+        spec = d["spec"]["template"]["spec"]
+        containers = spec["containers"]
+        if name in experts:
+            command = containers[0]["command"]
+            if command[command.index("--expert") + 1] != str(_expert_of(d)) or command[-2:] != [
+                "--device",
+                "cuda",
+            ]:
+                problems.append(f"{name}: runs {command}")
+            if _accelerators(spec) != {"expert": {"nvidia.com/gpu": 1}}:
+                problems.append(f"{name}: asks {_accelerators(spec)}, not one nvidia.com/gpu")
+            if not _on_gpu_nodes(spec) or containers[0]["image"] != "ddm-pipeline:cuda":
+                problems.append(f"{name}: not the CUDA image on GPU nodes")
+        elif name in PARIS_STAGES:
+            if (
+                containers[0]["command"] != PARIS_STAGES[name]
+                or containers[0]["image"] != "ddm-pipeline:torch-import"
+            ):
+                problems.append(f"{name}: runs {containers[0]['command']} in {containers[0]['image']}")
+            if _accelerators(spec) or _on_gpu_nodes(spec):
+                problems.append(f"{name}: asks for a GPU ({_accelerators(spec)}) or goes to GPU nodes")
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        if name not in experts and name not in PARIS_STAGES:
+            if "paris" in volumes or _accelerators(spec):
+                problems.append(f"{name}: mounts the Paris volume or asks for a GPU")
+            continue
+        if volumes.get("paris", {}).get("persistentVolumeClaim") != {"claimName": claim, "readOnly": True}:
+            problems.append(
+                f"{name}: its paris volume is {volumes.get('paris')}, not claim {claim} read-only"
+            )
+        for c in containers:
+            if _paris_mounts(c) != {(path, sub, True) for path, sub in PARIS_MOUNTS}:
+                problems.append(f"{name}: {c['name']} mounts {sorted(_paris_mounts(c))}")
+            if any(e["name"] == "DDM_DEPLOYMENT" for e in c.get("env", [])):
+                problems.append(f"{name}: {c['name']} serves a DDM_DEPLOYMENT of its own")
+    return problems
+
+
+def test_paris_places_each_expert_on_a_gpu_and_the_stages_beside_the_router(rendered):
+    assert paris_problems(rendered[PARIS_OVERLAY]) == []
+
+
+def _paris_volume(spec: dict) -> dict:
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "paris"]
+    return volume
+
+
+def _deployment_mount(docs: list[dict], deployment: str) -> dict:
+    """The mount of the import's folder (the claim's deployment/) in a Deployment's container."""
+    mounts = _container(docs, deployment)["volumeMounts"]
+    (mount,) = [m for m in mounts if m["name"] == "paris" and m.get("subPath") == "deployment"]
+    return mount
+
+
+def _set_env(docs: list[dict], name: str, value: str) -> None:
+    _container(docs, "ddm-expert-3").setdefault("env", []).append({"name": name, "value": value})
+
+
+PARIS_MUTATIONS = [
+    (
+        "an expert with two GPUs",
+        lambda d: _container(d, "ddm-expert-5")["resources"]["limits"].update({"nvidia.com/gpu": 2}),
+    ),
+    (
+        "two experts serving one id",
+        lambda d: _first(d, "Deployment", "ddm-expert-6")["metadata"]["labels"].update(
+            {"ddm-pipeline/expert": "7"}
+        ),
+    ),
+    ("an expert on CPU", lambda d: _container(d, "ddm-expert-2")["command"].__setitem__(-1, "cpu")),
+    (
+        "the router asks for a GPU",
+        lambda d: _container(d, "ddm-router")["resources"]["limits"].update({"nvidia.com/gpu": 1}),
+    ),
+    (
+        "the text encoder on GPU nodes",
+        lambda d: _first(d, "Deployment", "ddm-text-encoder")["spec"]["template"]["spec"].update(
+            nodeSelector={"nvidia.com/gpu.present": "true"}
+        ),
+    ),
+    ("no decoder", lambda d: d.remove(_first(d, "Deployment", "ddm-decoder"))),
+    ("an expert serving another deployment", lambda d: _set_env(d, "DDM_DEPLOYMENT", "/srv/other.toml")),
+    ("a writable mount", lambda d: _deployment_mount(d, "ddm-decoder").pop("readOnly")),
+    (
+        "another claim",
+        lambda d: _paris_volume(_pod(d, "ddm-expert-0"))["persistentVolumeClaim"].update(claimName="x"),
+    ),
+    (
+        "the import's folder elsewhere",
+        lambda d: _deployment_mount(d, "ddm-router").update(mountPath="/srv/out"),
+    ),
+]
+
+
+def _pod(docs: list[dict], deployment: str) -> dict:
+    return _first(docs, "Deployment", deployment)["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize(("what", "change"), PARIS_MUTATIONS, ids=[m[0] for m in PARIS_MUTATIONS])
+def test_a_misplaced_paris_fails(rendered, what, change):
+    docs = copy.deepcopy(rendered[PARIS_OVERLAY])
+    change(docs)
+    assert paris_problems(docs), f"{what}: still fine"
+
+
+def test_the_paris_claim_is_a_parameter(tree, tmp_path):
+    """One literal in the overlay (and the Job's kustomization) names the claim of every Paris pod; the
+    ConfigMap that holds it is local-config, not applied."""
+    copied = tmp_path / "k8s"
+    shutil.copytree(tree, copied)
+    for kustomization in (copied / "overlays" / PARIS_OVERLAY, copied / PARIS_IMPORT_JOB.relative_to(K8S)):
+        path = kustomization / "kustomization.yaml"
+        assert path.read_text().count("claimName=ddm-paris\n") == 1, path
+        path.write_text(path.read_text().replace("claimName=ddm-paris\n", "claimName=team-paris\n"))
+    docs = render(copied / "overlays" / PARIS_OVERLAY)
+    assert paris_problems(docs, claim="team-paris") == []
+    job = render(copied / PARIS_IMPORT_JOB.relative_to(K8S))
+    claim = _paris_volume(job[0]["spec"]["template"]["spec"])["persistentVolumeClaim"]["claimName"]
+    assert claim == "team-paris"
+    for rendering in (docs, job):
+        assert not [d for d in rendering if d["metadata"]["name"] == "ddm-paris-volume"]
+
+
+def test_the_import_job_writes_where_the_paris_pods_read(rendered, paris_job):
+    """`ddm import paris DIR --out OUT` in the Job: DIR and OUT are the folders of the claim that every
+    Paris pod mounts at the same paths (the meta.json files it writes name Paris's weights by absolute
+    path), OUT's deployment.toml is ddm-config's, and only the Job may write OUT."""
+    from ddm.ops.cli import build_parser
+
+    (job,) = paris_job
+    assert job["kind"] == "Job" and schema_problems(job) == []
+    spec = job["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["automountServiceAccountToken"] is False
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert {"cpu", "memory"} <= container["resources"]["limits"].keys()
+    assert not _accelerators(spec) and container["image"] == "ddm-pipeline:torch-import"
+    argv = container["command"][1:]
+    args = build_parser(argv).parse_args(argv)
+    assert (args.format, Path(args.dir), Path(args.out)) == ("paris", PARIS_DIR, PARIS_OUT)
+    assert _paris_mounts(container) == {
+        (str(PARIS_DIR), "paris", True),
+        (str(PARIS_OUT), "deployment", False),
+    }
+    docs = rendered[PARIS_OVERLAY]
+    assert Path(_config(docs)["DDM_DEPLOYMENT"]) == Path(args.out) / "deployment.toml"
+    claim = _paris_volume(spec)["persistentVolumeClaim"]["claimName"]
+    assert claim == _paris_volume(_pod(docs, "ddm-router"))["persistentVolumeClaim"]["claimName"]
+
+
+def test_paris_scales_every_queue_of_the_imported_deployment(rendered, paris_import):
+    """The experts of a real `ddm import paris` are the overlay's, and KEDA watches each one's queue, the
+    text encoder's and the decoder's; each expert may take at most 2 GPUs."""
+    docs = rendered[PARIS_OVERLAY]
+    deployment = tomllib.loads(paris_import[1].read_text())
+    assert {"decoder", "text_encoder"} <= set(deployment)
+    assert queue_problems(docs, paris_import[1]) == []
+    scaled = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "ScaledObject"}
+    assert {scaled[f"ddm-expert-{k}"]["maxReplicaCount"] for k in range(PARIS_EXPERTS)} == {2}
 
 
 def test_the_dockerfiles_and_targets_named_exist():
