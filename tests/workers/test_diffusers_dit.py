@@ -169,3 +169,39 @@ def test_the_bucketed_traced_path_answers_as_eager(imported, tmp_path, monkeypat
     assert traced.buckets == (1, 4)
     want = load_expert(folder, "cpu").velocity(x, t, y, 3.0)
     np.testing.assert_allclose(traced.velocity(x, t, y, 3.0), want, atol=1e-5)
+
+
+# what a Transformer2DModel config (diffusers before DiT had its own class, as facebook/DiT-XL-2-256's)
+# adds to a DiT's: keys a DiT leaves at these values
+LEGACY_KEYS = {
+    "cross_attention_dim": None, "num_vector_embeds": None, "only_cross_attention": False,
+    "double_self_attention": False, "use_linear_projection": False, "attention_type": "default",
+}  # fmt: skip
+
+
+def test_a_transformer2dmodel_config_serves_as_diffusers_loads_it(imported, tmp_path):
+    """diffusers remaps a Transformer2DModel config with norm_type ada_norm_zero to DiTTransformer2DModel
+    (same tensor names): so does the import, and the expert answers as the modern folder's."""
+    dit, deployment = imported
+    legacy = tmp_path / "legacy"
+    shutil.copytree(dit, legacy)
+    config = json.loads((dit / "config.json").read_text())
+    config = {**config, **LEGACY_KEYS, "_class_name": "Transformer2DModel"}
+    (legacy / "config.json").write_text(json.dumps(config))
+    from diffusers import DiTTransformer2DModel, Transformer2DModel
+
+    loaded = Transformer2DModel.from_pretrained(str(legacy), use_safetensors=True, low_cpu_mem_usage=False)
+    assert isinstance(loaded, DiTTransformer2DModel)  # diffusers' own reading of such a folder
+    path = import_dit([legacy], imported_vae(deployment), tmp_path / "out", preview_samples=1)
+    x = np.random.default_rng(4).standard_normal((2, 4, 8, 8)).astype(np.float32)
+    t, y = np.array([0.3, 0.7], np.float32), np.array([2, 5])
+    want = load_expert(deployment.parent / "expert_0", "cpu").velocity(x, t, y, 2.0)
+    np.testing.assert_array_equal(load_expert(path.parent / "expert_0", "cpu").velocity(x, t, y, 2.0), want)
+    (legacy / "config.json").write_text(json.dumps({**config, "cross_attention_dim": 64}))
+    with pytest.raises(ConfigError, match="cross_attention_dim None"):
+        import_dit([legacy], imported_vae(deployment), tmp_path / "out2")
+
+
+def imported_vae(deployment):
+    """The VAE folder an imported deployment's decoder serves."""
+    return json.loads((deployment.parent / "decoder" / "meta.json").read_text())["source"]["folder"]

@@ -22,6 +22,21 @@ from ddm.schema.errors import ConfigError, expected
 from ddm.workers.config import config_from_dict, config_to_dict
 
 CLASS_NAME = "DiTTransformer2DModel"
+# Configs written before diffusers split DiT out of Transformer2DModel (facebook/DiT-XL-2-256's is one):
+# diffusers loads them as DiTTransformer2DModel when norm_type is ada_norm_zero (model_loading_utils.py
+# _CLASS_REMAPPING_DICT), with the same tensor names. Their keys DiT has no use for are accepted at the
+# value that leaves a DiT as it is (any value for use_linear_projection: only unpatched inputs read it).
+LEGACY_CLASS = "Transformer2DModel"
+LEGACY_NEUTRAL = {
+    "cross_attention_dim": None,
+    "num_vector_embeds": None,
+    "only_cross_attention": False,
+    "double_self_attention": False,
+    "attention_type": "default",
+    "caption_channels": None,
+    "interpolation_scale": None,
+    "use_additional_conditions": None,
+}
 # config.json key -> our field, where the names differ
 RENAMED = {"sample_size": "image_size", "num_embeds_ada_norm": "num_classes"}
 # config.json keys that say nothing about the weights (diffusers' own bookkeeping)
@@ -82,9 +97,17 @@ class DiffusersDiTConfig:
     def from_diffusers(cls, config_json: dict) -> DiffusersDiTConfig:
         """From a DiTTransformer2DModel folder's config.json; ConfigError for another class or a key
         this config does not know (it would change the model)."""
-        if config_json.get("_class_name", CLASS_NAME) != CLASS_NAME:
-            raise ConfigError(expected(f"a {CLASS_NAME} config.json", config_json.get("_class_name")))
+        name = config_json.get("_class_name", CLASS_NAME)
+        legacy = name == LEGACY_CLASS and config_json.get("norm_type") == "ada_norm_zero"
+        if name != CLASS_NAME and not legacy:
+            want = f"a {CLASS_NAME} config.json (or a {LEGACY_CLASS} one with norm_type ada_norm_zero)"
+            raise ConfigError(expected(want, name))
         data = {RENAMED.get(k, k): v for k, v in config_json.items() if k not in BOOKKEEPING}
+        if legacy:
+            for key, neutral in LEGACY_NEUTRAL.items():
+                if data.pop(key, neutral) != neutral:
+                    raise ConfigError(expected(f"{LEGACY_CLASS} {key} {neutral!r} (a DiT)", config_json[key]))
+            data.pop("use_linear_projection", None)
         if data.get("out_channels") is None:  # diffusers: None means in_channels
             data["out_channels"] = data.get("in_channels", cls.in_channels)
         return config_from_dict(cls, data)
