@@ -31,7 +31,8 @@ COPY constraints.txt /etc/ddm/constraints.txt
 # The stack in its own layer (GBs of CUDA wheels), so a source change does not reinstall it.
 RUN pip install -c /etc/ddm/constraints.txt "jax[cuda12]==0.10.2" jaxlib==0.10.2 flax==0.12.8 optax==0.2.8
 COPY --from=source /wheels /wheels
-# The jax-cuda extra: the same pins as the layer above, so this adds only the package and its base deps.
+# The jax-cuda extra: the same pins as the layer above, so this adds only the package, its base deps and
+# safetensors (a Flax expert imported from another format, Paris's, reads its own .safetensors file).
 # Then: nothing conflicts, and the CUDA plugin is at jax's own version (pip check does not see extras).
 RUN pip install -c /etc/ddm/constraints.txt "$(echo /wheels/ddm_pipeline-*.whl)[jax-cuda]" \
  && pip check \
