@@ -45,6 +45,7 @@ from ddm.schema.errors import ConfigError, expected
 from ddm.schema.expert_card import T0_DATA, Objective, Schedule, stamp_card
 from ddm.schema.sample_space import SampleSpace
 from ddm.workers.autoencoder.diffusers_card import DEFAULT_LATENT_RANGE, write_diffusers_decoder
+from ddm.workers.autoencoder.diffusers_vae import bin_note
 from ddm.workers.checkpoint import expert_meta
 from ddm.workers.diffusers_dit.config import PRESETS, DiffusersDiTConfig
 from ddm.workers.paris.weights import check_tensors, tensor_shapes
@@ -136,7 +137,7 @@ def read_dit(folder: str | Path) -> DiTFolder:
     transformer = root / "transformer" if pipeline else root
     if not (transformer / "config.json").is_file() or not (transformer / DIT_FILE).is_file():
         want = f"a DiTTransformer2DModel folder (config.json, {DIT_FILE}) or a DiTPipeline root"
-        raise ConfigError(expected(want, str(root)))
+        raise ConfigError(expected(want, str(root)) + bin_note(transformer))
     try:
         config = DiffusersDiTConfig.from_diffusers(_json(transformer / "config.json"))
     except ConfigError as exc:

@@ -118,6 +118,13 @@ def test_a_mismatched_checkpoint_is_refused_with_its_list(tmp_path):
         import_dit([dit], write_vae(tmp_path / "vae"), tmp_path / "out")
 
 
+def test_pickled_weights_are_refused_never_loaded(tmp_path):
+    dit = write_dit(tmp_path / "dit")
+    (dit / "diffusion_pytorch_model.safetensors").rename(dit / "diffusion_pytorch_model.bin")
+    with pytest.raises(ConfigError, match=r"\.bin weights are never unpickled here"):
+        import_dit([dit], write_vae(tmp_path / "vae"), tmp_path / "out")
+
+
 def test_dits_that_disagree_on_the_sample_are_refused(tmp_path):
     vae = write_vae(tmp_path / "vae")
     ten, twelve = write_dit(tmp_path / "a"), write_dit(tmp_path / "b", num_classes=12)

@@ -32,7 +32,7 @@ from ddm.schema.autoencoder_card import AutoencoderCard, LatentPreview, encoder_
 from ddm.schema.checkpoint_meta import file_sha256, utc_now, write_meta
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.sample_space import SampleSpace
-from ddm.workers.autoencoder.diffusers_vae import FORMAT, SOURCE_FIELD, WEIGHTS, check_normalisation
+from ddm.workers.autoencoder.diffusers_vae import FORMAT, SOURCE_FIELD, WEIGHTS, bin_note, check_normalisation
 
 DEFAULT_LATENT_RANGE = (-8.0, 8.0)
 NOT_MEASURED = "not measured here"
@@ -45,6 +45,7 @@ def read_vae_config(vae_dir: Path) -> dict:
     if not path.is_file() or not (Path(vae_dir) / WEIGHTS).is_file():
         raise ConfigError(
             expected(f"a diffusers AutoencoderKL folder (config.json, {WEIGHTS})", str(vae_dir))
+            + bin_note(vae_dir)
         )
     config = json.loads(path.read_text())
     if config.get("_class_name", "AutoencoderKL") != "AutoencoderKL":

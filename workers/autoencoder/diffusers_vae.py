@@ -38,6 +38,13 @@ WEIGHTS = "diffusion_pytorch_model.safetensors"
 CHUNK = 8  # latents per decoder pass: a full-size VAE's activations at 256 x 256 are large (CPU memory)
 
 
+def bin_note(folder: Path) -> str:
+    """What a refusal adds when a diffusers folder has only pickled weights ('' otherwise)."""
+    if any(Path(folder).glob("*.bin")):
+        return " (its .bin weights are never unpickled here: save them as safetensors first)"
+    return ""
+
+
 def is_diffusers(meta: dict) -> bool:
     """True when an autoencoder meta serves a diffusers folder (its "source" names the format)."""
     source = meta.get(SOURCE_FIELD)
@@ -56,6 +63,7 @@ def source_folder(folder: str | Path, meta: dict) -> Path:
         if not (vae / name).is_file():
             raise ConfigError(
                 expected(f"a diffusers AutoencoderKL folder with {name} at {vae}", "no such file")
+                + bin_note(vae)
             )
     return vae
 
