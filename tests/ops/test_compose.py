@@ -557,6 +557,39 @@ def test_the_paris_profile_serves_what_ddm_import_paris_wrote(compose, paris_imp
     assert (Path(args.dir), Path(args.out)) == (paris, deployment_file.parent)  # it wrote these paths
 
 
+def _doc_block(marker: str) -> str:
+    """The fenced block after `<!-- marker -->` in docs/DEPLOY.md."""
+    text = (REPO / "docs" / "DEPLOY.md").read_text()
+    block = re.search(rf"<!-- {marker} -->\n```\w*\n(.*?)\n```", text, re.S)
+    assert block, f"docs/DEPLOY.md has no block after <!-- {marker} -->"
+    return block.group(1)
+
+
+def test_the_documented_flax_override_serves_a_jax_expert_on_its_gpu(compose, tmp_path):
+    """docs/DEPLOY.md's override for a Paris expert imported with --jax, as written there: the JAX CUDA
+    image, --device gpu, still exactly its own GPU and the Paris folders, and a compile cache volume."""
+    override = tmp_path / "docker-compose.override.yml"
+    override.write_text(_doc_block("paris-jax-override"))
+    args = ["-f", str(override), "--profile", "paris", "config", "--format", "json"]
+    out = compose(*args)
+    assert out.returncode == 0, out.stderr
+    services = json.loads(out.stdout)["services"]
+    (name,) = [n for n in services if n in PARIS_EXPERT_SERVICES and "jax" in services[n]["image"]]
+    svc = services[name]
+    assert (
+        svc["image"] == "ddm-pipeline:jax-cuda" and svc["build"]["dockerfile"] == "ops/docker/jax.Dockerfile"
+    )
+    argv = svc["command"][1:]
+    parsed = build_parser(argv).parse_args(argv)
+    assert (parsed.expert, parsed.device) == (service_expert(name), "gpu")  # JAX names its GPU "gpu"
+    (gpu,) = _gpus(svc)
+    assert gpu["device_ids"] == [str(parsed.expert)]
+    assert set(_binds(svc)) == {PARIS_DIR, PARIS_OUT}
+    jax_dir = _dockerfile_env(REPO / "ops/docker/jax.Dockerfile", "DDM_JAX_CACHE_DIR")
+    assert jax_dir in _volumes(svc)
+    assert [n for n in PARIS_EXPERT_SERVICES if "jax" in services[n]["image"]] == [name]  # the others: torch
+
+
 def test_neuron_workers_get_one_neuron_core_each(config):
     """Two workers per trn1 device (2 NeuronCores): one device, one core each, distinct worker ids.
     Without NEURON_RT_VISIBLE_CORES the runtime gives every core to the first process."""
