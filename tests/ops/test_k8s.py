@@ -899,6 +899,32 @@ def test_the_import_job_writes_where_the_paris_pods_read(rendered, paris_job):
     assert claim == _paris_volume(_pod(docs, "ddm-router"))["persistentVolumeClaim"]["claimName"]
 
 
+def test_the_documented_flax_overlay_moves_one_expert_to_jax(tree, tmp_path):
+    """docs/DEPLOY.md's overlay for a Paris expert imported with --jax, as written there (beside a
+    checkout's ops/k8s): that expert in the JAX CUDA image with --device gpu, labelled jax, still one GPU
+    and the Paris volume; every other Paris pod unchanged."""
+    text = (REPO / "docs" / "DEPLOY.md").read_text()
+    block = re.search(r"<!-- paris-jax-k8s -->\n```yaml\n(.*?)\n```", text, re.S)
+    assert block, "docs/DEPLOY.md has no block after <!-- paris-jax-k8s -->"
+    shutil.copytree(tree, tmp_path / "ops" / "k8s")
+    (tmp_path / "my-paris").mkdir()
+    (tmp_path / "my-paris" / "kustomization.yaml").write_text(block.group(1))
+    docs = render(tmp_path / "my-paris")
+    assert [p for d in docs for p in schema_problems(d)] == []
+    jax = _first(docs, "Deployment", "ddm-expert-5")
+    assert jax["metadata"]["labels"]["ddm-pipeline/framework"] == "jax"
+    container = _container(docs, "ddm-expert-5")
+    assert container["image"] == "ddm-pipeline:jax-cuda"
+    assert container["command"] == ["ddm", "worker", "expert", "--expert", "5", "--device", "gpu"]
+    # the rest of what paris_problems checks holds for it: only its image and device differ
+    problems = paris_problems(docs)
+    assert problems == [
+        "ddm-expert-5: runs " + str(container["command"]),
+        "ddm-expert-5: not the CUDA image on GPU nodes",
+    ]
+    assert _accelerators(jax["spec"]["template"]["spec"]) == {"expert": {"nvidia.com/gpu": 1}}
+
+
 def test_paris_scales_every_queue_of_the_imported_deployment(rendered, paris_import):
     """The experts of a real `ddm import paris` are the overlay's, and KEDA watches each one's queue, the
     text encoder's and the decoder's; each expert may take at most 2 GPUs."""
