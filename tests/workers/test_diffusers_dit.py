@@ -103,6 +103,17 @@ def test_the_velocity_is_the_conversion_of_the_diffusers_models_own_eps(imported
     assert np.abs(got - off).max() > 1e-2
 
 
+def test_the_ends_of_time_answer_finite_velocities(imported):
+    """t = 0 (noise: step 999, x1^ clipped into the value range) and t = 1 (data: step 0) included."""
+    _, deployment = imported
+    expert = load_expert(deployment.parent / "expert_0", "cpu")
+    x = np.random.default_rng(5).standard_normal((4, 4, 8, 8)).astype(np.float32)
+    t, y = np.array([0.0, 1e-4, 0.9999, 1.0], np.float32), np.array([0, 1, 2, NULL])
+    assert np.isfinite(expert.velocity(x, t, y, 4.0)).all()
+    v = expert.velocity(x, t, y, 1.0)
+    assert np.abs(v[0]).max() <= 8.0 + np.abs(x[0]).max() + 1e-3  # (x1^ - x_t) / (1 - t), x1^ in [-8, 8]
+
+
 def test_a_mismatched_checkpoint_is_refused_with_its_list(tmp_path):
     from safetensors.torch import load_file, save_file
 
