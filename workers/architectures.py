@@ -58,6 +58,8 @@ class ExpertArchitecture:
     title: str = ""  # how a model card names it ("conditional UNet"); empty: the name
     to_flax: EntryPoint = field(default=EntryPoint("ddm.workers.layout:canonical_to_flax"))
     from_flax: EntryPoint = field(default=EntryPoint("ddm.workers.layout:flax_to_canonical"))
+    # `ddm train` / `ddm distill` build it from its presets; False: it is only ever imported (Paris's)
+    trainable: bool = True
 
     def config_from(self, data: object) -> Any:
         """meta.json's `config` as this architecture's config object; ConfigError when malformed."""
@@ -115,6 +117,11 @@ def architectures() -> dict[str, ExpertArchitecture]:
     if len(table) != len(records) or len(configs) != len(records):
         raise ConfigError(expected("architectures with distinct names and config classes", REGISTERED))
     return table
+
+
+def trainable_names() -> list[str]:
+    """The architectures `ddm train --arch` and `ddm distill` can build from a preset, sorted."""
+    return sorted(name for name, record in architectures().items() if record.trainable)
 
 
 def architecture_names() -> list[str]:

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from ddm.ops.command_kit import add_deployment_flag
-from ddm.workers.architectures import DEFAULT_ARCHITECTURE, architecture_names, preset_names
+from ddm.workers.architectures import DEFAULT_ARCHITECTURE, preset_names, trainable_names
 from ddm.workers.frameworks import framework_names
 from ddm.workers.training import TrainConfig
 
@@ -43,7 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--arch",
         default=DEFAULT_ARCHITECTURE,
-        choices=architecture_names(),
+        choices=trainable_names(),
         help="the student's model (default: %(default)s)",
     )
     parser.add_argument(

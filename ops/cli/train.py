@@ -12,7 +12,7 @@ from ddm.ops.cli.train_autoencoder import configure as configure_autoencoder
 from ddm.ops.cli.train_retrieval import configure as configure_retrieval
 from ddm.ops.cli.train_text import add_text_flag
 from ddm.schema.expert_card import OBJECTIVES, SCHEDULES, TIME_CONVENTIONS
-from ddm.workers.architectures import DEFAULT_ARCHITECTURE, architecture_names, preset_names
+from ddm.workers.architectures import DEFAULT_ARCHITECTURE, preset_names, trainable_names
 from ddm.workers.frameworks import framework_names
 from ddm.workers.training import TrainConfig
 
@@ -37,7 +37,7 @@ def _configure_expert(sub) -> None:
     p.add_argument("--partition", required=True, type=Path, help="manifest JSON from `ddm partition`")
     p.add_argument("--expert", required=True, type=int, help="cluster id in the manifest")
     p.add_argument(
-        "--arch", default=DEFAULT_ARCHITECTURE, choices=architecture_names(), help="model (default: unet)"
+        "--arch", default=DEFAULT_ARCHITECTURE, choices=trainable_names(), help="model (default: unet)"
     )
     p.add_argument(
         "--preset", default="small", choices=preset_names(), help="model size, per --arch (default: small)"

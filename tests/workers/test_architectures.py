@@ -52,7 +52,7 @@ def test_the_unet_is_registered_and_the_default():
 @pytest.mark.parametrize("name", architecture_names())
 def test_every_architecture_is_written_in_known_frameworks_and_its_entry_points_resolve(name):
     record = architectures()[name]
-    assert record.name == name and set(record.presets) >= {"tiny", "small"}
+    assert record.name == name and (set(record.presets) >= {"tiny", "small"} or not record.trainable)
     assert set(record.models) <= set(FRAMEWORKS)
     for framework, entries in record.models.items():
         assert "model" in entries, framework

@@ -25,4 +25,5 @@ PARIS = ExpertArchitecture(
     title="Paris DiT (adaLN-single, cross-attention on CLIP tokens)",
     to_flax=EntryPoint("ddm.workers.paris.flax_model:canonical_to_flax"),
     from_flax=EntryPoint("ddm.workers.paris.flax_model:flax_to_canonical"),
+    trainable=False,
 )
