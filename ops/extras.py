@@ -3,7 +3,7 @@ message a command gives when its extra is missing.
 
 The base install (`pip install ddm-pipeline`) submits and follows jobs; the rest comes in extras:
 one per expert framework (torch, jax: ddm.workers.frameworks names each one's), ui, train (both
-frameworks and plots), all. A command imports what it needs inside its main, so `ddm COMMAND --help`
+frameworks and plots), import (other people's checkpoints: transformers, diffusers), all. A command imports what it needs inside its main, so `ddm COMMAND --help`
 works everywhere and a missing extra shows up as a ModuleNotFoundError that `ddm` turns into this
 message.
 """
@@ -26,6 +26,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "gunicorn": "ui",
     "werkzeug": "ui",
     "matplotlib": "train",
+    "transformers": "import",  # CLIP's text model and tokenizer (ddm import paris)
+    "diffusers": "import",  # AutoencoderKL, DiTTransformer2DModel (ddm import paris|dit)
 }
 
 
