@@ -3,9 +3,9 @@ message a command gives when its extra is missing.
 
 The base install (`pip install ddm-pipeline`) submits and follows jobs; the rest comes in extras:
 one per expert framework (torch, jax: ddm.workers.frameworks names each one's), ui, train (both
-frameworks and plots), import (other people's checkpoints: transformers, diffusers), all. A command imports what it needs inside its main, so `ddm COMMAND --help`
-works everywhere and a missing extra shows up as a ModuleNotFoundError that `ddm` turns into this
-message.
+frameworks and plots), import (other people's checkpoints: transformers, diffusers), all. A command
+imports what it needs inside its main, so `ddm COMMAND --help` works everywhere and a missing extra
+shows up as a ModuleNotFoundError that `ddm` turns into this message.
 """
 
 from __future__ import annotations

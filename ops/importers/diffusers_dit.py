@@ -27,7 +27,7 @@ Names and shapes are checked from the safetensors header (nothing loaded) agains
 config.json builds, refused with the lists of missing, unexpected and wrongly shaped tensors. The
 written deployment is read back through the router's checks before this returns.
 
-Proven on tiny fixtures written by diffusers' save_pretrained (tests/support/diffusers_fixture.py); the
+Proven on tiny fixtures written by diffusers' save_pretrained (ops/random_diffusers.py); the
 real facebook/DiT-XL-2-256 weights were never loaded here.
 """
 

@@ -1,5 +1,5 @@
 """`ddm import dit` from the command line (ops/cli/import_checkpoints.py): the diffusers fixtures
-(tests/support/diffusers_fixture.py) become a deployment the router's loader accepts. (`ddm import
+(ops/random_diffusers.py) become a deployment the router's loader accepts. (`ddm import
 paris` from the command line: tests/pipeline/test_paris_pipeline.py.)"""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ pytest.importorskip("diffusers")  # the import extra (in dev: CI installs it)
 
 
 def test_ddm_import_dit_writes_a_servable_deployment(tmp_path, capsys):
+    from ddm.ops.random_diffusers import write_dit, write_vae
     from ddm.router.deployment_loader import read_deployment
-    from tests.support.diffusers_fixture import write_dit, write_vae
 
     dits = [write_dit(tmp_path / f"dit{i}", seed=i) for i in range(2)]
     vae = write_vae(tmp_path / "vae")

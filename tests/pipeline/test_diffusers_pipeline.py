@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from ddm.ops.importers.diffusers_dit import import_dit
+from ddm.ops.random_diffusers import write_dit, write_vae
 from ddm.router.deployment_loader import load_decoder
 from ddm.schema.deployment import Deployment
 from ddm.schema.messages import JobSpec
-from tests.support.diffusers_fixture import write_dit, write_vae
 from tests.support.harness import Pipeline, local_reference
 
 

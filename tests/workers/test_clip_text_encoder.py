@@ -1,5 +1,5 @@
 """The CLIP prompt encoder (workers/clip_text_encoder.py) on a tiny random CLIPTextModel with CLIP's real
-BPE vocabulary (tests/support/clip_fixture.py): the spec read without the model, the known tokens of a
+BPE vocabulary (ops/random_clip.py): the spec read without the model, the known tokens of a
 prompt, shapes, determinism, the same bits in any batch, truncation, and what is refused.
 """
 
@@ -11,10 +11,10 @@ import shutil
 import numpy as np
 import pytest
 
+from ddm.ops.random_clip import write_clip_fixture
 from ddm.schema.checkpoint_meta import file_sha256
 from ddm.schema.conditioning import TextEncoderSpec
 from ddm.schema.errors import ConfigError
-from tests.support.clip_fixture import write_clip_fixture
 
 pytest.importorskip("transformers")
 

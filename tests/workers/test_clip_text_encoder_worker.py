@@ -1,5 +1,5 @@
 """`ddm worker text-encoder` serving CLIP (issue 38): a text deployment whose [text_encoder] table names a
-CLIP text_encoder/ and tokenizer/ folder (tests/support/clip_fixture.py, outside the deployment's folder
+CLIP text_encoder/ and tokenizer/ folder (ops/random_clip.py, outside the deployment's folder
 as the Paris importer writes it) is served on the real broker, and the embeddings it replies equal the
 in-process encoder's (what `ddm sample --local` reads), bit for bit; a worker whose deployment names
 other CLIP weights refuses to start, naming both digests."""
@@ -12,10 +12,10 @@ import subprocess
 import numpy as np
 import pytest
 
+from ddm.ops.random_clip import write_clip_fixture
 from ddm.schema.conditioning import Conditioning
 from ddm.schema.deployment import Deployment
 from ddm.schema.text_messages import EncodeRequest, embedding_key
-from tests.support.clip_fixture import write_clip_fixture
 from tests.support.harness import DDM_CLI, Pipeline, service_env
 from tests.support.services import amqp_channel
 from tests.support.text import TEXT_SPACE, ask_encoder, encoder_reply

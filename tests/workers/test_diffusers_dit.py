@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from ddm.ops.importers.diffusers_dit import import_dit, objective_of
+from ddm.ops.random_diffusers import write_dit, write_vae
 from ddm.schema.errors import ConfigError
 from ddm.workers import load_expert
 from ddm.workers.architectures import expert_architecture
 from ddm.workers.diffusers_dit.config import PRESETS, DiffusersDiTConfig
-from tests.support.diffusers_fixture import write_dit, write_vae
 
 NULL = 10  # the fixture's num_embeds_ada_norm: the null class
 

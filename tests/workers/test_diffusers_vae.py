@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from ddm.ops.random_diffusers import write_vae
 from ddm.router.deployment_loader import decoder_card, load_decoder
 from ddm.schema.deployment import Deployment
 from ddm.schema.errors import ConfigError
@@ -17,7 +18,6 @@ from ddm.schema.sample_space import SampleSpace
 from ddm.workers.autoencoder.checkpoint import load_autoencoder, read_card
 from ddm.workers.autoencoder.diffusers_card import write_diffusers_decoder
 from ddm.workers.autoencoder.diffusers_vae import DiffusersAutoencoder
-from tests.support.diffusers_fixture import write_vae
 
 LATENT = (4, 8, 8)
 

@@ -122,7 +122,7 @@ def _dit(hidden: int, layers: int, heads: int) -> DiffusersDiTConfig:
 PRESETS: dict[str, DiffusersDiTConfig] = {
     "xl-2": _dit(1152, 28, 16),  # facebook/DiT-XL-2-256: 675M parameters
     "small": _dit(384, 12, 6),  # DiT-S/2's shape
-    # the test fixture's (tests/support/diffusers_fixture.py): 8 x 8 latents, 2 layers, 2 heads x 8
+    # the test fixture's (ops/random_diffusers.py): 8 x 8 latents, 2 layers, 2 heads x 8
     "tiny": DiffusersDiTConfig(
         image_size=8, num_classes=10, num_layers=2, num_attention_heads=2, attention_head_dim=8
     ),

@@ -1,5 +1,5 @@
 """`ddm doctor` checks a text deployment's prompt encoder where `ddm up` will load it: the [text_encoder]
-folders (CLIP's, tests/support/clip_fixture.py) hold the weights [conditioning.text] names, by digest,
+folders (CLIP's, ops/random_clip.py) hold the weights [conditioning.text] names, by digest,
 without loading the model; other weights, or a CLIP encoder with no folders named, fail naming the fix."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from ddm.ops.cli import main
 from ddm.ops.doctor.files import text_encoder
+from ddm.ops.random_clip import write_clip_fixture
 from ddm.schema.conditioning import Conditioning
 from ddm.schema.deployment import Deployment
-from tests.support.clip_fixture import write_clip_fixture
 from tests.support.fakes import write_deployment
 from tests.support.text import TEXT_SPACE
 
