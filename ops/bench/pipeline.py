@@ -29,7 +29,8 @@ READY_TIMEOUT_S = 300.0  # a JAX expert compiles its buckets at start (15-40 s o
 
 
 class PipelineProcesses:
-    """One expert worker per expert and one router, as `ddm up` runs them, isolated by a fresh prefix."""
+    """One expert worker per expert and one router, as `ddm up` runs them, isolated by a fresh prefix;
+    and the text-encoder and decoder stages of a deployment that has them."""
 
     def __init__(self, deployment: Path, log_dir: Path, settings: Settings | None = None):
         base = settings or Settings.from_env()
@@ -55,6 +56,10 @@ class PipelineProcesses:
         try:
             for entry in self.deployment.experts:
                 self._spawn(f"bench-expert{entry.id}", ["expert", "--expert", str(entry.id)], threads)
+            if self.deployment.conditioning.kind == "text":
+                self._spawn("bench-text-encoder", ["text-encoder"])
+            if self.deployment.decoder is not None:
+                self._spawn("bench-decoder", ["decoder"])
             self._spawn("bench-router", ["router"])
             self._wait_ready()
         except BaseException:  # a worker that never got ready: stop the others too
