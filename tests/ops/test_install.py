@@ -165,9 +165,11 @@ def test_constraints_pin_every_dependency_within_its_range():
 
 def test_extras_are_layered():
     extras = PYPROJECT["project"]["optional-dependencies"]
-    assert set(extras) == {"torch", "jax", "ui", "train", "all", "dev", *ACCELERATOR_EXTRAS}
+    assert set(extras) == {"torch", "jax", "ui", "train", "import", "all", "dev", *ACCELERATOR_EXTRAS}
     assert extras["all"] == ["ddm-pipeline[torch,jax,ui,train]"]
-    assert "ddm-pipeline[all]" in extras["dev"]
+    # other people's checkpoints (transformers, diffusers): an extra of their own, not in all; dev tests it
+    assert {Requirement(r).name for r in extras["import"]} == {"ddm-pipeline", "transformers", "diffusers"}
+    assert "ddm-pipeline[all,import]" in extras["dev"]
     base = {Requirement(r).name for r in PYPROJECT["project"]["dependencies"]}
     assert not base & {"torch", "jax", "flax", "flask", "flask-socketio", "matplotlib"}
 
