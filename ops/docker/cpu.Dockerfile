@@ -14,8 +14,9 @@
 #                   diffusers)    (diffusers), and `ddm import` itself
 #                                 (docker-compose.yml's paris profile, ops/k8s/components/paris)
 #
-# docker-compose.yml builds each service from its target. ops/docker/e2e.sh builds the first five and checks in
-# each image that the frameworks it must not carry do not import (docs/DEPLOY.md has the sizes).
+# docker-compose.yml builds each service from its target. ops/docker/e2e.sh builds the first five and checks
+# in each image that the frameworks it must not carry do not import (docs/DEPLOY.md has the sizes);
+# ops/docker/paris_e2e.sh builds torch-import and serves the paris profile with it.
 # Every package at the version in constraints.txt; the extras installed (torch, jax, ui) are
 # pyproject.toml's, and an explicit pin here must equal theirs and constraints.txt's
 # (tests/ops/test_docker_pins.py, tests/ops/test_compose.py). `pip check` fails the build on a conflict.
