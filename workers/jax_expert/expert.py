@@ -18,7 +18,7 @@ from ddm.workers.checkpoint import architecture_of, config_of, weights_path
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
 from ddm.workers.jax_common import condition_template, enable_compilation_cache
 from ddm.workers.jax_expert.checkpoint import flax_template, load_weights
-from ddm.workers.memory import available_bytes, check_fits, held_bytes
+from ddm.workers.memory import check_load
 
 DEVICES = ("auto", "cpu", "gpu")
 # precision -> the matmul and convolution precision XLA compiles float32 dots with. fp32 asks for
@@ -100,7 +100,8 @@ def load(
         )
     weights = weights_path(path, meta)
     what = f"expert {meta.get('expert', 0)} ({weights})"
-    check_fits(what, held_bytes(weights, 4), _free_bytes(dev), dev.platform, precision)  # float32 params
+    free = None if dev.platform == "cpu" else _device_free(dev)
+    check_load(what, weights, 4, dev.platform, precision, free)  # float32 params
     enable_compilation_cache()
     architecture = architecture_of(meta)
     model, like = flax_template(architecture, config_of(meta))
@@ -111,11 +112,8 @@ def load(
     return expert
 
 
-def _free_bytes(dev: jax.Device) -> int | None:
-    """Free memory where the params will live: the host's for a CPU device, the accelerator's where it
-    reports memory stats (a GPU's bytes_limit less bytes_in_use), else None."""
-    if dev.platform == "cpu":
-        return available_bytes("cpu")
+def _device_free(dev: jax.Device) -> int | None:
+    """An accelerator's free memory where it reports memory stats (bytes_limit less bytes_in_use)."""
     stats = dev.memory_stats() or {}
     if "bytes_limit" in stats:
         return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))

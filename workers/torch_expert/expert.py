@@ -28,7 +28,7 @@ from ddm.schema.sample_space import LEGACY
 from ddm.workers.checkpoint import architecture_of, config_of, weights_path
 from ddm.workers.config import condition_shape
 from ddm.workers.expert import DEFAULT_BUCKETS, Expert, ExpertMeta
-from ddm.workers.memory import available_bytes, check_fits, held_bytes
+from ddm.workers.memory import check_load
 from ddm.workers.torch_expert.checkpoint import load_weights_file
 from ddm.workers.torch_expert.devices import check_device_precision, resolve_device, toolchain
 from ddm.workers.torch_expert.trace_cache import TraceCache, TraceKey
@@ -127,13 +127,14 @@ def load(
     check_device_precision(device, precision)
     weights = weights_path(path, meta)  # beside meta.json, or the file its "weights" names
     bf16_weights = precision == "bf16" and device in ("cpu", "cuda")
-    need, free = held_bytes(weights, 2 if bf16_weights else 4), available_bytes(device)
-    check_fits(f"expert {meta.get('expert', 0)} ({weights})", need, free, device, precision)
+    check_load(
+        f"expert {meta.get('expert', 0)} ({weights})", weights, 2 if bf16_weights else 4, device, precision
+    )
     model = architecture_of(meta).build("torch", config_of(meta))
+    if bf16_weights:  # cast before the weights are copied in: the load never holds a float32 model
+        model = model.to(torch.bfloat16)
     model.load_state_dict(load_weights_file(weights))
     model = model.eval().requires_grad_(False)
-    if bf16_weights:
-        model = model.to(torch.bfloat16)
     served = ExpertMeta.from_json(meta, device, str(path), precision)
     expert = _serving(model, served, buckets, cache, weights)
     expert.weights_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
