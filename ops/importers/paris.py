@@ -212,12 +212,14 @@ def import_paris(root: str | Path, out: str | Path, jax_experts: frozenset[int] 
     out = Path(out).resolve()
     if unknown := sorted(set(jax_experts) - set(range(len(paris.experts)))):
         raise ConfigError(expected(f"--jax expert ids in 0..{len(paris.experts) - 1}", unknown))
+    # the VAE first: its folder is checked by loading it (the preview is fitted on its decodes), so a bad
+    # vae/ is refused before any meta.json is written
+    decoder = write_diffusers_decoder(paris.root / "vae", out / "decoder", paris.space.shape)
     experts = [
         _write_expert(paris, i, "jax" if i in jax_experts else "torch", out)
         for i in range(len(paris.experts))
     ]
     router = _write_router(paris, out)
-    decoder = write_diffusers_decoder(paris.root / "vae", out / "decoder", paris.space.shape)
     deployment = Deployment.build(
         out / "deployment.toml",
         experts,

@@ -122,7 +122,7 @@ def _refusal(paris, tmp_path, change) -> str:
     change(copy)
     with pytest.raises(ConfigError) as refused:
         import_paris(copy, tmp_path / "out")
-    assert not (tmp_path / "out" / "deployment.toml").exists()
+    assert not (tmp_path / "out").exists()  # nothing written
     return str(refused.value)
 
 
@@ -152,3 +152,5 @@ def test_a_router_for_other_experts_and_a_missing_stage_are_refused(paris, tmp_p
     assert "text_encoder" in _refusal(
         paris, tmp_path / "b", lambda root: shutil.rmtree(root / "text_encoder")
     )
+    vae_weights = "vae/diffusion_pytorch_model.safetensors"
+    assert "vae" in _refusal(paris, tmp_path / "c", lambda root: (root / vae_weights).unlink())

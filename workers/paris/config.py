@@ -44,10 +44,10 @@ class _PatchedConfig:
 
     @classmethod
     def from_dict(cls, data: object):
-        """meta.json's `config` (ConfigError naming the fields when one is unknown)."""
+        """meta.json's `config`, every field given (ConfigError naming them otherwise)."""
         fields = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, dict) or set(data) - fields:
-            raise ConfigError(expected(f"a {cls.__name__} with fields {sorted(fields)}", data))
+        if not isinstance(data, dict) or set(data) != fields:  # a missing field is not Paris's default
+            raise ConfigError(expected(f"a {cls.__name__} with the fields {sorted(fields)}", data))
         return cls(**data)
 
 
