@@ -50,7 +50,10 @@ class ParisRouterSpace:
 
 
 class ParisRouterPolicy:
-    """Paris's router in PyTorch (CPU; the router worker runs it beside the jobs)."""
+    """Paris's router in PyTorch, on the router worker's GPU where torch sees one, else its CPU. It runs
+    in the worker's one thread, between steps: on 2 CPU cores a call costs about 0.25 s on one row and
+    grows with the rows (docs/BENCHMARKS.md, "Paris at full size"), so a router serving many Paris jobs
+    wants a GPU."""
 
     def __init__(self, folder: str | Path):
         import torch
@@ -69,9 +72,10 @@ class ParisRouterPolicy:
         if digest != self.meta.get("weights_sha256"):
             raise ConfigError(expected(f"{weights} with the sha256 meta.json records", digest))
         check_tensors(tensor_shapes(weights), router_shapes(self.config), f"Paris's router {weights}")
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = served_router(self.config)
         self.model.load_state_dict(load_file(str(weights)))
-        self.model.eval().requires_grad_(False)
+        self.model.eval().requires_grad_(False).to(self.device)
         self._torch = torch
 
     @property
@@ -84,7 +88,7 @@ class ParisRouterPolicy:
         out = []
         with torch.no_grad():
             for i in range(0, len(x), CHUNK):
-                xs = torch.from_numpy(np.ascontiguousarray(x[i : i + CHUNK], np.float32))
-                s = 1.0 - torch.from_numpy(np.asarray(t[i : i + CHUNK], np.float32))  # Paris's time
-                out.append(torch.softmax(self.model(xs, s), dim=-1).numpy())
+                xs = torch.from_numpy(np.ascontiguousarray(x[i : i + CHUNK], np.float32)).to(self.device)
+                s = 1.0 - torch.from_numpy(np.asarray(t[i : i + CHUNK], np.float32)).to(self.device)
+                out.append(torch.softmax(self.model(xs, s), dim=-1).float().cpu().numpy())  # s: Paris's time
         return np.concatenate(out) if out else np.zeros((0, self.num_experts), np.float32)

@@ -176,7 +176,8 @@ def plan_steps(
 ) -> list[StepPlan]:
     """plan_step for several jobs at once, with ONE router call over all their samples (the router
     worker plans every job whose step is due together; a learned router is a network, and one call on
-    64 rows costs about what one call on 1 row does). Experts in `gone` have no live worker: a mixing
+    many rows costs far less than a call a row: the small JAX router's about what one row does, Paris's
+    DiT-B on a CPU grows with the rows). Experts in `gone` have no live worker: a mixing
     strategy routes around them (policies.without_gone) and the plan lists them as missing."""
     sizes = [len(x) for x in xs]
     t_rows = np.concatenate([np.full(n, t, np.float32) for n, t in zip(sizes, ts, strict=True)])
