@@ -8,8 +8,9 @@ Every worker: worker_id, role ('expert' | 'router' | 'decoder' | 'text-encoder')
 started_at, updated_at.
 Experts add expert_id, framework, device, precision (fp32 | tf32 | bf16), queue, max_batch, max_wait_ms,
 buckets ("1,2,4" or "any"), weights_bytes (its weights as held) and rss_bytes (the process's resident set);
-routers add deployment and jobs_running. Every other field is a counter (a number): experts write
-requests, batches, rows, mean_batch_size, mean_compute_ms, dead_lettered; routers jobs_done,
+routers add deployment and jobs_running. weights_bytes and rss_bytes are gauges; every other field is
+a counter (a number): experts write requests, batches, rows, mean_batch_size, mean_compute_ms,
+dead_lettered; routers jobs_done,
 jobs_failed, steps, resends, hedges; both reconnects. The one writer is ddm/runtime/heartbeat.py
 (Heartbeat), used by the consumer runtime both workers run on; readers (the web UI, `ddm up`, tests)
 decode through here.
