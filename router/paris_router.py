@@ -21,6 +21,7 @@ import numpy as np
 from ddm.schema.checkpoint_meta import file_sha256, read_meta
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.sample_space import SampleSpace
+from ddm.workers.checkpoint import weights_path
 from ddm.workers.paris.config import ParisRouterConfig, router_shapes
 from ddm.workers.paris.weights import check_tensors, tensor_shapes
 
@@ -65,9 +66,9 @@ class ParisRouterPolicy:
         self.meta = read_meta(folder, kind="router")
         self.config = ParisRouterConfig.from_dict(self.meta["config"])
         self.cfg = ParisRouterSpace(self.config)
-        weights = folder / str(self.meta.get("weights", ""))
-        if "weights" not in self.meta or not weights.is_file():
-            raise ConfigError(expected(f"meta.json 'weights' naming Paris's router file ({folder})", weights))
+        weights = weights_path(folder, self.meta)  # the file meta.json's "weights" names, as an expert's
+        if not weights.is_file():
+            raise ConfigError(expected(f"Paris's router file, named by {folder}/meta.json", weights))
         digest = file_sha256(weights)
         if digest != self.meta.get("weights_sha256"):
             raise ConfigError(expected(f"{weights} with the sha256 meta.json records", digest))

@@ -212,19 +212,16 @@ class ClipTextEncoder:
 
     def encode(self, prompts: list[str]) -> tuple[np.ndarray, list[bool]]:
         """last_hidden_state of every prompt, all max_tokens positions: float32 [N, max_tokens, width]."""
+        from ddm.workers.text_conditions import encode_each
+
+        return encode_each(prompts, self.spec, self.tokenize, self._embed)
+
+    def _embed(self, ids: list[int]) -> np.ndarray:
         import torch
 
-        if isinstance(prompts, str):
-            raise TypeError(expected("a list of prompts", "one str"))
-        out = np.zeros((len(prompts), *self.spec.embedding_shape), np.float32)
-        truncated = []
-        for row, prompt in enumerate(prompts):
-            ids, cut = self.tokenize(prompt)
-            with torch.inference_mode():  # one prompt a call: its bits do not depend on the batch
-                hidden = self.model(input_ids=torch.tensor([ids], device=self.device)).last_hidden_state
-            out[row] = hidden[0].float().cpu().numpy()
-            truncated.append(cut)
-        return out, truncated
+        with torch.inference_mode():
+            hidden = self.model(input_ids=torch.tensor([ids], device=self.device)).last_hidden_state
+        return hidden[0].float().cpu().numpy()  # [max_tokens, width]
 
 
 def load_clip_text_encoder(

@@ -8,12 +8,12 @@ Row 0 of the table is the empty prompt "": conditioning dropout (TrainConfig.lab
 image without any prompt (about 1% of emoji have no CLDR caption) train on it, which is what
 classifier-free guidance reads as the unconditional branch at sampling. Each distinct prompt is encoded
 once, however many images share it. Framework-free (numpy); the encoder is passed in, so this module
-never imports torch.
+never imports torch. encode_each is the prompt-at-a-time loop both encoders (MiniLM, CLIP) run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -70,6 +70,25 @@ class PromptTable:
             f"{len(self)} images, {len(self.embeddings) - 1} distinct prompts ({self.spec.encoder_id}, "
             f"{self.spec.form} {self.width}), {self.uncaptioned} without a caption, {self.truncated} cut"
         )
+
+
+def encode_each(
+    prompts: list[str], spec: TextEncoderSpec, tokenize: Callable, embed: Callable
+) -> tuple[np.ndarray, list[bool]]:
+    """The one loop every text encoder runs: each prompt alone (so its bits never depend on the others in
+    the call), tokenize(prompt) -> (ids, cut), embed(ids) -> its embedding, written from the row's start
+    (a MiniLM tokens row is zero after the prompt's length). Returns float32 [N, *spec.embedding_shape]
+    and per prompt whether it was cut to spec.max_tokens."""
+    if isinstance(prompts, str):
+        raise TypeError(expected("a list of prompts", "one str"))
+    out = np.zeros((len(prompts), *spec.embedding_shape), np.float32)
+    truncated = []
+    for row, prompt in enumerate(prompts):
+        ids, cut = tokenize(prompt)
+        embedding = embed(ids)
+        out[row, : len(embedding)] = embedding
+        truncated.append(cut)
+    return out, truncated
 
 
 def encode_prompts(variants: Sequence[Sequence[str]], encoder: PromptEncoder) -> PromptTable:

@@ -52,6 +52,7 @@ from ddm.schema.errors import ConfigError, expected
 
 from .clip_text_encoder import TOKENIZER as CLIP_TOKENIZER
 from .clip_text_encoder import ClipTextEncoder
+from .text_conditions import encode_each
 from .wordpiece import WordPiece
 
 ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -189,19 +190,13 @@ class TextEncoder:
     def encode(self, prompts: list[str]) -> tuple[np.ndarray, list[bool]]:
         """[N, max_tokens, width] (tokens, zero rows after each prompt's length) or [N, width] (pooled,
         unit length) float32, and per prompt whether it was cut to spec.max_tokens."""
-        if isinstance(prompts, str):
-            raise TypeError(expected("a list of prompts", "one str"))
-        out = np.zeros((len(prompts), *self.spec.embedding_shape), np.float32)
-        truncated = []
-        for row, prompt in enumerate(prompts):
-            ids, cut = self.tokenize(prompt)
-            h = self.model(ids)
-            if self.spec.form == "tokens":
-                out[row, : len(ids)] = h.numpy()
-            else:  # sentence-transformers: mean Pooling, then Normalize (F.normalize, eps 1e-12)
-                out[row] = F.normalize(h.mean(dim=0), dim=0).numpy()
-            truncated.append(cut)
-        return out, truncated
+        return encode_each(prompts, self.spec, self.tokenize, self._embed)
+
+    def _embed(self, ids: list[int]) -> np.ndarray:
+        h = self.model(ids)  # [len(ids), width]
+        if self.spec.form == "tokens":
+            return h.numpy()
+        return F.normalize(h.mean(dim=0), dim=0).numpy()  # sentence-transformers: mean Pooling, Normalize
 
 
 def load_text_encoder(
