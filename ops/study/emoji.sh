@@ -22,17 +22,14 @@
 #
 # Needs the emoji dataset (`ddm data fetch emoji`; apt-get install -y fonts-noto-color-emoji unicode-data).
 set -euo pipefail
-out=${1:-runs/emoji}
-seeds=${2:-0 1 2}
-steps=${3:-2000}
-n_eval=${4:-450}
-jobs=${5:-2}
+source "$(dirname "$0")/study_lib.sh"
+study_args runs/emoji 450 "$@"
 batch=32
 preset=tiny
 records=docs/study/emoji
 # one thread per process: `jobs` of them share the cores (torch: OMP; JAX: XLA's CPU thread pool)
 export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-export EMOJI_OUT="$out" EMOJI_STEPS="$steps" EMOJI_BATCH="$batch" EMOJI_PRESET="$preset" EMOJI_N="$n_eval"
+export STUDY_OUT="$out" EMOJI_STEPS="$steps" EMOJI_BATCH="$batch" EMOJI_PRESET="$preset" STUDY_N="$n_eval"
 mkdir -p "$out"
 
 [ -f "$out/partition.json" ] || ddm partition --dataset emoji --split train --by kmeans:4 \
@@ -51,25 +48,18 @@ CLUSTERS=(
 train_one() { # seed case cluster framework arch objective-flags...
   local seed=$1 case=$2 e=$3 framework=$4 arch=$5
   shift 5
-  local dir="$EMOJI_OUT/seed$seed/$case/expert$e"
+  local dir="$STUDY_OUT/seed$seed/$case/expert$e"
   [ -f "$dir/.done" ] && return 0
   mkdir -p "$(dirname "$dir")"
   local resume=()
   [ -f "$dir/train_state.safetensors" ] || [ -f "$dir/train_state.msgpack" ] && resume=(--resume)
-  ddm train expert --framework "$framework" --arch "$arch" "$@" --partition "$EMOJI_OUT/partition.json" \
+  ddm train expert --framework "$framework" --arch "$arch" "$@" --partition "$STUDY_OUT/partition.json" \
     --expert "$e" --preset "$EMOJI_PRESET" --steps "$EMOJI_STEPS" --batch "$EMOJI_BATCH" --seed "$seed" \
     --out "$dir" --no-progress "${resume[@]}" > "$dir.log" 2>&1 || { echo "FAILED: $dir (see $dir.log)"; return 1; }
   touch "$dir/.done"
   echo "done: seed $seed $case expert $e ($(tail -1 "$dir.log"))"
 }
-evaluate() { # seed case strategy
-  local dir="$EMOJI_OUT/seed$1/eval/$2_${3/:/}"
-  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$EMOJI_OUT/seed$1/$2/deployment.toml" --total "$EMOJI_N" \
-    --strategy "$3" --seed "$1" --classifier "$EMOJI_OUT/classifier" --real-split test --out "$dir" \
-    > "$dir.log" 2>&1 || { echo "FAILED: $dir (see $dir.log)"; return 1; }
-  echo "done: seed $1 $2 $3 ($(tail -1 "$dir.log"))"
-}
-export -f train_one evaluate
+export -f train_one
 
 for seed in $seeds; do
   echo "== seed $seed: experts ($preset, $steps steps, batch $batch)"
@@ -98,8 +88,8 @@ for seed in $seeds; do
 
   echo "== seed $seed: evaluations ($n_eval images each, 50 Euler steps)"
   for case in mixed velocity; do
-    for strategy in top1 topk:2; do echo "$seed $case $strategy"; done
-  done | xargs -P "$jobs" -L 1 bash -c 'evaluate "$@"' _
+    for strategy in top1 topk:2; do echo "$seed $case $strategy $out/classifier"; done
+  done | xargs -P "$jobs" -L 1 bash -c 'study_evaluate "$@"' _
 
   echo "== seed $seed: records -> $records/seed$seed"
   mkdir -p "$records/seed$seed"

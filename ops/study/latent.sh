@@ -25,14 +25,11 @@
 #
 #   bash ops/study/latent.sh [out=runs/latent] [seeds="0 1 2"] [steps=2000] [n_eval=450] [jobs=2]
 set -euo pipefail
-out=${1:-runs/latent}
-seeds=${2:-0 1 2}
-steps=${3:-2000}
-n_eval=${4:-450}
-jobs=${5:-2}
+source "$(dirname "$0")/study_lib.sh"
+study_args runs/latent 450 "$@"
 classifier=checkpoints/emoji/classifier
 records=docs/study/latent
-export LATENT_OUT="$out" LATENT_STEPS="$steps" LATENT_N="$n_eval" LATENT_CLASSIFIER="$classifier"
+export STUDY_OUT="$out" LATENT_STEPS="$steps" STUDY_N="$n_eval"
 mkdir -p "$out"
 
 [ -f "$out/ae/meta.json" ] || ddm train autoencoder --dataset emoji --preset small --steps 4000 \
@@ -49,23 +46,16 @@ mkdir -p "$out/learned" "$out/pixels"
 
 CLUSTERS=("0 torch unet" "1 jax dit" "2 torch dit" "3 jax unet")
 train_one() { # seed case cluster framework arch
-  local dir="$LATENT_OUT/seed$1/$2/expert$3"
+  local dir="$STUDY_OUT/seed$1/$2/expert$3"
   [ -f "$dir/.done" ] && return 0
   mkdir -p "$(dirname "$dir")"
-  ddm train expert --framework "$4" --arch "$5" --partition "$LATENT_OUT/$2/partition.json" --expert "$3" \
+  ddm train expert --framework "$4" --arch "$5" --partition "$STUDY_OUT/$2/partition.json" --expert "$3" \
     --preset tiny --steps "$LATENT_STEPS" --batch 32 --seed "$1" --out "$dir" --no-progress > "$dir.log" 2>&1 ||
     { echo "FAILED: $dir (see $dir.log)"; return 1; }
   touch "$dir/.done"
   echo "done: seed $1 $2 expert $3 ($(tail -1 "$dir.log"))"
 }
-evaluate() { # seed case strategy
-  local dir="$LATENT_OUT/seed$1/eval/$2_${3/:/}"
-  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$LATENT_OUT/seed$1/$2/deployment.toml" --total "$LATENT_N" \
-    --strategy "$3" --seed "$1" --classifier "$LATENT_CLASSIFIER" --real-split test --out "$dir" \
-    > "$dir.log" 2>&1 || { echo "FAILED: $dir (see $dir.log)"; return 1; }
-  echo "done: seed $1 $2 $3 ($(tail -1 "$dir.log"))"
-}
-export -f train_one evaluate
+export -f train_one
 
 for seed in $seeds; do
   echo "== seed $seed: experts (tiny, $steps steps, batch 32)"
@@ -84,8 +74,8 @@ for seed in $seeds; do
   done
   echo "== seed $seed: evaluations ($n_eval images each, 50 Euler steps, decoded)"
   for case in learned pixels; do
-    for strategy in top1 topk:2; do echo "$seed $case $strategy"; done
-  done | xargs -P "$jobs" -L 1 bash -c 'evaluate "$@"' _
+    for strategy in top1 topk:2; do echo "$seed $case $strategy $classifier"; done
+  done | xargs -P "$jobs" -L 1 bash -c 'study_evaluate "$@"' _
   for f in "$out/seed$seed"/eval/*/metrics.json; do
     cp "$f" "$records/seed$seed/$(basename "$(dirname "$f")").json"
   done

@@ -14,24 +14,15 @@ n_eval=${3:-450}
 jobs=${4:-2}
 src="$runs/seed0/mixed"
 export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-for e in 0 1 2 3; do
-  [ -f "$src/expert$e/.done" ] || { echo "expert $e of $src is not trained: run ops/study/emoji.sh first" >&2; exit 1; }
-done
+source "$(dirname "$0")/ship_lib.sh"
+ship_require_trained "$src" ops/study/emoji.sh
 mkdir -p "$out"
-
-copy() { # source-folder name weights-file
-  mkdir -p "$out/$2"
-  cp "$1/meta.json" "$1/$3" "$out/$2/"
-  for extra in loss.csv accuracy_by_t.png; do
-    if [ -f "$1/$extra" ]; then cp "$1/$extra" "$out/$2/"; fi
-  done
-}
-copy "$src/expert0" expert0_torch_unet model.safetensors
-copy "$src/expert1" expert1_jax_dit model.msgpack
-copy "$src/expert2" expert2_torch_dit model.safetensors
-copy "$src/expert3" expert3_jax_unet model.msgpack
-copy "$runs/seed0/router" router model.msgpack
-copy "$runs/classifier" classifier model.safetensors
+ship_copy "$out" "$src/expert0" expert0_torch_unet model.safetensors
+ship_copy "$out" "$src/expert1" expert1_jax_dit model.msgpack
+ship_copy "$out" "$src/expert2" expert2_torch_dit model.safetensors
+ship_copy "$out" "$src/expert3" expert3_jax_unet model.msgpack
+ship_copy "$out" "$runs/seed0/router" router model.msgpack
+ship_copy "$out" "$runs/classifier" classifier model.safetensors
 cp "$runs/partition.json" "$runs/partition.png" "$out/"
 ddm deployment write "$out/deployment.toml" --name emoji-kmeans4 --strategy top1 \
   --expert expert0_torch_unet --expert expert1_jax_dit --expert expert2_torch_dit --expert expert3_jax_unet \
@@ -42,7 +33,6 @@ epsilon (linear schedule), a PyTorch DiT predicting DDPM v (cosine, t = 0 at the
 predicting epsilon (cosine, t = 0 at the data). Each expert's worker converts its output to this
 deployment's one velocity (docs/PROTOCOL.md, expert cards); the learned router reads RGB x_t."
 
-source "$(dirname "$0")/ship_lib.sh"
 ship_evaluate "$runs" "$out" "$n_eval" "$jobs" ship_eval_
 ship_cards "$out" expert0_torch_unet expert1_jax_dit expert2_torch_dit expert3_jax_unet router
 python -m ddm.ops.study.model_card "$out/classifier"

@@ -14,22 +14,15 @@ n_eval=${3:-450}
 jobs=${4:-2}
 src="$runs/seed0/learned"
 export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-for e in 0 1 2 3; do
-  [ -f "$src/expert$e/.done" ] || { echo "expert $e of $src is not trained: run ops/study/latent.sh first" >&2; exit 1; }
-done
+source "$(dirname "$0")/ship_lib.sh"
+ship_require_trained "$src" ops/study/latent.sh
 mkdir -p "$out"
-copy() { # source-folder name weights-file
-  mkdir -p "$out/$2"
-  cp "$1/meta.json" "$1/$3" "$out/$2/"
-  for extra in loss.csv accuracy_by_t.png; do [ -f "$1/$extra" ] && cp "$1/$extra" "$out/$2/"; done
-  return 0
-}
-copy "$src/expert0" expert0_torch_unet model.safetensors
-copy "$src/expert1" expert1_jax_dit model.msgpack
-copy "$src/expert2" expert2_torch_dit model.safetensors
-copy "$src/expert3" expert3_jax_unet model.msgpack
-copy "$src/router" router model.msgpack
-copy "$runs/ae" decoder autoencoder.safetensors
+ship_copy "$out" "$src/expert0" expert0_torch_unet model.safetensors
+ship_copy "$out" "$src/expert1" expert1_jax_dit model.msgpack
+ship_copy "$out" "$src/expert2" expert2_torch_dit model.safetensors
+ship_copy "$out" "$src/expert3" expert3_jax_unet model.msgpack
+ship_copy "$out" "$src/router" router model.msgpack
+ship_copy "$out" "$runs/ae" decoder autoencoder.safetensors
 cp "$runs/learned/partition.json" "$out/"
 ddm deployment write "$out/deployment.toml" --name emoji-latent-kmeans4 --strategy top1 \
   --expert expert0_torch_unet --expert expert1_jax_dit --expert expert2_torch_dit --expert expert3_jax_unet \
@@ -38,7 +31,6 @@ ddm deployment write "$out/deployment.toml" --name emoji-latent-kmeans4 --strate
 (decoder/, trained on emoji train), one per cluster of k-means on its latents (learned features): a PyTorch
 UNet, a Flax DiT, a PyTorch DiT and a Flax UNet, all flow-velocity. The router reads latent x_t; the
 decoder worker (ddm.decoder) turns each finished job's latents into 3x32x32 RGB pixels."
-source "$(dirname "$0")/ship_lib.sh"
 ship_evaluate "$runs" "$out" "$n_eval" "$jobs" ship_eval_ --classifier checkpoints/emoji/classifier
 ship_cards "$out" expert0_torch_unet expert1_jax_dit expert2_torch_dit expert3_jax_unet router
 python -m ddm.ops.study.model_card "$out/decoder"

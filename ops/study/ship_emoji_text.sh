@@ -16,9 +16,8 @@ runs=${1:-runs/emoji-text}
 out=${2:-checkpoints/emoji-text}
 count=${3:-128}
 export OMP_NUM_THREADS=1 XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-for e in 0 1 2 3; do
-  [ -f "$runs/expert$e/.done" ] || { echo "expert $e of $runs is not trained: run ops/study/emoji_text.sh" >&2; exit 1; }
-done
+source "$(dirname "$0")/ship_lib.sh"
+ship_require_trained "$runs" ops/study/emoji_text.sh
 # half the router's rows read the empty prompt: it routes a job without a prompt on x_t alone too
 [ -f "$runs/router/meta.json" ] || ddm train router --partition "$runs/partition.json" --text pooled \
   --prompt-embeddings "$runs/captions.npz" --label-dropout 0.5 --eval-split test --out "$runs/router" \
@@ -26,7 +25,6 @@ done
 [ -f "$runs/retrieval/meta.json" ] || ddm train retrieval --prompt-embeddings "$runs/captions.npz" \
   --out "$runs/retrieval" --no-progress
 mkdir -p "$out"
-source "$(dirname "$0")/ship_lib.sh"
 ship_copy "$out" "$runs/expert0" expert0_torch_unet model.safetensors
 ship_copy "$out" "$runs/expert1" expert1_jax_unet model.msgpack
 ship_copy "$out" "$runs/expert2" expert2_torch_unet model.safetensors

@@ -39,14 +39,10 @@ printf '0 torch\n2 jax\n1 torch\n3 jax\n' | xargs -P "$jobs" -L 1 bash -c 'train
 [ -f "$runs/router/meta.json" ] || ddm train router --partition "$runs/partition.json" --out "$runs/router" \
   --no-progress
 
+source "$(dirname "$0")/ship_lib.sh"
 for pair in expert0_torch:model.safetensors expert1_torch:model.safetensors expert2_jax:model.msgpack \
             expert3_jax:model.msgpack router:model.msgpack; do
-  name=${pair%%:*}; weights=${pair##*:}
-  mkdir -p "$out/$name"
-  cp "$runs/$name/meta.json" "$runs/$name/$weights" "$out/$name/"
-  for extra in loss.csv accuracy_by_t.png; do
-    if [ -f "$runs/$name/$extra" ]; then cp "$runs/$name/$extra" "$out/$name/"; fi
-  done
+  ship_copy "$out" "$runs/${pair%%:*}" "${pair%%:*}" "${pair##*:}"
 done
 cp "$runs/partition.json" "$out/partition.json"
 cp "$runs/partition.png" "$out/partition.png"
@@ -58,7 +54,6 @@ ddm deployment write "$out/deployment.toml" --name fashion-mnist-kmeans4 --strat
 classes and the learned router must read x_t; clusters 0-1 served by PyTorch experts, 2-3 by JAX/Flax."
 
 # evaluation against the test split with the shipped classifier, one strategy per run
-source "$(dirname "$0")/ship_lib.sh"
 ship_evaluate "$runs" "$out" "$n_eval" "$jobs" eval_
 ship_cards "$out" expert0_torch expert1_torch expert2_jax expert3_jax router
 python -m ddm.ops.study.model_card "$out/classifier"

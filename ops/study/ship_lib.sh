@@ -1,4 +1,5 @@
-# Sourced by the ship_*.sh scripts: evaluate a shipped deployment per strategy and write its model cards.
+# Sourced by the ship_*.sh scripts: copy checkpoints into a release folder, evaluate a shipped deployment
+# per strategy and write its model cards.
 #
 #   ship_evaluate RUNS OUT N JOBS PREFIX [ddm eval flags...]
 #       `ddm eval` OUT/deployment.toml at top1, topk:2 and full (N images against the test split, JOBS at
@@ -7,6 +8,8 @@
 #   ship_cards OUT NAME...      MODEL_CARD.md of OUT/NAME for each NAME, with SHIP_METRICS
 #   ship_copy OUT SRC NAME WEIGHTS   SRC's meta.json, WEIGHTS file (and loss.csv, accuracy_by_t.png)
 #                                    into OUT/NAME: inference files only, no train state
+#   ship_require_trained RUN STUDY   exit 1 unless experts 0..3 of RUN are trained (RUN/expert<e>/.done),
+#                                    naming the study script that trains them
 
 ship_evaluate() {
   local runs=$1 out=$2 n=$3 jobs=$4 prefix=$5
@@ -42,4 +45,11 @@ ship_copy() {
   cp "$src/meta.json" "$src/$weights" "$out/$name/"
   for extra in loss.csv accuracy_by_t.png; do [ -f "$src/$extra" ] && cp "$src/$extra" "$out/$name/"; done
   return 0
+}
+
+ship_require_trained() {
+  local run=$1 study=$2 e
+  for e in 0 1 2 3; do
+    [ -f "$run/expert$e/.done" ] || { echo "expert $e of $run is not trained: run $study first" >&2; exit 1; }
+  done
 }

@@ -14,14 +14,10 @@ n_eval=${3:-1000}
 [ -f "$runs/classifier/meta.json" ] || ddm train classifier --dataset mnist --out "$runs/classifier"
 
 mkdir -p "$out"
+source "$(dirname "$0")/ship_lib.sh"
 for pair in "expert0_torch:model.safetensors" "expert1_jax:model.msgpack" "router:model.msgpack" \
             "classifier:model.safetensors"; do
-  name=${pair%%:*}; weights=${pair##*:}
-  mkdir -p "$out/$name"
-  cp "$runs/$name/meta.json" "$runs/$name/$weights" "$out/$name/"
-  for extra in loss.csv accuracy_by_t.png; do
-    [ -f "$runs/$name/$extra" ] && cp "$runs/$name/$extra" "$out/$name/"
-  done
+  ship_copy "$out" "$runs/${pair%%:*}" "${pair%%:*}" "${pair##*:}"
 done
 cp "$runs/partition.json" "$out/partition.json"
 ddm deployment write "$out/deployment.toml" --name mnist-label-split --guidance 1.5 \

@@ -26,11 +26,8 @@
 # The preset is `tiny` (c=16, 0.48M parameters): one seed is about 1-1.5 hours of the 2-core VM
 # (docs/RESULTS.md has the measured times); trainings and evals run single-threaded, `jobs` at a time.
 set -euo pipefail
-out=${1:-runs/study}
-seeds=${2:-0 1 2}
-steps=${3:-2000}
-n_eval=${4:-1000}
-jobs=${5:-2}
+source "$(dirname "$0")/study_lib.sh"
+study_args runs/study 1000 "$@"
 scope=${6:-all}
 case "$scope" in all | headline) ;; *) echo "scope: expected all or headline, got '$scope'" >&2; exit 2 ;; esac
 batch=64
@@ -71,14 +68,7 @@ train_router() { # seed case
     --out "$dir" --no-progress > "$dir.log" 2>&1 || { echo "FAILED: $dir (see $dir.log)"; return 1; }
   echo "done: seed $1 $2 router"
 }
-evaluate() { # seed case strategy classifier
-  local dir="$STUDY_OUT/seed$1/eval/$2_${3/:/}"
-  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$STUDY_OUT/seed$1/$2/deployment.toml" --total "$STUDY_N" \
-    --strategy "$3" --seed "$1" --classifier "$4" --real-split test --out "$dir" > "$dir.log" 2>&1 ||
-    { echo "FAILED: $dir (see $dir.log)"; return 1; }
-  echo "done: seed $1 $2 $3 ($(tail -1 "$dir.log"))"
-}
-export -f train_one train_router evaluate
+export -f train_one train_router
 deployment() { # seed case n_experts router_kind
   local experts=() router="$4"
   for ((e = 0; e < $3; e++)); do experts+=(--expert "expert$e:cpu"); done
@@ -123,7 +113,7 @@ for seed in $seeds; do
       done
       for s in top1 topk:2 full; do echo "$seed fashion_kmeans4 $s $classifier"; done
     fi
-  } | xargs -P "$jobs" -L 1 bash -c 'evaluate "$@"' _
+  } | xargs -P "$jobs" -L 1 bash -c 'study_evaluate "$@"' _
 
   echo "== seed $seed: records -> $records/seed$seed"
   partial=()
