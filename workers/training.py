@@ -11,7 +11,7 @@ import csv
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -22,6 +22,7 @@ from ddm.schema.checkpoint_meta import kind_of, read_meta, write_meta
 from ddm.schema.errors import ConfigError, SchemaError, expected
 from ddm.schema.expert_card import FLOW_VELOCITY, T0_NOISE, Objective, card_of, stamp_card
 from ddm.schema.flow import NULL_CLASS, interpolate, target_velocity
+from ddm.schema.sample_space import LEGACY, SampleSpace
 from ddm.workers.text_conditions import PromptTable
 
 
@@ -245,6 +246,16 @@ def _weights_sha256(out_dir: Path, meta: dict) -> str | None:
 
     path = out_dir / expert_framework(meta["framework"]).weights_file
     return file_sha256(path) if path.is_file() else None
+
+
+def model_config(tcfg: TrainConfig, architecture: str, space: SampleSpace = LEGACY, text_width: int = 0):
+    """What a framework's trainer builds its model from (make_trainer's sizing): `architecture` at preset
+    tcfg.preset, sized for `space`; text_width > 0: a text expert, the pooled prompt embedding in the
+    class embedding's place."""
+    from ddm.workers.architectures import expert_architecture
+
+    config = expert_architecture(architecture).preset(tcfg.preset, space)
+    return replace(config, text_width=text_width) if text_width else config
 
 
 def make_trainer(

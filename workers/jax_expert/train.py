@@ -5,7 +5,6 @@ The loop is ddm.workers.training, shared with the PyTorch trainer.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -13,11 +12,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ddm.schema.sample_space import LEGACY, SampleSpace
-from ddm.workers.architectures import architecture_of_config, expert_architecture
+from ddm.workers.architectures import architecture_of_config
 from ddm.workers.frameworks import JAX
 from ddm.workers.jax_expert.checkpoint import load_train_state, save_train_state, save_weights
-from ddm.workers.training import TrainConfig
+from ddm.workers.training import TrainConfig, model_config
 
 
 class JaxTrainer:
@@ -57,19 +55,11 @@ class JaxTrainer:
         save_train_state(out_dir, {**host, "step": step, "wall_s": wall_s})
 
 
-def make_trainer(
-    tcfg: TrainConfig,
-    device: str = "cpu",
-    architecture: str = "unet",
-    space: SampleSpace = LEGACY,
-    text_width: int = 0,
-) -> JaxTrainer:
-    """The registry's trainer factory: `architecture` at preset tcfg.preset, sized for `space`. `device`
-    is torch's: JAX trains where JAX runs (its default backend)."""
-    config = expert_architecture(architecture).preset(tcfg.preset, space)
-    if text_width:  # a text expert: the pooled prompt embedding in the class embedding's place
-        config = replace(config, text_width=text_width)
-    return JaxTrainer(config, tcfg)
+def make_trainer(tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet", **sizing) -> JaxTrainer:
+    """The registry's trainer factory: `architecture` at preset tcfg.preset, sized by `sizing`
+    (ddm.workers.training.model_config). `device` is torch's: JAX trains where JAX runs (its default
+    backend)."""
+    return JaxTrainer(model_config(tcfg, architecture, **sizing), tcfg)
 
 
 def _train_step(model, tx, tree, x_t, t, y, v, lr, ema):

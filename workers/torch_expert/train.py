@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from ddm.schema.sample_space import LEGACY, SampleSpace
-from ddm.workers.architectures import architecture_of_config, expert_architecture
+from ddm.workers.architectures import architecture_of_config
 from ddm.workers.frameworks import TORCH
 from ddm.workers.torch_expert.checkpoint import (
     load_train_state,
@@ -18,7 +16,7 @@ from ddm.workers.torch_expert.checkpoint import (
     save_weights,
     state_to_numpy,
 )
-from ddm.workers.training import TrainConfig
+from ddm.workers.training import TrainConfig, model_config
 
 
 class TorchTrainer:
@@ -59,15 +57,8 @@ class TorchTrainer:
 
 
 def make_trainer(
-    tcfg: TrainConfig,
-    device: str = "cpu",
-    architecture: str = "unet",
-    space: SampleSpace = LEGACY,
-    text_width: int = 0,
+    tcfg: TrainConfig, device: str = "cpu", architecture: str = "unet", **sizing
 ) -> TorchTrainer:
-    """The registry's trainer factory: `architecture` at preset tcfg.preset, sized for `space`, on
-    `device` (cpu or cuda)."""
-    config = expert_architecture(architecture).preset(tcfg.preset, space)
-    if text_width:  # a text expert: the pooled prompt embedding in the class embedding's place
-        config = replace(config, text_width=text_width)
-    return TorchTrainer(config, tcfg, device=device)
+    """The registry's trainer factory: `architecture` at preset tcfg.preset, sized by `sizing`
+    (ddm.workers.training.model_config), on `device` (cpu or cuda)."""
+    return TorchTrainer(model_config(tcfg, architecture, **sizing), tcfg, device=device)
