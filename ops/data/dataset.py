@@ -24,6 +24,20 @@ if TYPE_CHECKING:
     from ddm.ops.data.latents import LatentDataset
 
 
+def split_sha256(
+    tag: bytes, name: str, split: str, images: np.ndarray, labels: np.ndarray, dtype: str | None = None
+) -> str:
+    """Hex sha256 of a loaded split: tag (its kind and version), name, split, the images' shape and bytes
+    (as `dtype`; None: their own), labels (int64 little-endian). One recipe for pixel and latent data."""
+    h = hashlib.sha256()
+    h.update(tag + b"\0")
+    h.update(name.encode() + b"\0" + split.encode() + b"\0")
+    h.update(str(images.shape).encode() + b"\0")
+    h.update(np.ascontiguousarray(images, dtype=dtype).tobytes())
+    h.update(labels.astype("<i8").tobytes())
+    return h.hexdigest()
+
+
 def _spec_shape(name: str) -> tuple[int, ...]:
     spec = DATASETS.get(name)
     return spec.image_shape if spec else (28, 28)
@@ -67,14 +81,8 @@ class Dataset:
 
     @cached_property
     def sha256(self) -> str:
-        """Hex sha256 of name, split, shape, image bytes and labels (int64 little-endian)."""
-        h = hashlib.sha256()
-        h.update(b"ddm-dataset-v1\0")
-        h.update(self.name.encode() + b"\0" + self.split.encode() + b"\0")
-        h.update(str(self.images.shape).encode() + b"\0")
-        h.update(np.ascontiguousarray(self.images).tobytes())
-        h.update(self.labels.astype("<i8").tobytes())
-        return h.hexdigest()
+        """Hex sha256 of name, split, shape, image bytes and labels (split_sha256)."""
+        return split_sha256(b"ddm-dataset-v1", self.name, self.split, self.images, self.labels)
 
     @property
     def classes(self) -> tuple[str, ...]:

@@ -14,7 +14,6 @@ data's classes. Read with allow_pickle=False, and the npz's digest is checked ag
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ddm.ops.data.dataset import split_sha256
 from ddm.ops.data.files import resolve_data_dir
 from ddm.ops.data.splits import format_split, parse_split
 from ddm.schema.atomic import atomic_path, write_json_atomic
@@ -56,14 +56,8 @@ class LatentDataset:
 
     @cached_property
     def sha256(self) -> str:
-        """Hex sha256 of name, split, shape, latent bytes and labels."""
-        h = hashlib.sha256()
-        h.update(b"ddm-latent-dataset-v1\0")
-        h.update(self.name.encode() + b"\0" + self.split.encode() + b"\0")
-        h.update(str(self.images.shape).encode() + b"\0")
-        h.update(np.ascontiguousarray(self.images, dtype="<f4").tobytes())
-        h.update(self.labels.astype("<i8").tobytes())
-        return h.hexdigest()
+        """Hex sha256 of name, split, shape, latent bytes (float32 little-endian) and labels."""
+        return split_sha256(b"ddm-latent-dataset-v1", self.name, self.split, self.images, self.labels, "<f4")
 
     def label_counts(self) -> np.ndarray:
         return np.bincount(self.labels, minlength=len(self.classes)).astype(np.int64)
