@@ -14,7 +14,7 @@ import numpy as np
 from ddm.ops.data.catalog import DATASETS, DataFile, get_spec
 from ddm.ops.data.files import find_split_files, resolve_data_dir
 from ddm.ops.data.idx import parse_idx, read_raw
-from ddm.ops.data.splits import format_split, parse_split
+from ddm.ops.data.splits import format_split, parse_split, split_sha256
 from ddm.schema.autoencoder_card import split_latent_name
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.flow import NUM_CLASSES, pad_to_32
@@ -22,20 +22,6 @@ from ddm.schema.sample_space import SampleSpace
 
 if TYPE_CHECKING:
     from ddm.ops.data.latents import LatentDataset
-
-
-def split_sha256(
-    tag: bytes, name: str, split: str, images: np.ndarray, labels: np.ndarray, dtype: str | None = None
-) -> str:
-    """Hex sha256 of a loaded split: tag (its kind and version), name, split, the images' shape and bytes
-    (as `dtype`; None: their own), labels (int64 little-endian). One recipe for pixel and latent data."""
-    h = hashlib.sha256()
-    h.update(tag + b"\0")
-    h.update(name.encode() + b"\0" + split.encode() + b"\0")
-    h.update(str(images.shape).encode() + b"\0")
-    h.update(np.ascontiguousarray(images, dtype=dtype).tobytes())
-    h.update(labels.astype("<i8").tobytes())
-    return h.hexdigest()
 
 
 def _spec_shape(name: str) -> tuple[int, ...]:

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ddm.ops.data.dataset import split_sha256
 from ddm.ops.data.files import resolve_data_dir
-from ddm.ops.data.splits import format_split, parse_split
+from ddm.ops.data.splits import format_split, parse_split, split_sha256
 from ddm.schema.atomic import atomic_path, write_json_atomic
 from ddm.schema.autoencoder_card import AutoencoderCard, latent_dataset_name, split_latent_name
 from ddm.schema.checkpoint_meta import file_sha256

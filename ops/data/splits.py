@@ -1,4 +1,4 @@
-"""Split specs: Python slicing on an official split.
+"""Split specs: Python slicing on an official split; and a loaded split's content hash.
 
 A split is named like "test", "train", "test[:8000]", "test[8000:]", "test[100:200]". Offline, the
 convention is to train on test[:8000] and evaluate on test[8000:] (the 60k MNIST training split is
@@ -7,7 +7,10 @@ not shipped with the workspace).
 
 from __future__ import annotations
 
+import hashlib
 import re
+
+import numpy as np
 
 from ddm.schema.errors import ConfigError, expected
 
@@ -43,3 +46,17 @@ def heldout_split(split: str) -> str | None:
     """'test[:8000]' -> 'test[8000:]' (the rest of the same split), else None."""
     name, start, stop = parse_split(split)
     return f"{name}[{stop}:]" if start == 0 and stop is not None else None
+
+
+def split_sha256(
+    tag: bytes, name: str, split: str, images: np.ndarray, labels: np.ndarray, dtype: str | None = None
+) -> str:
+    """Hex sha256 of a loaded split: tag (its kind and version), name, split, the images' shape and bytes
+    (as `dtype`; None: their own), labels (int64 little-endian). One recipe for pixel and latent data."""
+    h = hashlib.sha256()
+    h.update(tag + b"\0")
+    h.update(name.encode() + b"\0" + split.encode() + b"\0")
+    h.update(str(images.shape).encode() + b"\0")
+    h.update(np.ascontiguousarray(images, dtype=dtype).tobytes())
+    h.update(labels.astype("<i8").tobytes())
+    return h.hexdigest()
