@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -71,6 +72,16 @@ def _two_text_experts(root):
     return root
 
 
+@contextmanager
+def text_pipeline(deployment, log_dir, **options):
+    """A Pipeline (options: its own) with both experts, a router and the text encoder "text", all ready."""
+    with Pipeline(deployment, log_dir, **options) as pipe:
+        pipe.start_text_encoder("text")
+        pipe.up({"e0": 0, "e1": 1})
+        pipe.wait_ready("text")
+        yield pipe
+
+
 PROMPTS = ("a red apple", "a blue heart")
 SPECS = [
     JobSpec.new([None, None], steps=6, seed=1, prompt="a red apple"),  # guided against the empty prompt
@@ -80,10 +91,7 @@ SPECS = [
 
 def test_text_jobs_equal_the_in_process_sampler_with_guidance_and_negative_prompts(text_deployment, tmp_path):
     references = local_references(text_deployment, SPECS)  # the experts loaded (and compiled) once
-    with Pipeline(text_deployment, tmp_path) as pipe:
-        pipe.start_text_encoder("text")
-        pipe.up({"e0": 0, "e1": 1})
-        pipe.wait_ready("text")
+    with text_pipeline(text_deployment, tmp_path) as pipe:
         client = pipe.client()
         for spec in SPECS:
             client.submit(spec)
@@ -115,10 +123,7 @@ def test_a_prompt_aware_router_routes_each_prompt_to_its_expert_in_the_pipeline(
     assert policy.route_probs(noise, np.zeros(2, np.float32), embeddings).argmax(1).tolist() == [0, 1]
     specs = [JobSpec.new([None, None], steps=4, seed=5, prompt=p) for p in PROMPTS]
     references = local_references(prompt_router_deployment, specs)
-    with Pipeline(prompt_router_deployment, tmp_path) as pipe:
-        pipe.start_text_encoder("text")
-        pipe.up({"e0": 0, "e1": 1})
-        pipe.wait_ready("text")
+    with text_pipeline(prompt_router_deployment, tmp_path) as pipe:
         client = pipe.client()
         for spec in specs:
             client.submit(spec)
@@ -151,10 +156,7 @@ def kill_reference(text_deployment):
 def kill_pipeline(text_deployment, tmp_path_factory):
     """One pipeline for the three kill tests: each kills one worker mid-job and starts its replacement
     under a new name, so the next test finds every stage served again (one start-up, not three)."""
-    with Pipeline(text_deployment, tmp_path_factory.mktemp("kill"), timeout_s=3.0) as pipe:
-        pipe.start_text_encoder("text")
-        pipe.up({"e0": 0, "e1": 1})
-        pipe.wait_ready("text")
+    with text_pipeline(text_deployment, tmp_path_factory.mktemp("kill"), timeout_s=3.0) as pipe:
         yield pipe
 
 
@@ -204,10 +206,7 @@ def test_a_redis_outage_while_the_encoder_answers_loses_nothing(text_deployment,
     back, encodes again and runs it; the image is exact."""
     url, start, procs = private_redis
     spec = JobSpec.new([None, None], steps=6, seed=3, prompt="a yellow star", guidance=2.0)
-    with Pipeline(text_deployment, tmp_path, env={"DDM_REDIS_URL": url}) as pipe:
-        pipe.start_text_encoder("text")
-        pipe.up({"e0": 0, "e1": 1})
-        pipe.wait_ready("text")
+    with text_pipeline(text_deployment, tmp_path, env={"DDM_REDIS_URL": url}) as pipe:
         client = pipe.client()
         with amqp_channel() as ch:
             _until(lambda: _queue(ch, pipe.names.text_queue).consumer_count, "the encoder never consumed")
