@@ -103,6 +103,11 @@ def rate(row: dict) -> str:
     return f"{row['images_per_s']:.2f}{spread}"
 
 
+def latency(row: dict) -> str:
+    """Median and 95th-percentile job latency, in seconds."""
+    return f"{row['latency_p50_s']:.2f} / {row['latency_p95_s']:.2f}"
+
+
 def table(result: dict) -> str:
     """The Markdown table `ddm bench` prints (and docs/BENCHMARKS.md holds)."""
     limit = {row["batch"]: row for row in result["limit"]}
@@ -119,7 +124,7 @@ def table(result: dict) -> str:
         lim, base, r = limit.get(jobs, {}), http.get(jobs, {}), ratio[jobs]
         lines.append(
             f"| {jobs} | {rate(lim)} | {rate(row)} | "
-            f"{row['latency_p50_s']:.2f} / {row['latency_p95_s']:.2f} | {row['overhead_ms_p50']:.2f} | "
+            f"{latency(row)} | {row['overhead_ms_p50']:.2f} | "
             f"{row['mean_batch_size']:.1f} | {rate(base)} | "
             f"{fmt(base.get('latency_p50_s'))} | {fmt(r['pipeline_over_limit'])}x | "
             f"{fmt(r['pipeline_over_http'])}x |"

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from ddm.ops.bench.report import fmt, rate
+from ddm.ops.bench.report import fmt, latency, rate
 
 
 def wan_table(result: dict) -> str:
@@ -25,7 +25,7 @@ def wan_table(result: dict) -> str:
         lines.append(
             f"| {row['rtt_ms']:g} | {row['jobs']} | {rate(row)} | "
             f"{fmt(row['throughput_vs_0ms'], suffix='x')} | "
-            f"{row['latency_p50_s']:.2f} / {row['latency_p95_s']:.2f} | {row['mean_batch_size']:.1f} | "
+            f"{latency(row)} | {row['mean_batch_size']:.1f} | "
             f"{row[f'expert{k}_in_flight']:.1f} | {row[f'expert{k}_busy']:.0%} | "
             f"{fmt(row['latency_over_model'], suffix='x')} |"
         )
@@ -81,7 +81,7 @@ def latency_table(results: list[dict]) -> str:
                 cells += ["-", "-"]
                 continue
             ratio = fmt(got["throughput_vs_0ms"], suffix="x")
-            cells += [f"{got['latency_p50_s']:.2f} / {got['latency_p95_s']:.2f}", f"{rate(got)} ({ratio})"]
+            cells += [latency(got), f"{rate(got)} ({ratio})"]
         lines.append(f"| {key[0]:g} | {key[1]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
