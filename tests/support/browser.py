@@ -71,6 +71,17 @@ def open_connected(page, url: str, timeout_ms: int = 15_000) -> None:
     page.wait_for_selector("#conn.pill-ok", timeout=timeout_ms)
 
 
+def submit_until_decoded(page, steps: int, shape: str = "3x32x32") -> str:
+    """Submit the form of a latent deployment's page and wait until its job's image is decoded (tiles of
+    `shape`), with no form error and every one of its `steps` previews streamed; the job's id."""
+    page.click("#submit")
+    page.wait_for_selector(f"#tiles[data-shape='{shape}'] .tile-canvas", timeout=30_000)
+    page.wait_for_selector('#stage[data-decoded="1"]', timeout=180_000)
+    assert page.is_hidden("#form-error")
+    assert page.get_attribute("#strip", "data-frames") == str(steps)  # every step's preview arrived
+    return page.evaluate("() => decodeURIComponent(location.hash.slice('#job='.length))")
+
+
 def take_screenshot(page, shot: Path) -> None:
     """A full-page screenshot to `shot`, the pointer moved off the page first (no hover in the picture)."""
     page.mouse.move(0, 0)

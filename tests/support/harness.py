@@ -243,6 +243,19 @@ def local_references(deployment_path, specs: list[JobSpec], noises: list | None 
     ]
 
 
+def decoded_gap(client, job_id: str, deployment_path, spec: JobSpec) -> tuple[np.ndarray, float]:
+    """A latent deployment's finished job against `ddm sample` for `spec`: (its decoded pixels, the largest
+    gap of its latents and pixels from the in-process sampler's latents and their decoding)."""
+    from ddm.router.deployment_loader import load_decoder
+    from ddm.schema.deployment import Deployment
+
+    pixels = client.result(job_id, timeout=30)
+    latents = client.result(job_id, timeout=30, latent=True)
+    want_z = local_reference(deployment_path, spec)
+    want_x = load_decoder(Deployment.load(deployment_path)).decode(want_z)
+    return pixels, max(float(np.abs(latents - want_z).max()), float(np.abs(pixels - want_x).max()))
+
+
 _LOADED: list[tuple[object, tuple]] = []  # (fingerprint, (policy, velocities, descriptor)), newest last
 _LOADED_MAX = 3  # deployments kept loaded in one test process (a few MB each)
 

@@ -18,12 +18,17 @@ import numpy as np
 import pytest
 
 from ddm.client.client import Client
-from ddm.router.deployment_loader import load_decoder
 from ddm.schema.deployment import Deployment
 from ddm.schema.settings import Settings
 from ddm.webui.pixels import to_pixels
-from tests.support.browser import keep_screenshot, open_page, require_browser, take_screenshot
-from tests.support.harness import ddm_up_with_ui, local_reference
+from tests.support.browser import (
+    chromium_page,
+    keep_screenshot,
+    require_browser,
+    submit_until_decoded,
+    take_screenshot,
+)
+from tests.support.harness import ddm_up_with_ui, decoded_gap
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji-latent" / "deployment.toml"
 STEPS = 10
@@ -50,18 +55,14 @@ def assert_tiles(got: list, want: np.ndarray, at: int) -> None:
 @pytest.mark.browser
 def test_the_latent_deployment_streams_previews_then_the_decoded_image(prefix, tmp_path):
     require_browser()
-    from playwright.sync_api import sync_playwright
-
     deployment = Deployment.load(DEPLOYMENT)
     space = deployment.sample_space
     shot = tmp_path / "webui-latent.png"
-    errors: list[str] = []
     with ddm_up_with_ui(DEPLOYMENT, prefix) as (env, url):
         client = Client(settings=Settings.from_env(env))
         decoder = client.deployment().decoder
         assert decoder is not None and "ae-" in decoder.encoder_id
-        with sync_playwright() as p:
-            browser, page = open_page(p, errors, viewport={"width": 1440, "height": 1100})
+        with chromium_page(viewport={"width": 1440, "height": 1100}) as page:
             page.goto(url)
             page.wait_for_selector('.worker[data-expert="0"][data-alive="1"]', timeout=60_000)
             assert "latents 4x8x8" in page.text_content("#sample-space")
@@ -70,19 +71,10 @@ def test_the_latent_deployment_streams_previews_then_the_decoded_image(prefix, t
             page.fill("#n_per_label", "1")
             page.fill("#steps", str(STEPS))
             page.fill("#seed", "3")
-            page.click("#submit")
-            page.wait_for_selector("#tiles[data-shape='3x32x32'] .tile-canvas", timeout=30_000)
-            page.wait_for_selector('#stage[data-decoded="1"]', timeout=180_000)
-            assert page.is_hidden("#form-error")
-            assert page.get_attribute("#strip", "data-frames") == str(STEPS)  # every step's preview arrived
-            job_id = page.evaluate("() => decodeURIComponent(location.hash.slice('#job='.length))")
+            job_id = submit_until_decoded(page, STEPS)
 
             # the pipeline equals the in-process sampler and decoder for the job the page submitted
-            pixels = client.result(job_id, timeout=30)
-            latents = client.result(job_id, timeout=30, latent=True)
-            want_z = local_reference(DEPLOYMENT, client.status(job_id).spec)
-            want_x = load_decoder(deployment).decode(want_z)
-            diff = max(float(np.abs(latents - want_z).max()), float(np.abs(pixels - want_x).max()))
+            pixels, diff = decoded_gap(client, job_id, DEPLOYMENT, client.status(job_id).spec)
             print(f"emoji-latent: max |pipeline - local| = {diff:.2e} (latents and decoded pixels)")
             assert diff <= 1e-4 and pixels.shape == (space.num_classes, 3, 32, 32)
 
@@ -98,7 +90,5 @@ def test_the_latent_deployment_streams_previews_then_the_decoded_image(prefix, t
             assert_tiles(page.evaluate(TILE_PIXELS, 16), shown, 16)
             page.evaluate(SCRUB, STEPS)
             take_screenshot(page, shot)
-            browser.close()
         client.close()
     keep_screenshot(shot)
-    assert not errors, errors

@@ -19,7 +19,7 @@ import pytest
 
 from ddm.client.client import Client
 from ddm.schema.settings import Settings
-from tests.support.browser import keep_screenshot, open_page, require_browser, take_screenshot
+from tests.support.browser import chromium_page, keep_screenshot, require_browser, take_screenshot
 from tests.support.harness import ddm_up_with_ui, local_reference
 from tests.support.text import TEXT_SPACE, needs_text_encoder, text_conditioning, write_text_deployment_file
 
@@ -49,14 +49,10 @@ def text_deployment(tmp_path_factory):
 @pytest.mark.browser
 def test_a_prompt_typed_in_the_page_streams_and_equals_the_local_sampler(text_deployment, prefix, tmp_path):
     require_browser()
-    from playwright.sync_api import sync_playwright
-
     shot = tmp_path / "webui-text.png"
-    errors: list[str] = []
     with ddm_up_with_ui(text_deployment, prefix) as (env, url):
         client = Client(settings=Settings.from_env(env))
-        with sync_playwright() as p:
-            browser, page = open_page(p, errors, viewport={"width": 1440, "height": 1000})
+        with chromium_page(viewport={"width": 1440, "height": 1000}) as page:
             page.goto(url)
             for e in range(2):
                 page.wait_for_selector(f'.worker[data-expert="{e}"][data-alive="1"]', timeout=60_000)
@@ -107,7 +103,5 @@ def test_a_prompt_typed_in_the_page_streams_and_equals_the_local_sampler(text_de
             print(f"text: max |pipeline - local| = {diff:.2e}")
             assert diff <= 1e-4
             take_screenshot(page, shot)
-            browser.close()
         client.close()
     keep_screenshot(shot)
-    assert not errors, errors
