@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from ddm.runtime.redis_conn import REDIS_CONNECTION_ERRORS
 from ddm.schema.descriptor import DeploymentDescriptor
@@ -21,28 +24,30 @@ from ddm.webui.quota import JOBS_RETRY_S
 from ddm.webui.rate_limit import RateLimiter
 
 
+@dataclass(eq=False)  # compared and hashed by identity, as one service per app
 class JobService:
-    """Validation and submission for the routes and the socket events (one per app)."""
+    """Validation and submission for the routes and the socket events (one per app).
 
-    def __init__(self, settings, monitor, limiter: RateLimiter, access, make_client=None, quotas=None):
-        """access: webui.access.Access (DDM_UI_TOKEN and API keys: who may submit and cancel).
-        make_client: () -> a ddm.client.client.Client (default: one on `settings`).
-        quotas: webui.quota.Quotas (the keys' rates and concurrent jobs; None: not enforced)."""
-        self.settings = settings
-        self.monitor = monitor
-        self.limiter = limiter
-        self.access = access
-        self.quotas = quotas
-        self._make_client = make_client
-        self._client = None
-        self._lock = threading.Lock()  # Client.submit is not thread-safe (one pika connection)
+    access: webui.access.Access (DDM_UI_TOKEN and API keys: who may submit and cancel).
+    make_client: () -> a ddm.client.client.Client (default: one on `settings`).
+    quotas: webui.quota.Quotas (the keys' rates and concurrent jobs; None: not enforced)."""
+
+    settings: Any
+    monitor: Any
+    limiter: RateLimiter
+    access: Any
+    make_client: Callable[[], Any] | None = None
+    quotas: Any = None
+    _client: Any = field(init=False, default=None, repr=False)
+    # Client.submit is not thread-safe (one pika connection)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False)
 
     @property
     def client(self):
         if self._client is None:
             from ddm.client.client import Client
 
-            self._client = self._make_client() if self._make_client else Client(settings=self.settings)
+            self._client = self.make_client() if self.make_client else Client(settings=self.settings)
         return self._client
 
     def submit(self, data: object, remote: str, token: str | None = None, **queue) -> JobSpec:
