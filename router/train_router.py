@@ -19,8 +19,10 @@ from ddm.router.router_net import RouterConfig, RouterNet
 from ddm.schema.checkpoint_meta import read_meta, write_meta
 from ddm.schema.flow import NULL_CLASS, interpolate
 from ddm.workers.text_conditions import PromptTable
+from ddm.workers.training import FitOptions
 
 T_BINS = 10
+ROUTER_FIT = FitOptions(steps=1500, batch=128)  # train_router's default
 
 
 def router_batch(
@@ -59,16 +61,13 @@ def train_router(
     out_dir: Path,
     meta: dict,
     *,
-    steps: int = 1500,
-    batch: int = 128,
-    lr: float = 2e-3,
-    seed: int = 0,
+    fit: FitOptions = ROUTER_FIT,
     label_dropout: float = 0.1,
-    progress: bool = True,
     text: PromptTable | None = None,
 ) -> dict:
     """images f32 [N,C,H,W] (cfg's sample shape), labels i64 [N], clusters i64 [N] -> checkpoint in
     out_dir; returns meta. With `text` (cfg.text_width its width) the router reads the prompts."""
+    steps, batch, lr, seed = fit.length("steps"), fit.batch, fit.lr, fit.seed
     model = RouterNet(cfg)
     params = init_router_params(model, seed)
     tx = optax.adamw(
@@ -78,7 +77,7 @@ def train_router(
     step_fn = jax.jit(partial(_step, model, tx))
     t0 = time.perf_counter()
     recent: list[float] = []
-    bar = tqdm(range(steps), desc="router", disable=not progress)
+    bar = tqdm(range(steps), desc="router", disable=not fit.progress)
     for step in bar:
         x_t, t, y, k = router_batch(
             images, labels, clusters, batch, seed, step, label_dropout, cfg.num_classes, text
@@ -93,9 +92,7 @@ def train_router(
         "kind": "router",
         "framework": "jax",
         "config": cfg.to_dict(),
-        "steps": steps,
-        "batch": batch,
-        "lr": lr,
+        **fit.record(),  # steps, batch, lr
         "label_dropout": label_dropout,
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "final_loss": float(np.mean(recent)),

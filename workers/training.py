@@ -1,4 +1,6 @@
-"""The framework-free half of expert training: config, batches, schedules, the loop.
+"""The framework-free half of expert training: config, batches, schedules, the loop; and FitOptions, the
+optimisation settings of the small models trained beside the experts (router, autoencoder, evaluation
+classifier, image tower).
 
 Both trainers (workers/torch_expert/train.py, workers/jax_expert/train.py) plug into `train_loop`;
 everything random about a batch comes from numpy here, so a batch is a pure function of
@@ -63,6 +65,49 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitOptions:
+    """How long and how a small model is fitted: the router (router/train_router.py), the autoencoder
+    (workers/autoencoder/train.py), the evaluation classifier and the image tower (ops/eval/). Each
+    trainer has its own default instance.
+
+    Exactly one of steps (optimiser steps: the router and the autoencoder) and epochs (passes over the
+    data: the classifier and the image tower): a trainer reads its length with `length(unit)`, which
+    refuses a record counted in the other unit rather than read 15 epochs as 15 steps."""
+
+    steps: int | None = None
+    epochs: int | None = None
+    batch: int
+    lr: float = 2e-3
+    seed: int = 0
+    progress: bool = True  # a progress bar
+
+    def __post_init__(self):
+        if (self.steps is None) == (self.epochs is None):
+            raise ConfigError(expected("exactly one of steps and epochs", (self.steps, self.epochs)))
+        if self.count < 1 or self.batch < 1:
+            raise ConfigError(expected(f"{self.unit} >= 1 and batch >= 1", (self.count, self.batch)))
+
+    @property
+    def unit(self) -> str:
+        return "steps" if self.steps is not None else "epochs"
+
+    @property
+    def count(self) -> int:
+        """The length, in `unit`."""
+        return self.steps if self.steps is not None else self.epochs
+
+    def length(self, unit: str) -> int:
+        """The fit's length in `unit` ("steps" | "epochs"), the one its trainer counts in."""
+        if unit != self.unit:
+            raise ConfigError(expected(f"a fit counted in {unit}", f"{self.unit}={self.count}"))
+        return self.count
+
+    def record(self) -> dict:
+        """What a checkpoint's meta.json records of the fit: its length (under its unit), batch and lr."""
+        return {self.unit: self.count, "batch": self.batch, "lr": self.lr}
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:

@@ -14,7 +14,7 @@ from ddm.ops.cli.train_text import add_text_flag
 from ddm.schema.expert_card import OBJECTIVES, SCHEDULES, TIME_CONVENTIONS
 from ddm.workers.architectures import DEFAULT_ARCHITECTURE, preset_names, trainable_names
 from ddm.workers.frameworks import framework_names
-from ddm.workers.training import TrainConfig
+from ddm.workers.training import FitOptions, TrainConfig
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -241,12 +241,10 @@ def train_router_command(args: argparse.Namespace) -> int:
         RouterConfig.for_space(manifest.num_clusters, space, **sizing),
         args.out,
         {"partition": manifest.identity(), "created": utc_now(), **meta},
-        steps=args.steps,
-        batch=args.batch,
-        lr=args.lr,
-        seed=args.seed,
+        fit=FitOptions(
+            steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed, progress=not args.no_progress
+        ),
         label_dropout=args.label_dropout,
-        progress=not args.no_progress,
         text=text.table if text else None,
     )
     held = router_eval_set(manifest, dataset, args.eval_split, args.data_dir)
@@ -271,9 +269,11 @@ def train_router_command(args: argparse.Namespace) -> int:
 
 
 def train_classifier_command(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from ddm.ops.data.dataset import load_dataset
     from ddm.ops.data.splits import heldout_split
-    from ddm.ops.eval.classifier import train_classifier
+    from ddm.ops.eval.classifier import CLASSIFIER_FIT, train_classifier
     from ddm.schema.errors import ConfigError
 
     train = load_dataset(args.dataset, args.split, args.data_dir)
@@ -287,9 +287,8 @@ def train_classifier_command(args: argparse.Namespace) -> int:
         f"training the {args.dataset} classifier on {len(train)} images of {train.split}, "
         f"testing on {test.split}"
     )
-    final = train_classifier(
-        train, test, args.out, epochs=args.epochs, seed=args.seed, progress=not args.no_progress
-    )
+    fit = replace(CLASSIFIER_FIT, epochs=args.epochs, seed=args.seed, progress=not args.no_progress)
+    final = train_classifier(train, test, args.out, fit=fit)
     print(
         f"test accuracy {final['test_accuracy']:.4f} on {final['num_test']} images of {test.split} "
         f"({final['wall_time_s']} s) -> {args.out}"

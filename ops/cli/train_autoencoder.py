@@ -40,6 +40,7 @@ def main(args: argparse.Namespace) -> int:
     from ddm.ops.data.splits import heldout_split
     from ddm.workers.autoencoder.config import preset
     from ddm.workers.autoencoder.train import train_autoencoder
+    from ddm.workers.training import FitOptions
 
     train = load_dataset(args.dataset, args.split, args.data_dir)
     held = load_dataset(args.dataset, args.eval_split or heldout_split(train.split) or "test", args.data_dir)
@@ -59,12 +60,10 @@ def main(args: argparse.Namespace) -> int:
         args.out,
         pixel_space=space,
         trained_on={"dataset": train.name, "split": train.split, "sha256": train.sha256, "count": len(train)},
-        steps=args.steps,
-        batch=args.batch,
-        lr=args.lr,
-        seed=args.seed,
+        fit=FitOptions(
+            steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed, progress=not args.no_progress
+        ),
         score_fd=_fd_scorer(args.classifier) if args.classifier else None,
-        progress=not args.no_progress,
     )
     card, rec = meta["card"], meta["card"]["reconstruction"]
     fd = f", FD {rec['fd']:.1f} (real-vs-real floor {rec['fd_floor']:.1f})" if "fd" in rec else ""

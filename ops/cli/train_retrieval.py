@@ -30,11 +30,13 @@ def configure(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     import numpy as np
 
     from ddm.ops.cli.train_text import prepare_text
     from ddm.ops.data.dataset import load_dataset
-    from ddm.ops.eval.retrieval import CANDIDATES, train_image_tower
+    from ddm.ops.eval.retrieval import CANDIDATES, IMAGE_TOWER_FIT, train_image_tower
 
     train = load_dataset(args.dataset, args.split, args.data_dir)
     text = prepare_text(
@@ -60,9 +62,7 @@ def main(args: argparse.Namespace) -> int:
         real,
         args.out,
         record,
-        epochs=args.epochs,
-        seed=args.seed,
-        progress=not args.no_progress,
+        fit=replace(IMAGE_TOWER_FIT, epochs=args.epochs, seed=args.seed, progress=not args.no_progress),
     )
     for split, value in final["ceiling_r_precision"].items():
         count = final["num_images"][split]

@@ -17,9 +17,11 @@ from tqdm import tqdm
 from ddm.ops.data.dataset import Dataset
 from ddm.schema.checkpoint_meta import read_meta, utc_now, write_meta
 from ddm.schema.errors import ConfigError, expected
+from ddm.workers.training import FitOptions
 
 FEATURE_DIM = 256
 WEIGHTS = "model.safetensors"
+CLASSIFIER_FIT = FitOptions(epochs=15, batch=128)  # train_classifier's default
 
 
 class Classifier(nn.Module):
@@ -62,23 +64,12 @@ def train_classifier(
     test: Dataset,
     out_dir: Path,
     *,
-    epochs: int = 15,
-    batch: int = 128,
-    lr: float = 2e-3,
-    seed: int = 0,
-    progress: bool = True,
+    fit: FitOptions = CLASSIFIER_FIT,
 ) -> dict:
     """Train on `train`, score on `test`: a checkpoint in out_dir with its test accuracy in meta.json."""
     t0 = time.perf_counter()
     model = fit_classifier(
-        train.as_model_input(),
-        np.asarray(train.labels),
-        epochs,
-        batch,
-        lr,
-        seed,
-        progress,
-        num_classes=len(train.classes),
+        train.as_model_input(), np.asarray(train.labels), fit, num_classes=len(train.classes)
     )
     test_images = test.as_model_input()
     accuracy = float((predict(model, test_images).argmax(1) == np.asarray(test.labels)).mean())
@@ -92,10 +83,8 @@ def train_classifier(
         "eval_split": test.split,
         "data_sha256": train.sha256,
         "created": utc_now(),
-        "epochs": epochs,
-        "batch": batch,
-        "lr": lr,
-        "steps": epochs * (len(train) // batch),
+        **fit.record(),  # epochs, batch, lr
+        "steps": fit.length("epochs") * (len(train) // fit.batch),
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "test_accuracy": accuracy,
         "num_test": len(test),
@@ -106,35 +95,29 @@ def train_classifier(
 
 
 def fit_classifier(
-    images: np.ndarray,
-    labels: np.ndarray,
-    epochs: int,
-    batch: int,
-    lr: float,
-    seed: int,
-    progress: bool,
-    num_classes: int = 10,
+    images: np.ndarray, labels: np.ndarray, fit: FitOptions, num_classes: int = 10
 ) -> Classifier:
     """images f32 [N,C,S,S], labels i64 [N] in 0..num_classes-1 -> the trained classifier (eval mode)."""
-    torch.manual_seed(seed)
+    torch.manual_seed(fit.seed)
     model = Classifier(images.shape[1], num_classes, images.shape[2])
 
     def loss(idx: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
         x = torch.from_numpy(augment(images[idx], rng))
         return F.cross_entropy(model(x), torch.from_numpy(labels[idx]))
 
-    fit_epochs(model, loss, len(images), epochs, batch, lr, seed, "classifier" if progress else None)
+    fit_epochs(model, loss, len(images), fit, "classifier")
     return model.eval()
 
 
-def fit_epochs(model: nn.Module, loss, n: int, epochs: int, batch: int, lr: float, seed: int, desc) -> None:
-    """AdamW under a one-cycle schedule, `epochs` passes over n rows in shuffled batches: loss(idx, rng)
-    -> the batch's loss tensor. desc: the progress bar's name (None: no bar)."""
-    rng = np.random.default_rng(seed)
+def fit_epochs(model: nn.Module, loss, n: int, fit: FitOptions, desc: str) -> None:
+    """AdamW under a one-cycle schedule, fit's epochs (passes over n rows) in shuffled batches:
+    loss(idx, rng) -> the batch's loss tensor. desc: the progress bar's name (shown when fit.progress)."""
+    epochs, batch, lr = fit.length("epochs"), fit.batch, fit.lr
+    rng = np.random.default_rng(fit.seed)
     steps = epochs * (n // batch)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
-    bar = tqdm(total=steps, desc=desc, disable=desc is None)
+    bar = tqdm(total=steps, desc=desc, disable=not fit.progress)
     for _ in range(epochs):
         order = rng.permutation(n)
         for s in range(n // batch):

@@ -21,20 +21,20 @@ from ddm.ops.eval.classifier import Classifier, augment, fit_epochs
 from ddm.schema.checkpoint_meta import read_meta, utc_now, write_meta
 from ddm.schema.errors import ConfigError, expected
 from ddm.workers.text_conditions import PromptTable
+from ddm.workers.training import FitOptions
 
 WEIGHTS = "model.safetensors"
 CANDIDATES = 100  # R: the prompt and 99 others
 TEMPERATURE = 0.07  # of the InfoNCE logits (CLIP's initial value)
+IMAGE_TOWER_FIT = FitOptions(epochs=40, batch=128)  # train_image_tower's default
 
 
-def fit_image_tower(
-    images: np.ndarray, table: PromptTable, epochs: int, batch: int, lr: float, seed: int, progress: bool
-) -> Classifier:
+def fit_image_tower(images: np.ndarray, table: PromptTable, fit: FitOptions) -> Classifier:
     """images f32 [N,C,S,S]; table row i: image i's prompts -> a network whose output f32 [B, width]
     points (after L2 normalisation) at its image's prompt embeddings."""
-    torch.manual_seed(seed)
+    torch.manual_seed(fit.seed)
     model = Classifier(images.shape[1], table.width, images.shape[2])
-    keep = np.zeros(batch, bool)  # no prompt dropped: every image is matched to one of its captions
+    keep = np.zeros(fit.batch, bool)  # no prompt dropped: every image is matched to one of its captions
 
     def loss(idx: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
         text = F.normalize(torch.from_numpy(table.pick(idx, keep[: len(idx)], rng)), dim=1)
@@ -43,7 +43,7 @@ def fit_image_tower(
         target = torch.arange(len(idx))
         return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
 
-    fit_epochs(model, loss, len(images), epochs, batch, lr, seed, "image tower" if progress else None)
+    fit_epochs(model, loss, len(images), fit, "image tower")
     return model.eval()
 
 
@@ -93,17 +93,13 @@ def train_image_tower(
     out_dir: Path,
     record: dict,
     *,
-    epochs: int = 40,
-    batch: int = 128,
-    lr: float = 2e-3,
-    seed: int = 0,
-    progress: bool = True,
+    fit: FitOptions = IMAGE_TOWER_FIT,
 ) -> dict:
     """Fit the tower on the train split's images and prompts, then measure the ceilings: R-precision of
     each split of `real` (name -> real images, their prompts, the prompts' embeddings). A checkpoint in
     out_dir; meta.json has the ceilings."""
     t0 = time.perf_counter()
-    model = fit_image_tower(train_images, table, epochs, batch, lr, seed, progress)
+    model = fit_image_tower(train_images, table, fit)
     ceilings = {
         name: float(r_precision_hits(embed_images(model, images), prompts, embeddings).mean())
         for name, (images, prompts, embeddings) in real.items()
@@ -116,9 +112,7 @@ def train_image_tower(
         **record,
         "encoder": table.spec.to_dict(),
         "created": utc_now(),
-        "epochs": epochs,
-        "batch": batch,
-        "lr": lr,
+        **fit.record(),  # epochs, batch, lr
         "candidates": CANDIDATES,
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "ceiling_r_precision": ceilings,  # split -> R-precision of its real images

@@ -35,6 +35,7 @@ def prompt_router_deployment(tmp_path_factory):
     from ddm.router.router_net import RouterConfig
     from ddm.router.train_router import train_router
     from ddm.workers.text_conditions import encode_prompts
+    from ddm.workers.training import FitOptions
     from tests.support.text import text_encoder
 
     root = _two_text_experts(tmp_path_factory.mktemp("prompt-router"))
@@ -51,9 +52,7 @@ def prompt_router_deployment(tmp_path_factory):
         cfg,
         root / "router",
         meta,
-        steps=40,
-        batch=16,
-        progress=False,
+        fit=FitOptions(steps=40, batch=16, progress=False),
         text=table,
     )
     return write_text_deployment_file(root, ["e0", "e1"], router="learned", strategy="top1", guidance=2.0)

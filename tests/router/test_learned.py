@@ -9,6 +9,7 @@ from ddm.router.learned import load_router
 from ddm.router.router_net import RouterConfig
 from ddm.router.train_router import accuracy_by_t, router_batch, train_router
 from ddm.schema.errors import ConfigError
+from ddm.workers.training import FitOptions
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +31,7 @@ def trained(tmp_path_factory):
         RouterConfig(num_clusters=2, channels=8),
         out,
         {"partition": {}},
-        steps=80,
-        batch=32,
-        progress=False,
+        fit=FitOptions(steps=80, batch=32, progress=False),
     )
     return out, meta, images, labels, clusters
 
@@ -94,9 +93,7 @@ def test_a_prompt_aware_router_reads_pooled_embeddings_and_a_class_router_keeps_
         cfg,
         tmp_path,
         {"partition": {}},
-        steps=60,
-        batch=32,
-        progress=False,
+        fit=FitOptions(steps=60, batch=32, progress=False),
         text=table,
     )
     router = load_router(tmp_path, buckets=(8,))

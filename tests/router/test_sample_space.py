@@ -45,6 +45,7 @@ def test_a_learned_router_reads_an_rgb_space_and_a_legacy_checkpoint_config_mean
     from ddm.router.learned import load_router
     from ddm.router.router_net import RouterConfig
     from ddm.router.train_router import train_router
+    from ddm.workers.training import FitOptions
 
     rng = np.random.default_rng(0)
     images = rng.uniform(-1, 1, (16, 3, 16, 16)).astype(np.float32)
@@ -52,7 +53,13 @@ def test_a_learned_router_reads_an_rgb_space_and_a_legacy_checkpoint_config_mean
     cfg = RouterConfig.for_space(2, RGB, channels=4, emb_dim=8, hidden=8)
     assert cfg.check_space(RGB) == "" and "input 3x16x16 vs 1x32x32" in cfg.check_space(LEGACY)
     meta = train_router(
-        images, labels, clusters, cfg, tmp_path, {"partition": {}}, steps=2, batch=4, progress=False
+        images,
+        labels,
+        clusters,
+        cfg,
+        tmp_path,
+        {"partition": {}},
+        fit=FitOptions(steps=2, batch=4, progress=False),
     )
     assert meta["config"]["in_channels"] == 3 and meta["config"]["image_size"] == 16
     router = load_router(tmp_path, buckets=(1, 4))

@@ -30,12 +30,13 @@ def synthetic_images(n: int, seed: int = 0) -> np.ndarray:
 def train_tiny_autoencoder(folder: Path, steps: int = 30) -> Path:
     from ddm.workers.autoencoder.config import preset
     from ddm.workers.autoencoder.train import train_autoencoder
+    from ddm.workers.training import FitOptions
 
     cfg = preset("tiny", 3, 32)
     trained_on = {"dataset": "synthetic", "split": "none", "sha256": "", "count": 256}
     train_autoencoder(
         synthetic_images(256), synthetic_images(64, seed=1), cfg, folder,
-        pixel_space=PIXELS, trained_on=trained_on, steps=steps, batch=32, progress=False,
+        pixel_space=PIXELS, trained_on=trained_on, fit=FitOptions(steps=steps, batch=32, progress=False),
     )  # fmt: skip
     return folder
 

@@ -26,9 +26,11 @@ from ddm.schema.sample_space import SampleSpace
 from ddm.workers.autoencoder.checkpoint import WEIGHTS, load_autoencoder
 from ddm.workers.autoencoder.config import AutoencoderConfig
 from ddm.workers.autoencoder.torch_model import Autoencoder
+from ddm.workers.training import FitOptions
 
 KL_WEIGHT = 1e-4  # per latent number, against the per-pixel squared error
 RANGE_STEP = 0.5  # the latent value range is the training latents' largest |z|, rounded up to this
+AUTOENCODER_FIT = FitOptions(steps=3000, batch=64)  # train_autoencoder's default
 
 
 def train_autoencoder(
@@ -39,19 +41,15 @@ def train_autoencoder(
     *,
     pixel_space: SampleSpace,
     trained_on: dict,
-    steps: int = 3000,
-    batch: int = 64,
-    lr: float = 2e-3,
-    seed: int = 0,
+    fit: FitOptions = AUTOENCODER_FIT,
     kl_weight: float = KL_WEIGHT,
     score_fd=None,
-    progress: bool = True,
 ) -> dict:
     """images / heldout float32 [N, C, S, S] in [-1, 1] -> the checkpoint in `out`; its meta (with
     the card) is returned. score_fd(real, recon) -> {"fd", "fd_floor", ...} when a classifier is at hand."""
     t0 = time.perf_counter()
     model = Autoencoder(cfg)
-    recent = _fit(model, images, steps, batch, lr, seed, kl_weight, progress)
+    recent = _fit(model, images, fit, kl_weight)
 
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(out / WEIGHTS))
@@ -72,10 +70,8 @@ def train_autoencoder(
         "framework": "torch",
         "config": cfg.to_dict(),
         "created": utc_now(),
-        "steps": steps,
-        "batch": batch,
-        "lr": lr,
-        "seed": seed,
+        **fit.record(),  # steps, batch, lr
+        "seed": fit.seed,
         "kl_weight": kl_weight,
         "num_params": sum(p.numel() for p in model.parameters()),
         "final_loss": float(np.mean(recent)),
@@ -92,14 +88,15 @@ def train_autoencoder(
     return meta
 
 
-def _fit(model: Autoencoder, images, steps, batch, lr, seed, kl_weight, progress) -> list[float]:
+def _fit(model: Autoencoder, images, fit: FitOptions, kl_weight: float) -> list[float]:
     """Train `model` in place (AdamW, one-cycle schedule); returns the last 100 losses (the card's final
     loss is their mean), the model in eval mode."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
+    steps, batch, lr = fit.length("steps"), fit.batch, fit.lr
+    torch.manual_seed(fit.seed)
+    rng = np.random.default_rng(fit.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    bar = tqdm(total=steps, desc="autoencoder", disable=not progress)
+    bar = tqdm(total=steps, desc="autoencoder", disable=not fit.progress)
     recent: list[float] = []
     for _ in range(steps):
         x = torch.from_numpy(images[rng.integers(0, len(images), batch)])

@@ -43,12 +43,15 @@ def test_the_classifier_reads_c_channels_and_k_classes(tmp_path):
     import torch
 
     from ddm.ops.eval.classifier import Classifier, features, fit_classifier, predict
+    from ddm.workers.training import FitOptions
 
     model = Classifier(3, 9, 16)
     assert model(torch.zeros(2, 3, 16, 16)).shape == (2, 9)
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (8, 3, 16, 16)).astype(np.float32)
-    fitted = fit_classifier(x, rng.integers(0, 9, 8), 1, 4, 1e-3, 0, False, num_classes=9)
+    fitted = fit_classifier(
+        x, rng.integers(0, 9, 8), FitOptions(epochs=1, batch=4, lr=1e-3, progress=False), num_classes=9
+    )
     assert predict(fitted, x).shape == (8, 9) and features(fitted, x).shape == (8, 256)
     assert Classifier().shape == {"in_channels": 1, "num_classes": 10, "image_size": 32}
 

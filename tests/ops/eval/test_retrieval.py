@@ -7,6 +7,7 @@ import numpy as np
 from ddm.ops.eval.retrieval import CANDIDATES, embed_images, fit_image_tower, r_precision_hits
 from ddm.schema.conditioning import TextEncoderSpec
 from ddm.workers.text_conditions import PromptTable
+from ddm.workers.training import FitOptions
 
 
 def _prompts(n: int, width: int, seed: int) -> tuple[list[str], np.ndarray]:
@@ -41,7 +42,7 @@ def test_the_tower_learns_which_colour_goes_with_which_prompt():
         labels + 1,
         spec,
     )
-    model = fit_image_tower(draw(labels), table, epochs=6, batch=32, lr=3e-3, seed=0, progress=False)
+    model = fit_image_tower(draw(labels), table, FitOptions(epochs=6, batch=32, lr=3e-3, progress=False))
     held = rng.integers(0, 4, 64)
     hits = r_precision_hits(embed_images(model, draw(held)), [prompts[k] for k in held], embeddings[held])
     assert hits.mean() > 0.9
