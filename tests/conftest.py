@@ -39,6 +39,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
             item.add_marker(pytest.mark.serial)
+    _check_serial_files(config, items)
+
+
+def _check_serial_files(config, items) -> None:
+    """Under `python -m tests`, the serial phase collects only the files tests/__main__.py found marking a
+    serial test: a serial test elsewhere (a mark written another way) would run in neither phase."""
+    listed = os.environ.get("DDM_SERIAL_FILES")
+    if not listed:
+        return
+    listed_paths = {Path(f).resolve() for f in listed.split(os.pathsep)}
+    serial = (i for i in items if i.get_closest_marker("serial"))
+    missed = sorted({str(i.path) for i in serial if i.path.resolve() not in listed_paths})
+    if missed:
+        raise pytest.UsageError(
+            f"serial tests in files tests/__main__.py's serial_files() did not find: {missed}; "
+            "mark them with pytest.mark.serial (or broker_restart, cluster, load) as written there"
+        )
 
 
 @pytest.fixture(autouse=True)
