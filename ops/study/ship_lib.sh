@@ -5,6 +5,9 @@
 #       `ddm eval` OUT/deployment.toml at top1, topk:2 and full (N images against the test split, JOBS at
 #       once, each skipped when RUNS/<PREFIX><strategy>/metrics.json exists), then OUT/eval_<s>.json and
 #       OUT/samples_top1.png; sets SHIP_METRICS to those files
+#   ship_evaluate_one RUNS OUT N NAME [ddm eval flags...]
+#       one more `ddm eval` of OUT/deployment.toml (top-1 unless the flags say otherwise; skipped when
+#       RUNS/ship_eval_NAME/metrics.json exists) into OUT/eval_NAME.json and OUT/samples_NAME.png
 #   ship_cards OUT NAME...      MODEL_CARD.md of OUT/NAME for each NAME, with SHIP_METRICS
 #   ship_copy OUT SRC NAME WEIGHTS   SRC's meta.json, WEIGHTS file (and loss.csv, accuracy_by_t.png)
 #                                    into OUT/NAME: inference files only, no train state
@@ -31,6 +34,16 @@ ship_evaluate() {
     SHIP_METRICS+=("$out/eval_$s.json")
   done
   cp "$runs/${prefix}top1/samples.png" "$out/samples_top1.png"
+}
+
+ship_evaluate_one() {
+  local runs=$1 out=$2 n=$3 name=$4
+  shift 4
+  local dir="$runs/ship_eval_$name"
+  [ -f "$dir/metrics.json" ] || ddm eval --deployment "$out/deployment.toml" --total "$n" --real-split test \
+    "$@" --out "$dir" > "$dir.log" 2>&1 || { echo "FAILED: $dir (see $dir.log)"; return 1; }
+  cp "$dir/metrics.json" "$out/eval_$name.json"
+  cp "$dir/samples.png" "$out/samples_$name.png"
 }
 
 ship_cards() {
