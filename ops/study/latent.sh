@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The latent study of docs/RESULTS.md ("A latent DDM, and clusters on learned features"), and the runs the
-# shipped latent deployment, checkpoints/emoji-latent/, is copied from (ops/study/ship_emoji_latent.sh).
+# The latent study of docs/RESULTS.md ("A latent DDM, and clusters on learned features"), and the
+# autoencoder the shipped latent deployment, checkpoints/emoji-latent/, decodes with (its experts are
+# trained by ops/study/emoji_text.sh in class mode and shipped by ops/study/ship_emoji_latent.sh).
 #
 # One autoencoder (KL-regularised, `small`: 3x32x32 emoji -> 4x8x8 latents) trained on emoji `train`;
 # the train and test splits encoded once (`ddm data encode`). Two partitions of the same latent rows,
