@@ -7,10 +7,15 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from ddm.schema.messages import JobSpec
 from tests.support.harness import Pipeline, local_references
 from tests.support.links import spawn_args, worker_link
+
+# the cohorts are sized from measured forward passes against the link's round trip: on two cores saturated
+# by the parallel phase a tiny forward pass looks long, and the count it asserts slips (23 of 24)
+pytestmark = pytest.mark.serial
 
 JOBS, STEPS = 6, 12
 SETTLE_S = 1.5  # three heartbeats of the harness's workers (0.5 s): the counters include every pass
