@@ -28,8 +28,10 @@ from pathlib import Path
 
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a phase selects nothing (e.g. a path with no serial tests)
 TESTS = Path(__file__).resolve().parent
-# the marks that make a test serial (tests/conftest.py SERIAL_MARKS, and serial itself)
-SERIAL_MARK = re.compile(r"pytest\.mark\.(serial|broker_restart|cluster|load)\b")
+# Tests with these marks disturb what every other test shares (the broker restarts, a cluster takes the
+# CPU, hundreds of clients load it): they are serial too (tests/conftest.py marks them so).
+SERIAL_MARKS = ("broker_restart", "cluster", "load")
+SERIAL_MARK = re.compile(rf"pytest\.mark\.({'|'.join(('serial', *SERIAL_MARKS))})\b")
 SERIAL_FILES_ENV = "DDM_SERIAL_FILES"  # the list, for tests/conftest.py's check
 
 

@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402 - after the env
 import pytest  # noqa: E402
 
 from ddm.schema.settings import Settings  # noqa: E402
+from tests.__main__ import SERIAL_FILES_ENV, SERIAL_MARKS  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.fakes import write_random_deployment  # noqa: E402
 
@@ -30,9 +31,6 @@ def _share_jax_compilations() -> None:
 
 _share_jax_compilations()
 
-# Tests with these marks disturb what every other test shares (the broker restarts, a cluster takes the
-# CPU, hundreds of clients load it): `python -m tests` runs them alone, after the parallel phase.
-SERIAL_MARKS = ("broker_restart", "cluster", "load")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -45,7 +43,7 @@ def pytest_collection_modifyitems(config, items):
 def _check_serial_files(config, items) -> None:
     """Under `python -m tests`, the serial phase collects only the files tests/__main__.py found marking a
     serial test: a serial test elsewhere (a mark written another way) would run in neither phase."""
-    listed = os.environ.get("DDM_SERIAL_FILES")
+    listed = os.environ.get(SERIAL_FILES_ENV)
     if not listed:
         return
     listed_paths = {Path(f).resolve() for f in listed.split(os.pathsep)}
