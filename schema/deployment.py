@@ -84,7 +84,7 @@ def resolve_deployment(path: str | Path | None = None, environ=None) -> Path:
     """The one rule for which deployment file a process serves or samples from: `path` (a
     --deployment flag) if given, else $DDM_DEPLOYMENT if set (containers), else the shipped one.
     Clients that only submit jobs never call this: the serving router's descriptor is their truth.
-    A folder means its deployment.toml (`--deployment checkpoints/emoji`)."""
+    A folder means its deployment.toml (`--deployment checkpoints/emoji-text`)."""
     if path is not None:
         return _file_of(Path(path))
     from ddm.schema.settings import Settings

@@ -3,7 +3,7 @@ foreground pixels of PNG grids drawn the same way (ddm.client.images.save_grid, 
 borders left out): real held-out emoji, their autoencoder reconstructions, and the given sample grids.
 
     python -m ddm.ops.study.chroma --autoencoder checkpoints/emoji-latent/decoder \\
-        checkpoints/emoji-latent/samples_top1.png checkpoints/emoji/samples_top1.png
+        checkpoints/emoji-latent/samples_top1.png docs/study/emoji-pixel/samples_top1.png
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The emoji objectives study of docs/RESULTS.md ("Does mixing objectives cost quality?"), and the
-# runs the shipped colour deployment, checkpoints/emoji/, is copied from (ops/study/ship_emoji.sh).
+# runs the colour deployment that shipped as checkpoints/emoji/ until 2026-11-28 is copied from
+# (ops/study/ship_emoji.sh; retired: its tiny pixel experts drew colour blobs).
 #
 # One partition: k-means K=4 on the emoji train split (pixel PCA features, k-means seed 0). Each
 # cluster's expert has a fixed framework and architecture; two cases differ only in the objectives:

@@ -5,8 +5,8 @@ into a coloured disk per image, not the output of any model) written as the rout
 the page watches. Checks: the frames stream, the tiles are sized by the space and drawn in RGB (a
 canvas pixel equals the frame's colour; the result PNG is RGB), the class names label the form and the
 tiles, the cluster panel shows the sample space and each expert's card; and a job whose frames are
-3x16x24 gets tiles of that shape. The real emoji deployment in a browser is
-tests/webui/test_browser_emoji.py (docs/WEBUI.md's screenshot).
+3x16x24 gets tiles of that shape. The shipped RGB deployments in a browser are
+tests/webui/test_browser_latent.py and test_browser_text_shipped.py (docs/WEBUI.md's screenshots).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ under it (the label names the expert, and there is none); then it runs one under
 chart follows the watched image step by step, one point per step, and its weights shift between the
 experts as the image forms (read from the chart's data attributes and text, not from pixels), and the
 job's result equals the local sampler's for the same spec within 1e-4 (pipeline == local on each shipped
-deployment; tests/webui/test_browser_emoji.py does the same on checkpoints/emoji). The form
+deployment; test_browser_latent.py and test_browser_text_shipped.py do the same on the emoji ones). The form
 names the deployment's classes, the cluster panel what each expert was trained on. Saves a screenshot
 under tmp (and in DDM_SCREENSHOT_DIR when set).
 """

@@ -30,7 +30,7 @@ from ddm.workers.frameworks import FRAMEWORKS, TORCH, EntryPoint
 from ddm.workers.training import TrainConfig, make_trainer
 
 REPO = Path(__file__).resolve().parents[2]
-# the deployments shipped before the architecture field (checkpoints/emoji came with it: its cards name it)
+# the deployments shipped before the architecture field (the later ones came with it: their cards name it)
 LEGACY_SHIPPED = ("mnist", "fashion-mnist")
 SHIPPED = sorted(
     p.parent for name in LEGACY_SHIPPED for p in (REPO / "checkpoints" / name).glob("expert*/meta.json")

@@ -19,7 +19,6 @@ SHIPPED = Path(__file__).resolve().parents[3] / "checkpoints"
     [
         ("mnist", "ddm submit --label 7 --wait"),
         ("fashion-mnist", "ddm submit --label 7 --wait"),
-        ("emoji", "ddm submit --label 7 --wait"),
         ("emoji-latent", "ddm submit --label 7 --wait"),
         ("emoji-text", 'ddm submit --prompt "red heart" --wait'),
     ],
