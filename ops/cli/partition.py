@@ -28,7 +28,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--features",
         default=None,
         help="kmeans: cluster by another dataset of the same rows: the latent dataset of --dataset "
-        "(emoji~ae-<id>: the autoencoder's learned features), or a latent dataset's pixels (emoji)",
+        "(emoji~ae-<id>: the autoencoder's learned features), a latent dataset's pixels (emoji), or "
+        "captions: each emoji's CLDR name, pooled by all-MiniLM-L6-v2 (clusters a prompt can name)",
+    )
+    parser.add_argument(
+        "--prompt-embeddings",
+        default=None,
+        help="with --features captions: read the names' embeddings from this file (`ddm data "
+        "embed-captions`) instead of loading the encoder",
     )
     parser.add_argument("--out", required=True, help="manifest path (JSON)")
     parser.add_argument("--preview", help="optional PNG: 8 samples per cluster, one row per cluster")
@@ -36,6 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ddm.ops.data.caption_features import CAPTIONS, caption_features
     from ddm.ops.data.catalog import DATASETS
     from ddm.ops.data.dataset import load_dataset
     from ddm.ops.data.partition_spec import parse_by
@@ -52,7 +60,11 @@ def main(args: argparse.Namespace) -> int:
     ds = load_dataset(args.dataset, args.split, args.data_dir)
     if args.features and spec.method != "kmeans":
         raise ConfigError(expected("--features with --by kmeans:K only", args.by))
-    features = load_dataset(args.features, ds.split, args.data_dir) if args.features else None
+    features = None
+    if args.features == CAPTIONS:
+        features = caption_features(args.dataset, ds.split, args.data_dir, args.prompt_embeddings)
+    elif args.features:
+        features = load_dataset(args.features, ds.split, args.data_dir)
     manifest = make_partition(ds, spec, seed=args.seed, fine=args.fine, dims=args.dims, features=features)
     path = write_manifest(args.out, manifest)
     print(summary(manifest, ds.classes))

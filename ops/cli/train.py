@@ -247,7 +247,7 @@ def train_router_command(args: argparse.Namespace) -> int:
         label_dropout=args.label_dropout,
         text=text.table if text else None,
     )
-    held = router_eval_set(manifest, dataset, args.eval_split, args.data_dir)
+    held = router_eval_set(manifest, dataset, args.eval_split, args.data_dir, args.prompt_embeddings)
     if text:
         if held.split is None:
             raise ConfigError(

@@ -15,7 +15,7 @@ import numpy as np
 from ddm.schema.conditioning import TEXT_FORMS, Conditioning, text_sample_space
 from ddm.schema.errors import ConfigError, expected
 from ddm.schema.sample_space import SampleSpace
-from ddm.workers.text_conditions import EMPTY_PROMPT, PromptEncoder, PromptTable
+from ddm.workers.text_conditions import PromptEncoder, PromptTable
 
 SUPPORTED_FORMS = ("pooled",)  # "tokens" (cross-attention) is not built yet
 
@@ -50,12 +50,11 @@ class TextTraining:
     def heldout_conditions(self, dataset_name: str, split: str, data_dir) -> dict[str, np.ndarray]:
         """A prompt-aware router's two readings of `split`'s images (row for row): each image's caption
         (its CLDR name) and the empty prompt (x_t alone)."""
-        from ddm.ops.data.emoji_captions import load_captions
+        from ddm.ops.data.caption_features import name_embeddings
 
-        names = [name or EMPTY_PROMPT for name in load_captions(dataset_name, split, data_dir).captions]
-        prompts, _ = self.encoder.encode(names)  # an uncaptioned image (no name) reads the empty prompt
-        empty = np.repeat(self.table.empty[None], len(names), axis=0)
-        return {"with the prompt": np.asarray(prompts, np.float32), "the empty prompt": empty}
+        prompts = name_embeddings(dataset_name, split, data_dir, self.encoder)
+        empty = np.repeat(self.table.empty[None], len(prompts), axis=0)
+        return {"with the prompt": prompts, "the empty prompt": empty}
 
 
 def prepare_text(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ddm.ops.data.caption_features import CAPTIONS
 from ddm.ops.data.dataset import Dataset, label_histogram
 from ddm.ops.data.kmeans import (
     kmeans_assign,
@@ -171,23 +172,33 @@ def partition_kmeans(
         centroids=coarse,
         fine=int(fine),
         seed=int(seed),
-        input="" if rows.dtype == np.uint8 else f"latents flattened to {pixels} (channels first, row-major)",
+        input=_rows_described(source, rows.dtype, pixels),
         source=source,
     )
     return build_manifest(ds, "kmeans", kmeans_assign(model, feats), seed=int(seed), kmeans=model)
 
 
+def _rows_described(source: str, dtype, width: int) -> str:
+    """KMeansModel.input: what the PCA reads, where it is not uint8 pixels."""
+    if source == CAPTIONS:
+        return f"pooled embeddings of each image's name, {width} wide"
+    return "" if dtype == np.uint8 else f"latents flattened to {width} (channels first, row-major)"
+
+
 def check_same_rows(ds, features) -> None:
     """`features` holds the same samples as `ds`, row for row: one is the other's latent dataset (the
-    name "<dataset>~<encoder_id>"), of the same split, with the same labels."""
+    name "<dataset>~<encoder_id>"), or its caption features (ddm.ops.data.caption_features), of the
+    same split, with the same labels."""
     names = {ds.name, features.name}
-    related = any(split_latent_name(n) and split_latent_name(n)[0] in names for n in names)
+    related = features.name == CAPTIONS or any(
+        split_latent_name(n) and split_latent_name(n)[0] in names for n in names
+    )
     same = related and ds.split == features.split and np.array_equal(ds.labels, features.labels)
     if not same:
         raise ConfigError(
             expected(
                 f"features of the same rows as {ds.name} {ds.split}: its latent dataset (or, for a latent "
-                "dataset, its pixels) of that split",
+                "dataset, its pixels), or its captions, of that split",
                 f"{features.name} {features.split}",
             )
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ddm.ops.data.caption_features import CAPTIONS, caption_features
 from ddm.ops.data.dataset import Dataset, load_dataset
 from ddm.ops.data.partitions import assign_clusters
 from ddm.ops.data.splits import heldout_split
@@ -31,15 +32,22 @@ def router_eval_set(
     dataset: Dataset,
     eval_split: str | None = None,
     data_dir: str | Path | None = None,
+    prompt_embeddings: str | None = None,
 ) -> RouterEvalSet:
     """eval_split (default: the rest of the manifest's split) of the manifest's dataset, placed by
-    the manifest's rule; the training `dataset` itself when there is no held-out split or rule."""
+    the manifest's rule; the training `dataset` itself when there is no held-out split or rule.
+    prompt_embeddings: where a caption partition's k-means finds the names' embeddings (a file of `ddm
+    data embed-captions`; None: the encoder)."""
     eval_split = eval_split or heldout_split(manifest.split)
     if eval_split is not None and manifest.method != "random":
         held = load_dataset(manifest.dataset, eval_split, data_dir)
         source = manifest.kmeans.source if manifest.kmeans is not None else ""
         # the rows the k-means reads: the same held-out split of its source dataset, where it has one
-        rows = load_dataset(source, eval_split, data_dir).images if source else held.images
+        rows = held.images
+        if source == CAPTIONS:
+            rows = caption_features(manifest.dataset, eval_split, data_dir, prompt_embeddings).images
+        elif source:
+            rows = load_dataset(source, eval_split, data_dir).images
         return RouterEvalSet(
             held.as_model_input(),
             np.asarray(held.labels),

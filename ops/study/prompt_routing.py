@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         train.sample_space,
         args.prompt_embeddings,
     )
-    held = router_eval_set(manifest, train, args.eval_split, args.data_dir)
+    held = router_eval_set(manifest, train, args.eval_split, args.data_dir, args.prompt_embeddings)
     sets = {
         f"training {manifest.split} ({len(train)})": (
             train.as_model_input(),

@@ -1,7 +1,10 @@
 """docs/RESULTS.md's tables of the shipped text deployment, from the records ops/eval/text_eval.py wrote
-(checkpoints/emoji-text/eval/*.json): per split and strategy, and the guidance sweep.
+(checkpoints/emoji-text/eval/*.json): per split and strategy, and the guidance sweep. Given several
+folders (a study's cases, e.g. ops/study/text_clusters.sh's), one table with a first column naming each
+case by its folder's parent.
 
     python -m ddm.ops.study.text_tables checkpoints/emoji-text/eval
+    python -m ddm.ops.study.text_tables runs/text-clusters/pixels/eval runs/text-clusters/captions/eval
 """
 
 from __future__ import annotations
@@ -24,19 +27,19 @@ def row(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    folder = Path((argv or sys.argv[1:])[0])
-    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
-    print(
-        "| prompts | strategy | guidance | R-precision [95%] | its ceiling (share) | group accuracy [95%] "
-        "| FD | FD real vs real | s / image |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    folders = [Path(f) for f in (argv or sys.argv[1:])]
+    cases = len(folders) > 1
+    head = "| prompts | strategy | guidance | R-precision [95%] | its ceiling (share) | group accuracy [95%] "
+    print(("| case " if cases else "") + head + "| FD | FD real vs real | s / image |")
+    print("|---" * (9 + cases) + "|")
     order = {"top1": 0, "topk:2": 1, "full": 2}
-    for r in sorted(
-        records,
-        key=lambda r: (r["split"] != "train", r["guidance"] != 3.0, order[r["strategy"]], r["guidance"]),
-    ):
-        print(row(r))
+    for folder in folders:
+        records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+        for r in sorted(
+            records,
+            key=lambda r: (r["split"] != "train", r["guidance"] != 3.0, order[r["strategy"]], r["guidance"]),
+        ):
+            print((f"| {folder.parent.name} " if cases else "") + row(r))
     return 0
 
 
