@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from ddm.client.client import Client
+from ddm.router.deployment_loader import load_decoder
 from ddm.schema.deployment import Deployment
+from ddm.schema.messages import JobSpec
 from ddm.schema.settings import Settings
 from tests.support.browser import (
     chromium_page,
@@ -24,13 +26,20 @@ from tests.support.browser import (
     submit_until_decoded,
     take_screenshot,
 )
-from tests.support.harness import ddm_up_with_ui, decoded_gap
+from tests.support.harness import ddm_up_with_ui, decoded_gap, local_reference
 from tests.support.openai_check import openai_equals_ddm_sample
 from tests.support.text import needs_text_encoder
 
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "checkpoints" / "emoji-text" / "deployment.toml"
 PROMPT = "red heart"
 STEPS = 12
+
+
+def foreground_colour(pixels: np.ndarray) -> tuple[float, float, float]:
+    """Mean (red, green, blue) in [0, 1] of pixels [n, 3, H, W] in [-1, 1] away from the grey background."""
+    rgb = (np.clip(pixels, -1, 1) + 1) / 2
+    foreground = np.abs(pixels).max(1) > 0.2
+    return tuple(float(rgb[:, c][foreground].mean()) for c in range(3))
 
 
 @pytest.mark.browser
@@ -60,11 +69,15 @@ def test_a_prompt_on_the_shipped_text_deployment_streams_and_equals_ddm_sample(p
             pixels, diff = decoded_gap(client, job_id, DEPLOYMENT, spec)
             print(f"emoji-text: max |pipeline - local| = {diff:.2e} (latents and decoded pixels)")
             assert diff <= 1e-4
-            # a red heart is red: its foreground pixels' red channel well above green and blue
-            rgb = (np.clip(pixels, -1, 1) + 1) / 2
-            foreground = np.abs(pixels).max(1) > 0.2
-            red, green, blue = (rgb[:, c][foreground].mean() for c in range(3))
+            red, green, blue = foreground_colour(pixels)  # a red heart is red
             assert red > green + 0.2 and red > blue + 0.2, (red, green, blue)
+            # and a blue heart blue (in-process, as ddm sample: the pipeline equals it, above); it once
+            # drew white, the router sending it to the expert whose cluster holds the white heart
+            blue_spec = JobSpec.new([None] * 2, steps=STEPS, seed=5, prompt="blue heart")
+            red, green, blue = foreground_colour(
+                load_decoder(deployment).decode(local_reference(DEPLOYMENT, blue_spec))
+            )
+            assert blue > red + 0.2 and blue > green + 0.1, (red, green, blue)
             take_screenshot(page, shot)
         # the same deployment through the OpenAI endpoint, with and without streaming (issue 39)
         print(openai_equals_ddm_sample(url, env, DEPLOYMENT, PROMPT, steps=STEPS, seed=5))
