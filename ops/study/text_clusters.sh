@@ -36,7 +36,7 @@ print(','.join(str(max(1, round($STUDY_TOTAL * x['count'] / n))) for x in c))" "
   bash "$STUDY_SCRIPTS/emoji_text.sh" "$dir" "$steps" 128 cpu 1 "$STUDY_DATASET"
   [ -f "$dir/router/meta.json" ] || ddm train router --partition "$dir/partition.json" --text pooled \
     --prompt-embeddings "$dir/captions.npz" --label-dropout 0.1 --steps "$STUDY_ROUTER_STEPS" \
-    --eval-split test --out "$dir/router" --no-progress > "$dir/router.log"
+    --eval-split test --out "$dir/router" --no-progress > "$dir/router.log" || { echo "FAILED: $dir/router.log"; return 1; }
   ln -sfn "$(realpath checkpoints/emoji-latent/decoder)" "$dir/decoder"
   ddm deployment write "$dir/deployment.toml" --name "text-clusters-$1" --strategy top1 --guidance 3 \
     --expert expert0 --expert expert1 --expert expert2 --expert expert3 --router learned:router \
@@ -47,7 +47,7 @@ print(','.join(str(max(1, round($STUDY_TOTAL * x['count'] / n))) for x in c))" "
       --deployment "$dir/deployment.toml" --retrieval checkpoints/emoji-text/retrieval \
       --classifier checkpoints/emoji/classifier --prompt-embeddings "$dir/captions.npz" --split "$split" \
       --count "$STUDY_COUNT" --strategy top1 --guidance 3 --out "$dir/eval/${split}_top1_g3.json" \
-      > "$dir/eval/${split}_top1_g3.log" 2>&1
+      > "$dir/eval/${split}_top1_g3.log" 2>&1 || { echo "FAILED: $dir/eval/${split}_top1_g3.log"; return 1; }
   done
   echo "$1: done"
 }
