@@ -33,11 +33,23 @@ _share_jax_compilations()
 
 
 
+# Files whose tests start a browser, a pipeline of worker processes or a benchmark run: the longest. With
+# --dist loadfile, pytest-xdist hands files to workers in collection order, so these go first and the
+# quick files fill the end, instead of one worker running a 2-minute browser test while the others idle.
+SLOW_FIRST = ("webui/test_browser", "pipeline/", "ops/bench/")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
             item.add_marker(pytest.mark.serial)
     _check_serial_files(config, items)
+    items.sort(key=_runs_last)  # stable: files keep their order within each group
+
+
+def _runs_last(item) -> bool:
+    relative = item.path.resolve().relative_to(Path(__file__).resolve().parent).as_posix()
+    return not relative.startswith(SLOW_FIRST)
 
 
 def _check_serial_files(config, items) -> None:
