@@ -62,19 +62,14 @@ def prepare_text(
 ) -> TextTraining:
     """The captions of images `idx` of load_dataset(dataset_name, split), encoded by the `form` encoder
     (or read from the `stored` file of `ddm data embed-captions`)."""
+    from ddm.ops.data.caption_features import name_encoder
     from ddm.ops.data.emoji_captions import load_captions
     from ddm.workers.text_conditions import encode_prompts
-    from ddm.workers.text_encoder import load_text_encoder
 
     if form not in SUPPORTED_FORMS:
         raise ConfigError(expected(f"--text in {list(SUPPORTED_FORMS)} (tokens: not yet)", form))
     captions = load_captions(dataset_name, split, data_dir)
-    if stored is not None:
-        from ddm.workers.stored_prompts import StoredPrompts
-
-        encoder = StoredPrompts(stored)
-    else:
-        encoder = load_text_encoder(form)
+    encoder = name_encoder(stored, form)
     variants = [captions.variants[i] for i in idx]
     print(f"encoding the captions of {len(variants)} images once ({encoder.spec.encoder_id}, {form}) ...")
     table = encode_prompts(variants, encoder)

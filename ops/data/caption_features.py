@@ -35,15 +35,15 @@ def name_embeddings(dataset_name: str, split: str, data_dir, encoder) -> np.ndar
     return np.asarray(prompts, np.float32)
 
 
-def name_encoder(stored: str | None = None):
-    """The pooled text encoder, or the stored embeddings of `ddm data embed-captions` (a file)."""
+def name_encoder(stored: str | None = None, form: str = "pooled"):
+    """The `form` text encoder, or the stored embeddings of `ddm data embed-captions` (a file)."""
     if stored is not None:
         from ddm.workers.stored_prompts import StoredPrompts
 
         return StoredPrompts(stored)
     from ddm.workers.text_encoder import load_text_encoder
 
-    return load_text_encoder("pooled")
+    return load_text_encoder(form)
 
 
 def caption_features(
