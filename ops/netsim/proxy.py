@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .connection import Connection
 from .shaping import Shape
@@ -138,6 +139,11 @@ class LinkProxy:
         return self._call(self._reset_all)
 
     def stats(self) -> dict:
+        """Counters as the loop thread sees them between two rounds: a byte the far end already holds
+        is counted (read from this thread, the loop may have sent it and not yet added it)."""
+        return self._call(self._snapshot) or self._snapshot()  # 0: the loop has stopped, nothing moves
+
+    def _snapshot(self) -> dict:
         return {
             "connections_total": self.connections_total,
             "connections_open": len(self._conns),
@@ -155,7 +161,7 @@ class LinkProxy:
             raise ValueError(f"expected direction 'up' or 'down', got {direction!r}")
         return (direction,)
 
-    def _call(self, fn: Callable[[], int]) -> int:
+    def _call(self, fn: Callable[[], Any]) -> Any:
         """Run fn on the loop thread and wait for its result (0 when the loop is not running)."""
         if not self.alive:
             return 0
@@ -300,7 +306,7 @@ class LinkProxy:
     def _fail_pending_calls(self) -> None:
         self._answer_calls(lambda fn: 0)
 
-    def _answer_calls(self, answer: Callable[[Callable[[], int]], int]) -> None:
+    def _answer_calls(self, answer: Callable[[Callable[[], Any]], Any]) -> None:
         """Answer every queued call with answer(its function) and wake its caller."""
         while True:
             try:

@@ -94,7 +94,9 @@ def test_blackhole_with_drop_loses_what_crossed_meanwhile(sink_server):
         assert wait_received(sink_server, 1) == b"a"
         link.blackhole(direction="up", drop=True)
         client.sendall(b"lost")
-        time.sleep(0.1)
+        deadline = time.monotonic() + 3  # heal only once the proxy has read (and dropped) all of it
+        while link.stats()["bytes_dropped"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
         link.heal()
         client.sendall(b"b")
         assert wait_received(sink_server, 2) == b"ab"
