@@ -1,6 +1,6 @@
 """docs/RESULTS.md's tables of the shipped text deployment, from the records ops/eval/text_eval.py wrote
 (checkpoints/emoji-text/eval/*.json): per split and strategy, and the guidance sweep. Given several
-folders (a study's cases, e.g. ops/study/text_clusters.sh's), one table with a first column naming each
+folders (a study's cases, e.g. ops/study/text_study.sh's), one table with a first column naming each
 case by its folder's parent.
 
     python -m ddm.ops.study.text_tables checkpoints/emoji-text/eval
