@@ -81,10 +81,15 @@ def test_blackhole_holds_bytes_until_heal_for_old_and_new_connections(echo_serve
         new.close()
 
 
-def wait_received(server, size: int, timeout: float = 3.0) -> bytes:
+def wait_until(check, timeout: float = 3.0) -> None:
+    """Poll check() until it is true or `timeout` s pass (the assertions after it say what was missing)."""
     deadline = time.monotonic() + timeout
-    while len(server.received) < size and time.monotonic() < deadline:
+    while not check() and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def wait_received(server, size: int) -> bytes:
+    wait_until(lambda: len(server.received) >= size)
     return bytes(server.received)
 
 
@@ -94,9 +99,7 @@ def test_blackhole_with_drop_loses_what_crossed_meanwhile(sink_server):
         assert wait_received(sink_server, 1) == b"a"
         link.blackhole(direction="up", drop=True)
         client.sendall(b"lost")
-        deadline = time.monotonic() + 3  # heal only once the proxy has read (and dropped) all of it
-        while link.stats()["bytes_dropped"] < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: link.stats()["bytes_dropped"] == 4)  # heal once the proxy dropped all of it
         link.heal()
         client.sendall(b"b")
         assert wait_received(sink_server, 2) == b"ab"
