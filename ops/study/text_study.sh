@@ -20,7 +20,7 @@
 #
 # Then: python -m ddm.ops.study.text_tables OUT/CASE/eval ...
 set -euo pipefail
-[ $# -ge 4 ] || { sed -n '17,19p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { echo "usage: bash $0 OUT ROUTER_STEPS COUNT CASE=TOTAL_EXPERT_STEPS... (CASE: pixels, captions, pixel-space)" >&2; exit 2; }
 out=$1
 router_steps=$2
 count=$3
